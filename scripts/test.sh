@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The whole test suite: installs dependencies, builds (Release), runs every test, then builds
+# once more with AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit tests there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+jobs=$(nproc)
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$jobs"
+(cd build && ctest --output-on-failure --timeout 600 -j "$jobs")
+
+# Sanitizers: the unit tests (label "unit" groups), without benchmarks.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DORIGAMI_SANITIZE=ON \
+  -DORIGAMI_BUILD_BENCH=OFF >/dev/null
+cmake --build build-asan -j "$jobs"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --timeout 900 -j "$jobs" -L 'core|kernels|comm')
