@@ -1,0 +1,35 @@
+// Matrix products, behind one small interface so the library doing them (oneDNN today, chosen
+// by measurement: see docs/results.md) can change without touching a caller.
+#pragma once
+
+#include <cstdint>
+
+namespace origami::kernels {
+
+enum class Trans : char { N = 'N', T = 'T' };
+
+// C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C, all row-major with leading dimensions
+// lda/ldb/ldc (elements between consecutive rows of the stored matrix). With beta = 0, C need
+// not be initialised. M, N or K may be 0.
+void gemm(Trans trans_a, Trans trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
+          float alpha, const float* A, std::int64_t lda, const float* B, std::int64_t ldb,
+          float beta, float* C, std::int64_t ldc);
+
+// Floating-point operations of one such product: 2*M*N*K.
+inline double gemm_flops(std::int64_t M, std::int64_t N, std::int64_t K) {
+  return 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+}
+
+// Linear layer with a weight stored as torch/Hugging Face do, [out, in]:
+//   forward      y[rows,out]  (=|+=) x[rows,in] @ W^T
+//   backward dx  dx[rows,in]  += dy[rows,out] @ W
+//   backward dW  dW[out,in]   += dy^T @ x
+// `accumulate` selects += for the forward output (partial sums over weight shards).
+void linear_forward(std::int64_t rows, std::int64_t in, std::int64_t out, const float* x,
+                    const float* W, float* y, bool accumulate = false);
+void linear_backward_input(std::int64_t rows, std::int64_t in, std::int64_t out, const float* dy,
+                           const float* W, float* dx);
+void linear_backward_weight(std::int64_t rows, std::int64_t in, std::int64_t out, const float* dy,
+                            const float* x, float* dW);
+
+}  // namespace origami::kernels
