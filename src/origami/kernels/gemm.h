@@ -1,5 +1,5 @@
 // Matrix products, behind one small interface so the library doing them (oneDNN today, chosen
-// by measurement: see docs/results.md) can change without touching a caller.
+// by measurement: see docs/results-kernels.md) can change without touching a caller.
 #pragma once
 
 #include <cstdint>

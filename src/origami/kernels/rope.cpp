@@ -1,0 +1,86 @@
+#include "origami/kernels/rope.h"
+
+#include <cmath>
+
+#include "origami/core/error.h"
+#include "origami/kernels/parallel.h"
+
+namespace origami::kernels {
+
+namespace {
+
+void check_args(const char* what, std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                std::int64_t head_dim, const std::int64_t* pos) {
+  ORIGAMI_CHECK(batch >= 0 && seq >= 0 && heads >= 0 && head_dim >= 0,
+                "{}: negative size batch={} seq={} heads={} head_dim={}", what, batch, seq, heads,
+                head_dim);
+  ORIGAMI_CHECK(head_dim % 2 == 0, "{}: head_dim must be even, got {}", what, head_dim);
+  for (std::int64_t s = 0; s < seq; ++s)
+    ORIGAMI_CHECK(pos[s] >= 0, "{}: position {} at index {} is negative", what, pos[s], s);
+}
+
+// Rotates every head of every (batch, position) row by the row's angle. `sign` = +1 is the
+// forward rotation, -1 its transpose. Pairs are (i, i + d/2), as HF's rotate_half:
+//   out_i = x_i cos - x_{i+d/2} sin,   out_{i+d/2} = x_{i+d/2} cos + x_i sin.
+void rotate(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
+            const std::int64_t* pos, const float* cos_table, const float* sin_table, float sign,
+            float* x) {
+  const std::int64_t half = head_dim / 2;
+  const std::int64_t row_len = heads * head_dim;
+  detail::parallel_for(batch * seq, detail::rows_per_chunk(row_len),
+                       [=](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t p = pos[r % seq];
+      const float* c = cos_table + p * half;
+      const float* s = sin_table + p * half;
+      for (std::int64_t hd = 0; hd < heads; ++hd) {
+        float* x1 = x + r * row_len + hd * head_dim;
+        float* x2 = x1 + half;
+#pragma omp simd
+        for (std::int64_t i = 0; i < half; ++i) {
+          const float a = x1[i];
+          const float b = x2[i];
+          const float si = sign * s[i];
+          x1[i] = a * c[i] - b * si;
+          x2[i] = b * c[i] + a * si;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void rope_table(std::int64_t max_pos, std::int64_t head_dim, double theta, float* cos_table,
+                float* sin_table) {
+  ORIGAMI_CHECK(max_pos >= 0, "rope_table: negative max_pos {}", max_pos);
+  ORIGAMI_CHECK(head_dim >= 0 && head_dim % 2 == 0,
+                "rope_table: head_dim must be even and >= 0, got {}", head_dim);
+  ORIGAMI_CHECK(theta > 0.0, "rope_table: theta must be > 0, got {}", theta);
+  const std::int64_t half = head_dim / 2;
+  for (std::int64_t i = 0; i < half; ++i) {
+    const double inv_freq =
+        std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    for (std::int64_t p = 0; p < max_pos; ++p) {
+      const double angle = static_cast<double>(p) * inv_freq;
+      cos_table[p * half + i] = static_cast<float>(std::cos(angle));
+      sin_table[p * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
+void rope_forward(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
+                  const std::int64_t* pos, const float* cos_table, const float* sin_table,
+                  float* x) {
+  check_args("rope_forward", batch, seq, heads, head_dim, pos);
+  rotate(batch, seq, heads, head_dim, pos, cos_table, sin_table, 1.0f, x);
+}
+
+void rope_backward(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
+                   const std::int64_t* pos, const float* cos_table, const float* sin_table,
+                   float* dx) {
+  check_args("rope_backward", batch, seq, heads, head_dim, pos);
+  rotate(batch, seq, heads, head_dim, pos, cos_table, sin_table, -1.0f, dx);
+}
+
+}  // namespace origami::kernels
