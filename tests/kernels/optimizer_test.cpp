@@ -1,0 +1,122 @@
+#include "origami/kernels/optimizer.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "origami/core/error.h"
+#include "test_util.h"
+
+namespace origami::kernels {
+namespace {
+
+using testing::RelClose;
+using testing::random_floats;
+
+// torch.optim.AdamW's update written out in float64.
+struct AdamRef {
+  std::vector<double> p, m, v;
+  void step(const std::vector<float>& g, const AdamWHyper& hp, int t) {
+    const double lr = hp.lr, b1 = hp.beta1, b2 = hp.beta2, eps = hp.eps, wd = hp.weight_decay;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      p[i] *= 1.0 - lr * wd;
+      m[i] = b1 * m[i] + (1.0 - b1) * g[i];
+      v[i] = b2 * v[i] + (1.0 - b2) * double(g[i]) * g[i];
+      const double denom = std::sqrt(v[i]) / std::sqrt(1.0 - std::pow(b2, t)) + eps;
+      p[i] -= lr / (1.0 - std::pow(b1, t)) * m[i] / denom;
+    }
+  }
+};
+
+TEST(AdamW, ThreeStepsMatchTorchFormulaInFloat64) {
+  std::mt19937 rng(61);
+  AdamWHyper hp;
+  hp.lr = 1e-2f;
+  hp.weight_decay = 0.1f;
+  for (const float weight_decay : {0.1f, 0.0f})
+    for (const float grad_scale : {1.0f, 1e-6f})  // tiny gradients: eps matters
+      for (std::int64_t n : {1, 3, 17, 257, 40000}) {
+        hp.weight_decay = weight_decay;
+        const auto p0 = random_floats(rng, n);
+        auto p = p0;
+        std::vector<float> m(static_cast<std::size_t>(n), 0.0f), v(static_cast<std::size_t>(n), 0.0f);
+        AdamRef ref{testing::to_double(p0), std::vector<double>(static_cast<std::size_t>(n)), std::vector<double>(static_cast<std::size_t>(n))};
+        for (int t = 1; t <= 3; ++t) {
+          const auto g = random_floats(rng, n, -grad_scale, grad_scale);
+          adamw_step(n, p.data(), g.data(), m.data(), v.data(), hp, t);
+          ref.step(g, hp, t);
+        }
+        // The parameters move by ~lr per step: compare the change as well as the values.
+        std::vector<float> delta(static_cast<std::size_t>(n));
+        std::vector<double> delta_ref(static_cast<std::size_t>(n));
+        for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i) {
+          delta[i] = p[i] - p0[i];
+          delta_ref[i] = ref.p[i] - p0[i];
+        }
+        EXPECT_TRUE(RelClose(p, ref.p)) << n;
+        EXPECT_TRUE(RelClose(delta, delta_ref, 1e-4)) << n << " wd=" << weight_decay << " g~" << grad_scale;
+        EXPECT_TRUE(RelClose(m, ref.m)) << n;
+        EXPECT_TRUE(RelClose(v, ref.v)) << n;
+      }
+}
+
+TEST(AdamW, OneAndTwoThreadsAreBitwiseIdentical) {
+  std::mt19937 rng(62);
+  const std::int64_t n = 100003;
+  const auto p0 = random_floats(rng, n), g = random_floats(rng, n);
+  auto run = [&](int threads) {
+    testing::ThreadCountScope scope(threads);
+    auto p = p0;
+    std::vector<float> m(static_cast<std::size_t>(n), 0.0f), v(static_cast<std::size_t>(n), 0.0f);
+    for (int t = 1; t <= 2; ++t) adamw_step(n, p.data(), g.data(), m.data(), v.data(), AdamWHyper{}, t);
+    scale_inplace(n, p.data(), 0.5f);
+    p.insert(p.end(), m.begin(), m.end());
+    p.insert(p.end(), v.begin(), v.end());
+    return p;
+  };
+  EXPECT_TRUE(testing::bitwise_equal(run(1), run(2)));
+}
+
+TEST(AdamW, RejectsBadArguments) {
+  float p = 1.0f, g = 1.0f, m = 0.0f, v = 0.0f;
+  EXPECT_THROW(adamw_step(1, &p, &g, &m, &v, AdamWHyper{}, 0), Error);  // steps are 1-based
+  AdamWHyper bad;
+  bad.beta2 = 1.0f;
+  EXPECT_THROW(adamw_step(1, &p, &g, &m, &v, bad, 1), Error);
+  adamw_step(0, nullptr, nullptr, nullptr, nullptr, AdamWHyper{}, 1);
+}
+
+TEST(GradNorm, SumOfSquaresIsExactInDouble) {
+  std::mt19937 rng(63);
+  for (std::int64_t n : {0, 1, 3, 17, 257, 100003}) {
+    const auto x = random_floats(rng, n, -3.0f, 3.0f);
+    long double exact = 0.0L;
+    for (float xi : x) exact += static_cast<long double>(xi) * xi;
+    EXPECT_NEAR(sum_of_squares(n, x.data()), double(exact), 1e-12 * double(exact) + 1e-300) << n;
+  }
+}
+
+TEST(GradNorm, ClipCoefficientAsTorch) {
+  EXPECT_EQ(clip_coefficient(0.5, 1.0), 1.0f);
+  EXPECT_EQ(clip_coefficient(0.0, 1.0), 1.0f);
+  EXPECT_FLOAT_EQ(clip_coefficient(4.0, 1.0), float(1.0 / (4.0 + 1e-6)));
+  EXPECT_FLOAT_EQ(clip_coefficient(10.0, 2.5), float(2.5 / (10.0 + 1e-6)));
+  EXPECT_TRUE(std::isnan(clip_coefficient(std::nan(""), 1.0)));
+  EXPECT_EQ(clip_coefficient(INFINITY, 1.0), 0.0f);
+  EXPECT_THROW(clip_coefficient(1.0, 0.0), Error);
+  EXPECT_THROW(clip_coefficient(-1.0, 1.0), Error);
+}
+
+TEST(GradNorm, ScaleInPlace) {
+  std::mt19937 rng(64);
+  const auto x0 = random_floats(rng, 257);
+  auto x = x0;
+  scale_inplace(257, x.data(), 0.25f);
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i], x0[i] * 0.25f);
+  scale_inplace(0, nullptr, 2.0f);
+}
+
+}  // namespace
+}  // namespace origami::kernels

@@ -1,0 +1,162 @@
+#include "origami/kernels/rope.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "origami/core/error.h"
+#include "test_util.h"
+
+namespace origami::kernels {
+namespace {
+
+using testing::RelClose;
+using testing::random_floats;
+
+constexpr double kTheta = 10000.0;
+
+double angle(std::int64_t p, std::int64_t i, std::int64_t d) {
+  return double(p) * std::pow(kTheta, -2.0 * double(i) / double(d));
+}
+
+// float64 rotation of x [B, S, H, d] (HF rotate_half); transpose = true applies R^T.
+std::vector<double> rope_reference(std::int64_t B, std::int64_t S, std::int64_t H, std::int64_t d,
+                                   const std::vector<std::int64_t>& pos, std::vector<double> x,
+                                   bool transpose) {
+  const std::int64_t half = d / 2;
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t s = 0; s < S; ++s)
+      for (std::int64_t hd = 0; hd < H; ++hd)
+        for (std::int64_t i = 0; i < half; ++i) {
+          const std::size_t k1 = static_cast<std::size_t>(((b * S + s) * H + hd) * d + i), k2 = k1 + static_cast<std::size_t>(half);
+          const double c = std::cos(angle(pos[static_cast<std::size_t>(s)], i, d));
+          const double sn = (transpose ? -1.0 : 1.0) * std::sin(angle(pos[static_cast<std::size_t>(s)], i, d));
+          const double a = x[k1], bb = x[k2];
+          x[k1] = a * c - bb * sn;
+          x[k2] = bb * c + a * sn;
+        }
+  return x;
+}
+
+struct Tables {
+  std::vector<float> cos, sin;
+};
+Tables make_tables(std::int64_t max_pos, std::int64_t d) {
+  Tables t{std::vector<float>(static_cast<std::size_t>(max_pos * d / 2)), std::vector<float>(static_cast<std::size_t>(max_pos * d / 2))};
+  rope_table(max_pos, d, kTheta, t.cos.data(), t.sin.data());
+  return t;
+}
+
+TEST(Rope, TableMatchesFloat64Angles) {
+  const std::int64_t max_pos = 300, d = 34;
+  const auto t = make_tables(max_pos, d);
+  std::vector<double> c(t.cos.size()), s(t.sin.size());
+  for (std::int64_t p = 0; p < max_pos; ++p)
+    for (std::int64_t i = 0; i < d / 2; ++i) {
+      c[static_cast<std::size_t>(p * d / 2 + i)] = std::cos(angle(p, i, d));
+      s[static_cast<std::size_t>(p * d / 2 + i)] = std::sin(angle(p, i, d));
+    }
+  EXPECT_TRUE(RelClose(t.cos, c, 1e-7));
+  EXPECT_TRUE(RelClose(t.sin, s, 1e-7));
+  EXPECT_EQ(t.cos[0], 1.0f);
+  EXPECT_EQ(t.sin[0], 0.0f);
+}
+
+TEST(Rope, ForwardAndBackwardMatchFloat64ReferenceOnGlobalPositions) {
+  std::mt19937 rng(31);
+  const std::int64_t max_pos = 4096;
+  struct Case { std::int64_t B, S, H, d; };
+  for (const Case& c : {Case{1, 1, 1, 2}, Case{2, 3, 3, 34}, Case{1, 17, 4, 64}, Case{3, 5, 1, 128}}) {
+    const auto tables = make_tables(max_pos, c.d);
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(c.S));
+    std::uniform_int_distribution<std::int64_t> pick(0, max_pos - 1);
+    for (auto& p : pos) p = pick(rng);  // arbitrary global positions, as on a zigzag shard
+    const auto x = random_floats(rng, c.B * c.S * c.H * c.d);
+    auto y = x;
+    rope_forward(c.B, c.S, c.H, c.d, pos.data(), tables.cos.data(), tables.sin.data(), y.data());
+    EXPECT_TRUE(RelClose(y, rope_reference(c.B, c.S, c.H, c.d, pos, testing::to_double(x), false)));
+    auto dx = x;
+    rope_backward(c.B, c.S, c.H, c.d, pos.data(), tables.cos.data(), tables.sin.data(), dx.data());
+    EXPECT_TRUE(RelClose(dx, rope_reference(c.B, c.S, c.H, c.d, pos, testing::to_double(x), true)));
+    // The backward is the inverse rotation.
+    rope_backward(c.B, c.S, c.H, c.d, pos.data(), tables.cos.data(), tables.sin.data(), y.data());
+    EXPECT_TRUE(RelClose(y, testing::to_double(x)));
+  }
+}
+
+TEST(Rope, ReferenceBackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(32);
+  const std::int64_t B = 1, S = 3, H = 2, d = 6;
+  const std::vector<std::int64_t> pos = {5, 0, 77};
+  const auto x = testing::to_double(random_floats(rng, B * S * H * d));
+  const auto dy = testing::to_double(random_floats(rng, B * S * H * d));
+  auto loss = [&](const std::vector<double>& v) {
+    const auto y = rope_reference(B, S, H, d, pos, v, false);
+    double l = 0.0;
+    for (std::size_t k = 0; k < y.size(); ++k) l += y[k] * dy[k];
+    return l;
+  };
+  EXPECT_LE(testing::rel_l2(rope_reference(B, S, H, d, pos, dy, true), testing::numeric_gradient(loss, x)), 1e-8);
+}
+
+TEST(Rope, ShardWithGlobalPositionsEqualsSliceOfFullSequence) {
+  std::mt19937 rng(33);
+  const std::int64_t B = 2, S = 8, H = 3, d = 16;
+  const auto tables = make_tables(S, d);
+  std::vector<std::int64_t> full_pos(S);
+  for (std::int64_t s = 0; s < S; ++s) full_pos[static_cast<std::size_t>(s)] = s;
+  const auto x = random_floats(rng, B * S * H * d);
+  auto full = x;
+  rope_forward(B, S, H, d, full_pos.data(), tables.cos.data(), tables.sin.data(), full.data());
+  // Zigzag shard of rank 0 of D = 2 (chunks 0 and 3 of 4): positions 0, 1, 6, 7.
+  const std::vector<std::int64_t> shard_pos = {0, 1, 6, 7};
+  const std::int64_t Ss = 4, row = H * d;
+  std::vector<float> shard(static_cast<std::size_t>(B * Ss * row)), expect(shard.size());
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t s = 0; s < Ss; ++s)
+      for (std::int64_t k = 0; k < row; ++k) {
+        const std::size_t src = static_cast<std::size_t>((b * S + shard_pos[static_cast<std::size_t>(s)]) * row + k);
+        shard[static_cast<std::size_t>((b * Ss + s) * row + k)] = x[src];
+        expect[static_cast<std::size_t>((b * Ss + s) * row + k)] = full[src];
+      }
+  rope_forward(B, Ss, H, d, shard_pos.data(), tables.cos.data(), tables.sin.data(), shard.data());
+  EXPECT_TRUE(testing::bitwise_equal(shard, expect));
+}
+
+TEST(Rope, OneAndTwoThreadsAreBitwiseIdentical) {
+  std::mt19937 rng(34);
+  const std::int64_t B = 2, S = 257, H = 4, d = 64;
+  const auto tables = make_tables(S, d);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(S));
+  for (std::int64_t s = 0; s < S; ++s) pos[static_cast<std::size_t>(s)] = s;
+  const auto x = random_floats(rng, B * S * H * d);
+  auto run = [&](int threads) {
+    testing::ThreadCountScope scope(threads);
+    auto y = x, dx = x;
+    rope_forward(B, S, H, d, pos.data(), tables.cos.data(), tables.sin.data(), y.data());
+    rope_backward(B, S, H, d, pos.data(), tables.cos.data(), tables.sin.data(), dx.data());
+    y.insert(y.end(), dx.begin(), dx.end());
+    return y;
+  };
+  EXPECT_TRUE(testing::bitwise_equal(run(1), run(2)));
+}
+
+TEST(Rope, RejectsOddHeadDimAndNegativePositions) {
+  const auto tables = make_tables(4, 4);
+  std::vector<float> x(12, 1.0f);
+  const std::vector<std::int64_t> pos = {0, 1};
+  const std::vector<std::int64_t> bad = {0, -1};
+  EXPECT_THROW(rope_forward(1, 2, 2, 3, pos.data(), tables.cos.data(), tables.sin.data(), x.data()), Error);
+  EXPECT_THROW(rope_forward(1, 2, 1, 4, bad.data(), tables.cos.data(), tables.sin.data(), x.data()), Error);
+  EXPECT_THROW(rope_backward(1, 2, 1, 4, bad.data(), tables.cos.data(), tables.sin.data(), x.data()), Error);
+  float c = 0.0f, s = 0.0f;
+  EXPECT_THROW(rope_table(1, 3, kTheta, &c, &s), Error);
+  // Zero sizes are fine.
+  rope_forward(0, 2, 1, 4, pos.data(), tables.cos.data(), tables.sin.data(), nullptr);
+  rope_forward(1, 0, 1, 4, nullptr, tables.cos.data(), tables.sin.data(), nullptr);
+}
+
+}  // namespace
+}  // namespace origami::kernels
