@@ -41,7 +41,10 @@ using attn::tile_product;
 using attn::VFloat;
 
 constexpr std::int64_t kKeyTile = 128;         // keys per tile (a multiple of kLanes)
-constexpr std::int64_t kVirtualRowsTarget = 64;  // query rows x heads per query block
+// Query rows x heads per query block: forward blocks are larger, since each key tile is read
+// once per block; the backward's working set (five tiles) favours smaller ones.
+constexpr std::int64_t kForwardRows = 128;
+constexpr std::int64_t kBackwardRows = 64;
 constexpr float kLog2e = 1.44269504088896340736f;
 constexpr float kLn2 = 0.69314718055994530942f;
 constexpr std::int64_t kPosMax = std::numeric_limits<std::int64_t>::max();
@@ -77,10 +80,10 @@ struct Geometry {
   std::int64_t q_blocks = 0;
   std::int64_t k_tiles = 0;
 
-  explicit Geometry(const AttentionShape& shape) : s(shape) {
+  Geometry(const AttentionShape& shape, std::int64_t rows_target) : s(shape) {
     rep = s.heads / s.kv_heads;
     dp = attn::round_up_lanes(s.head_dim);
-    block_rows = std::max<std::int64_t>(1, kVirtualRowsTarget / rep);
+    block_rows = std::max<std::int64_t>(1, rows_target / rep);
     q_blocks = (s.q_len + block_rows - 1) / block_rows;
     k_tiles = (s.kv_len + kKeyTile - 1) / kKeyTile;
   }
@@ -222,70 +225,106 @@ struct ForwardArgs {
   float *out, *lse;
 };
 
-// Online-softmax update of one tile: scores become probabilities relative to the new running
-// max, alpha[r] rescales what was accumulated before.
-void online_softmax(std::int64_t rows, std::int64_t np, float* scores, float* row_max,
-                    float* row_sum, float* alpha) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* row = scores + r * np;
-    VFloat vm = attn::splat(kNegInf);
-    for (std::int64_t c = 0; c < np; c += kLanes) vm = attn::vmax(vm, attn::load(row + c));
-    const float m_old = row_max[r];
-    const float m_new = std::max(m_old, attn::hmax(vm));
-    // A row that has seen no key yet keeps m = -inf; subtracting 0 then gives exp2(-inf) = 0.
-    const float shift = m_new == kNegInf ? 0.0f : m_new;
-    alpha[r] = m_old == kNegInf ? 0.0f : std::exp2(m_old - m_new);
-    const VFloat vshift = attn::splat(shift);
-    VFloat vs{};
-    for (std::int64_t c = 0; c < np; c += kLanes) {
-      const VFloat p = attn::exp2_approx(attn::load(row + c) - vshift);
-      attn::store(row + c, p);
-      vs += p;
+// Query rows ([B, q_len, H, d]) of a block, transposed to [d, mp] and times `mult`; zero
+// columns past the block's rows.
+void pack_query_columns(const Geometry& G, const QueryBlock& blk, const float* src, float mult,
+                        std::int64_t mp, float* dst) {
+  const std::int64_t d = G.s.head_dim;
+  for (std::int64_t i = 0; i < blk.n; ++i) {
+    for (std::int64_t hh = 0; hh < G.rep; ++hh) {
+      const float* from = src + G.q_offset(blk.b, blk.i0 + i, blk.g * G.rep + hh);
+      const std::int64_t r = i * G.rep + hh;
+      for (std::int64_t c = 0; c < d; ++c) dst[c * mp + r] = from[c] * mult;
     }
-    row_sum[r] = row_sum[r] * alpha[r] + attn::hsum(vs);
-    row_max[r] = m_new;
+  }
+  for (std::int64_t c = 0; c < d; ++c) std::fill(dst + c * mp + blk.rows, dst + (c + 1) * mp, 0.0f);
+}
+
+// Online-softmax update of one tile of transposed scores st [n keys, mp queries]: a query is a
+// column, so its max and sum run down the rows and each vector holds 16 queries (no horizontal
+// reductions). Scores become probabilities relative to the new running max; alpha rescales
+// what was accumulated before.
+void online_softmax_columns(std::int64_t n, std::int64_t mp, float* st, float* col_max,
+                            float* col_sum, float* alpha) {
+  const VFloat ninf = attn::splat(kNegInf);
+  for (std::int64_t c = 0; c < mp; c += kLanes) {
+    VFloat vm = ninf;
+    for (std::int64_t j = 0; j < n; ++j) vm = attn::vmax(vm, attn::load(st + j * mp + c));
+    const VFloat m_old = attn::load(col_max + c);
+    const VFloat m_new = attn::vmax(m_old, vm);
+    // A query that has seen no key yet keeps m = -inf; subtracting 0 then gives exp2(-inf) = 0.
+    const VFloat shift = m_new == ninf ? VFloat{} : m_new;
+    const VFloat a = m_old == ninf ? VFloat{} : attn::exp2_approx(m_old - m_new);
+    VFloat sum{};
+    for (std::int64_t j = 0; j < n; ++j) {
+      const VFloat p = attn::exp2_approx(attn::load(st + j * mp + c) - shift);
+      attn::store(st + j * mp + c, p);
+      sum += p;
+    }
+    attn::store(col_sum + c, attn::load(col_sum + c) * a + sum);
+    attn::store(col_max + c, m_new);
+    attn::store(alpha + c, a);
   }
 }
 
+// One query block against every key tile it can see. Scores are computed transposed,
+// S^T = K (scaled Q)^T, with K read in place (one broadcast per element) and Q^T packed once
+// per block, so nothing is repacked per tile pair; V is read in place too when d fills whole
+// vectors.
 void forward_block(const Geometry& G, const ForwardArgs& a, std::int64_t b, std::int64_t g,
                    std::int64_t qb) {
   Scratch& sc = scratch();
   const QueryBlock blk = query_block(G, a.q_pos, b, g, qb);
-  const std::int64_t rows = blk.rows, dp = G.dp, d = G.s.head_dim;
-  float* q = sized(sc.q, rows * dp);
+  const std::int64_t rows = blk.rows, mp = attn::round_up_lanes(rows), dp = G.dp;
+  const std::int64_t d = G.s.head_dim, kv_stride = G.s.kv_heads * d;
+  float* qt = sized(sc.q, d * mp);
   float* acc = sized(sc.acc, rows * dp);
-  float* row_max = sized(sc.row_max, rows);
-  float* row_sum = sized(sc.row_sum, rows);
-  float* alpha = sized(sc.alpha, rows);
+  float* col_max = sized(sc.row_max, mp);
+  float* col_sum = sized(sc.row_sum, mp);
+  float* alpha = sized(sc.alpha, mp);
   std::int64_t* qpos = sized(sc.qpos, rows);
-  float* kt = sized(sc.kt, d * kKeyTile);
-  float* vrow = sized(sc.vrow, kKeyTile * dp);
-  float* scores = sized(sc.scores, rows * kKeyTile);
+  float* st = sized(sc.scores, kKeyTile * mp);
+  const bool v_in_place = d == dp;
+  float* vrow = v_in_place ? nullptr : sized(sc.vrow, kKeyTile * dp);
 
-  pack_query_rows(G, blk, a.q, a.scale * kLog2e, q);
+  pack_query_columns(G, blk, a.q, a.scale * kLog2e, mp, qt);
   query_positions(G, blk, a.q_pos, qpos);
   std::fill(acc, acc + rows * dp, 0.0f);
-  std::fill(row_max, row_max + rows, kNegInf);
-  std::fill(row_sum, row_sum + rows, 0.0f);
+  std::fill(col_max, col_max + mp, kNegInf);
+  std::fill(col_sum, col_sum + mp, 0.0f);
 
   for (std::int64_t ti = 0; ti < G.k_tiles; ++ti) {
     const KeyTile t = key_tile(G, a.k_pos, b, g, ti);
     if (none_visible(blk, t)) continue;
-    pack_key_columns(G, t, a.k, kt);
-    pack_key_rows(G, t, a.v, vrow);
-    tile_scores(G, blk, t, q, kt, qpos, a.k_pos + t.j0, scores);
-    online_softmax(rows, t.np, scores, row_max, row_sum, alpha);
-    // acc = alpha * acc + P V over the n real keys.
-    tile_product(rows, dp, t.n, scores, t.np, 1, vrow, dp, acc, dp, Init::ScaleRows, alpha);
+    const float* k0 = a.k + G.kv_offset(b, t.j0, g);
+    tile_product(t.n, mp, d, k0, kv_stride, 1, qt, mp, st, mp, Init::Zero);
+    if (!all_visible(blk, t)) {
+      const std::int64_t* kpos = a.k_pos + t.j0;
+      for (std::int64_t j = 0; j < t.n; ++j) {
+        float* row = st + j * mp;
+        const std::int64_t p = kpos[j];
+        for (std::int64_t r = 0; r < rows; ++r) row[r] = p > qpos[r] ? kNegInf : row[r];
+      }
+    }
+    online_softmax_columns(t.n, mp, st, col_max, col_sum, alpha);
+    // acc = alpha * acc + P V, with P(r, j) = st[j, r].
+    const float* vb = a.v + G.kv_offset(b, t.j0, g);
+    std::int64_t ldv = kv_stride;
+    if (!v_in_place) {
+      pack_key_rows(G, t, a.v, vrow);
+      vb = vrow;
+      ldv = dp;
+    }
+    tile_product(rows, dp, t.n, st, 1, mp, vb, ldv, acc, dp, Init::ScaleRows, alpha);
   }
 
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t i = blk.i0 + r / G.rep, h = g * G.rep + r % G.rep;
-    const float l = row_sum[r];
+    const float l = col_sum[r];
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
     float* o = a.out + G.q_offset(b, i, h);
     for (std::int64_t c = 0; c < d; ++c) o[c] = acc[r * dp + c] * inv;
-    a.lse[G.lse_offset(b, h, i)] = l > 0.0f ? (row_max[r] + std::log2(l)) * kLn2 : kNegInf;
+    a.lse[G.lse_offset(b, h, i)] = l > 0.0f ? (col_max[r] + std::log2(l)) * kLn2 : kNegInf;
   }
 }
 
@@ -450,7 +489,7 @@ void attention_forward(const AttentionShape& s, const float* q, const float* k, 
   check_call(s, scale, q != nullptr && out != nullptr && lse != nullptr,
              k != nullptr && v != nullptr,
              (q_pos != nullptr || s.q_len == 0) && (k_pos != nullptr || s.kv_len == 0));
-  const Geometry G(s);
+  const Geometry G(s, kForwardRows);
   const ForwardArgs a{q, k, v, q_pos, k_pos, scale, out, lse};
   const std::int64_t units = s.batch * s.kv_heads * G.q_blocks;
   const int threads = thread_count();
@@ -469,7 +508,7 @@ void attention_backward(const AttentionShape& s, const float* q, const float* k,
              q != nullptr && out != nullptr && lse != nullptr && dout != nullptr && dq != nullptr,
              k != nullptr && v != nullptr && dk != nullptr && dv != nullptr,
              (q_pos != nullptr || s.q_len == 0) && (k_pos != nullptr || s.kv_len == 0));
-  const Geometry G(s);
+  const Geometry G(s, kBackwardRows);
   const BackwardArgs a{q, k, v, q_pos, k_pos, scale, out, lse, dout, dq, dk, dv};
   const std::int64_t units = s.batch * s.kv_heads;
   const int threads = thread_count();
