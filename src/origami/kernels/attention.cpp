@@ -1,0 +1,591 @@
+// Flash attention (forward, FlashAttention-2 backward, log-sum-exp merge) on explicit global
+// positions with grouped-query attention. See attention.h for the contract.
+//
+// Tiling. A query block is `rows` consecutive query positions times the rep = H/Hkv query
+// heads that share one kv head: rows*rep "virtual rows" of d values, so every K/V tile loaded
+// is used by all the heads of its group. Keys go in tiles of kKeyTile. Scores live only in one
+// [virtual rows x key tile] buffer per thread. Scores are kept in base 2: q is pre-multiplied
+// by scale*log2(e), so the softmax needs exp2 only, and lse = (m + log2 l) * ln 2.
+//
+// Masking. Per tile pair, the min/max positions decide: no visible pair -> skipped before any
+// packing; every pair visible -> no per-element check; otherwise an element-wise mask.
+//
+// Threads (thread_count() of the caller, never a process-wide pool):
+//   forward   over (batch, kv head, query block): each writes its own rows of out and lse.
+//   backward  "fused" (FlashAttention-2): one thread owns a (batch, kv head) and walks key
+//             tiles (outer) and query blocks (inner), so dK/dV tiles and dQ rows of that head
+//             group have a single writer; used when the (batch, kv head) units split evenly
+//             enough over the threads. Otherwise "split": dK/dV over (batch, kv head, key
+//             tile), then dQ over (batch, kv head, query block), which recomputes the scores
+//             (1.4x the FLOPs, but every thread busy). Both modes add the same tile products
+//             in the same order, so results are bitwise independent of the thread count and
+//             of the mode, and no scratch proportional to the problem is needed.
+#include "origami/kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "origami/core/error.h"
+#include "origami/kernels/attention_simd.h"
+#include "origami/kernels/threads.h"
+
+namespace origami::kernels {
+namespace {
+
+using attn::Init;
+using attn::kLanes;
+using attn::kNegInf;
+using attn::tile_product;
+using attn::VFloat;
+
+constexpr std::int64_t kKeyTile = 128;         // keys per tile (a multiple of kLanes)
+// Query rows x heads per query block: forward blocks are larger, since each key tile is read
+// once per block; the backward's working set (five tiles) favours smaller ones.
+constexpr std::int64_t kForwardRows = 128;
+constexpr std::int64_t kBackwardRows = 64;
+constexpr float kLog2e = 1.44269504088896340736f;
+constexpr float kLn2 = 0.69314718055994530942f;
+constexpr std::int64_t kPosMax = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kPosMin = std::numeric_limits<std::int64_t>::min();
+
+void check_shape(const AttentionShape& s) {
+  ORIGAMI_CHECK(s.batch >= 0 && s.q_len >= 0 && s.kv_len >= 0,
+                "attention: batch {}, q_len {} and kv_len {} must be >= 0", s.batch, s.q_len,
+                s.kv_len);
+  ORIGAMI_CHECK(s.heads >= 1 && s.kv_heads >= 1 && s.head_dim >= 1,
+                "attention: heads {}, kv_heads {} and head_dim {} must be >= 1", s.heads,
+                s.kv_heads, s.head_dim);
+  ORIGAMI_CHECK(s.heads % s.kv_heads == 0,
+                "attention: query heads {} must be a multiple of kv heads {}", s.heads,
+                s.kv_heads);
+}
+
+void check_call(const AttentionShape& s, float scale, bool has_q, bool has_kv, bool has_pos) {
+  check_shape(s);
+  ORIGAMI_CHECK(std::isfinite(scale), "attention: scale must be finite, got {}", scale);
+  ORIGAMI_CHECK(has_q || s.batch * s.q_len == 0, "attention: null query-side pointer");
+  ORIGAMI_CHECK(has_kv || s.batch * s.kv_len == 0, "attention: null key/value-side pointer");
+  ORIGAMI_CHECK(has_pos, "attention: null position pointer with q_len {} and kv_len {}", s.q_len,
+                s.kv_len);
+}
+
+// Sizes derived once per call.
+struct Geometry {
+  AttentionShape s;
+  std::int64_t rep = 1;         // query heads per kv head
+  std::int64_t dp = kLanes;     // head_dim padded to whole vectors
+  std::int64_t block_rows = 1;  // query positions per query block
+  std::int64_t q_blocks = 0;
+  std::int64_t k_tiles = 0;
+
+  Geometry(const AttentionShape& shape, std::int64_t rows_target) : s(shape) {
+    rep = s.heads / s.kv_heads;
+    dp = attn::round_up_lanes(s.head_dim);
+    block_rows = std::max<std::int64_t>(1, rows_target / rep);
+    q_blocks = (s.q_len + block_rows - 1) / block_rows;
+    k_tiles = (s.kv_len + kKeyTile - 1) / kKeyTile;
+  }
+  // Offset of head h of query row i of sequence b in q/out/dq ([B, q_len, H, d]).
+  std::int64_t q_offset(std::int64_t b, std::int64_t i, std::int64_t h) const {
+    return ((b * s.q_len + i) * s.heads + h) * s.head_dim;
+  }
+  std::int64_t kv_offset(std::int64_t b, std::int64_t j, std::int64_t g) const {
+    return ((b * s.kv_len + j) * s.kv_heads + g) * s.head_dim;
+  }
+  std::int64_t lse_offset(std::int64_t b, std::int64_t h, std::int64_t i) const {
+    return (b * s.heads + h) * s.q_len + i;
+  }
+};
+
+// Per-thread tile buffers, grown on first use (a few hundred KiB at d = 128).
+struct Scratch {
+  std::vector<float> q, dout, kt, vt, krow, vrow, scores, dscores, acc, dk, dv;
+  std::vector<float> row_max, row_sum, alpha, lse2, delta;
+  std::vector<std::int64_t> qpos, kpos;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+template <class T>
+T* sized(std::vector<T>& v, std::int64_t n) {
+  if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+  return v.data();
+}
+
+// A query block: positions [i0, i0 + n) of sequence b, heads of kv head g; virtual row
+// r = (i - i0) * rep + (h - g * rep).
+struct QueryBlock {
+  std::int64_t b = 0, g = 0, i0 = 0, n = 0, rows = 0;
+  std::int64_t pmin = kPosMax, pmax = kPosMin;
+};
+QueryBlock query_block(const Geometry& G, const std::int64_t* q_pos, std::int64_t b,
+                       std::int64_t g, std::int64_t qb) {
+  QueryBlock blk;
+  blk.b = b;
+  blk.g = g;
+  blk.i0 = qb * G.block_rows;
+  blk.n = std::min(G.block_rows, G.s.q_len - blk.i0);
+  blk.rows = blk.n * G.rep;
+  for (std::int64_t i = blk.i0; i < blk.i0 + blk.n; ++i) {
+    blk.pmin = std::min(blk.pmin, q_pos[i]);
+    blk.pmax = std::max(blk.pmax, q_pos[i]);
+  }
+  return blk;
+}
+
+// A key tile: keys [j0, j0 + n) of sequence b, kv head g, padded to np columns.
+struct KeyTile {
+  std::int64_t b = 0, g = 0, j0 = 0, n = 0, np = 0;
+  std::int64_t pmin = kPosMax, pmax = kPosMin;
+};
+KeyTile key_tile(const Geometry& G, const std::int64_t* k_pos, std::int64_t b, std::int64_t g,
+                 std::int64_t kt) {
+  KeyTile t;
+  t.b = b;
+  t.g = g;
+  t.j0 = kt * kKeyTile;
+  t.n = std::min(kKeyTile, G.s.kv_len - t.j0);
+  t.np = attn::round_up_lanes(t.n);
+  for (std::int64_t j = t.j0; j < t.j0 + t.n; ++j) {
+    t.pmin = std::min(t.pmin, k_pos[j]);
+    t.pmax = std::max(t.pmax, k_pos[j]);
+  }
+  return t;
+}
+bool none_visible(const QueryBlock& q, const KeyTile& k) { return k.pmin > q.pmax; }
+bool all_visible(const QueryBlock& q, const KeyTile& k) { return k.pmax <= q.pmin; }
+
+// Virtual rows of a query-side tensor ([B, q_len, H, d]) times `mult`, zero-padded to dp.
+void pack_query_rows(const Geometry& G, const QueryBlock& blk, const float* src, float mult,
+                     float* dst) {
+  const std::int64_t d = G.s.head_dim;
+  for (std::int64_t i = 0; i < blk.n; ++i) {
+    for (std::int64_t hh = 0; hh < G.rep; ++hh) {
+      const float* from = src + G.q_offset(blk.b, blk.i0 + i, blk.g * G.rep + hh);
+      float* to = dst + (i * G.rep + hh) * G.dp;
+      for (std::int64_t c = 0; c < d; ++c) to[c] = from[c] * mult;
+      std::fill(to + d, to + G.dp, 0.0f);
+    }
+  }
+}
+
+// Key-side rows ([B, kv_len, Hkv, d]) transposed to [d, np], zero columns past n.
+void pack_key_columns(const Geometry& G, const KeyTile& t, const float* src, float* dst) {
+  const std::int64_t d = G.s.head_dim;
+  for (std::int64_t j = 0; j < t.n; ++j) {
+    const float* from = src + G.kv_offset(t.b, t.j0 + j, t.g);
+    for (std::int64_t c = 0; c < d; ++c) dst[c * t.np + j] = from[c];
+  }
+  for (std::int64_t c = 0; c < d; ++c) std::fill(dst + c * t.np + t.n, dst + (c + 1) * t.np, 0.0f);
+}
+
+// Key-side rows as [n, dp], zero-padded columns.
+void pack_key_rows(const Geometry& G, const KeyTile& t, const float* src, float* dst) {
+  const std::int64_t d = G.s.head_dim;
+  for (std::int64_t j = 0; j < t.n; ++j) {
+    const float* from = src + G.kv_offset(t.b, t.j0 + j, t.g);
+    std::copy(from, from + d, dst + j * G.dp);
+    std::fill(dst + j * G.dp + d, dst + (j + 1) * G.dp, 0.0f);
+  }
+}
+
+// Positions of the virtual rows of a query block.
+void query_positions(const Geometry& G, const QueryBlock& blk, const std::int64_t* q_pos,
+                     std::int64_t* dst) {
+  for (std::int64_t r = 0; r < blk.rows; ++r) dst[r] = q_pos[blk.i0 + r / G.rep];
+}
+
+// scores[rows, np] = (scaled q) k^T for one tile pair, with invisible pairs and the padding
+// columns set to -inf.
+void tile_scores(const Geometry& G, const QueryBlock& blk, const KeyTile& t, const float* q,
+                 const float* kt, const std::int64_t* qpos, const std::int64_t* kpos,
+                 float* scores) {
+  tile_product(blk.rows, t.np, G.s.head_dim, q, G.dp, 1, kt, t.np, scores, t.np, Init::Zero);
+  const bool mask = !all_visible(blk, t);
+  for (std::int64_t r = 0; r < blk.rows; ++r) {
+    float* row = scores + r * t.np;
+    if (mask) {
+      const std::int64_t p = qpos[r];
+      for (std::int64_t j = 0; j < t.n; ++j) row[j] = kpos[j] > p ? kNegInf : row[j];
+    }
+    std::fill(row + t.n, row + t.np, kNegInf);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward
+
+struct ForwardArgs {
+  const float *q, *k, *v;
+  const std::int64_t *q_pos, *k_pos;
+  float scale;
+  float *out, *lse;
+};
+
+// Query rows ([B, q_len, H, d]) of a block, transposed to [d, mp] and times `mult`; zero
+// columns past the block's rows.
+void pack_query_columns(const Geometry& G, const QueryBlock& blk, const float* src, float mult,
+                        std::int64_t mp, float* dst) {
+  const std::int64_t d = G.s.head_dim;
+  for (std::int64_t i = 0; i < blk.n; ++i) {
+    for (std::int64_t hh = 0; hh < G.rep; ++hh) {
+      const float* from = src + G.q_offset(blk.b, blk.i0 + i, blk.g * G.rep + hh);
+      const std::int64_t r = i * G.rep + hh;
+      for (std::int64_t c = 0; c < d; ++c) dst[c * mp + r] = from[c] * mult;
+    }
+  }
+  for (std::int64_t c = 0; c < d; ++c) std::fill(dst + c * mp + blk.rows, dst + (c + 1) * mp, 0.0f);
+}
+
+// Online-softmax update of one tile of transposed scores st [n keys, mp queries]: a query is a
+// column, so its max and sum run down the rows and each vector holds 16 queries (no horizontal
+// reductions). Scores become probabilities relative to the new running max; alpha rescales
+// what was accumulated before.
+void online_softmax_columns(std::int64_t n, std::int64_t mp, float* st, float* col_max,
+                            float* col_sum, float* alpha) {
+  const VFloat ninf = attn::splat(kNegInf);
+  for (std::int64_t c = 0; c < mp; c += kLanes) {
+    VFloat vm = ninf;
+    for (std::int64_t j = 0; j < n; ++j) vm = attn::vmax(vm, attn::load(st + j * mp + c));
+    const VFloat m_old = attn::load(col_max + c);
+    const VFloat m_new = attn::vmax(m_old, vm);
+    // A query that has seen no key yet keeps m = -inf; subtracting 0 then gives exp2(-inf) = 0.
+    const VFloat shift = m_new == ninf ? VFloat{} : m_new;
+    const VFloat a = m_old == ninf ? VFloat{} : attn::exp2_approx(m_old - m_new);
+    VFloat sum{};
+    for (std::int64_t j = 0; j < n; ++j) {
+      const VFloat p = attn::exp2_approx(attn::load(st + j * mp + c) - shift);
+      attn::store(st + j * mp + c, p);
+      sum += p;
+    }
+    attn::store(col_sum + c, attn::load(col_sum + c) * a + sum);
+    attn::store(col_max + c, m_new);
+    attn::store(alpha + c, a);
+  }
+}
+
+// One query block against every key tile it can see. Scores are computed transposed,
+// S^T = K (scaled Q)^T, with K read in place (one broadcast per element) and Q^T packed once
+// per block, so nothing is repacked per tile pair; V is read in place too when d fills whole
+// vectors.
+void forward_block(const Geometry& G, const ForwardArgs& a, std::int64_t b, std::int64_t g,
+                   std::int64_t qb) {
+  Scratch& sc = scratch();
+  const QueryBlock blk = query_block(G, a.q_pos, b, g, qb);
+  const std::int64_t rows = blk.rows, mp = attn::round_up_lanes(rows), dp = G.dp;
+  const std::int64_t d = G.s.head_dim, kv_stride = G.s.kv_heads * d;
+  float* qt = sized(sc.q, d * mp);
+  float* acc = sized(sc.acc, rows * dp);
+  float* col_max = sized(sc.row_max, mp);
+  float* col_sum = sized(sc.row_sum, mp);
+  float* alpha = sized(sc.alpha, mp);
+  std::int64_t* qpos = sized(sc.qpos, rows);
+  float* st = sized(sc.scores, kKeyTile * mp);
+  const bool v_in_place = d == dp;
+  float* vrow = v_in_place ? nullptr : sized(sc.vrow, kKeyTile * dp);
+
+  pack_query_columns(G, blk, a.q, a.scale * kLog2e, mp, qt);
+  query_positions(G, blk, a.q_pos, qpos);
+  std::fill(acc, acc + rows * dp, 0.0f);
+  std::fill(col_max, col_max + mp, kNegInf);
+  std::fill(col_sum, col_sum + mp, 0.0f);
+
+  for (std::int64_t ti = 0; ti < G.k_tiles; ++ti) {
+    const KeyTile t = key_tile(G, a.k_pos, b, g, ti);
+    if (none_visible(blk, t)) continue;
+    const float* k0 = a.k + G.kv_offset(b, t.j0, g);
+    tile_product(t.n, mp, d, k0, kv_stride, 1, qt, mp, st, mp, Init::Zero);
+    if (!all_visible(blk, t)) {
+      const std::int64_t* kpos = a.k_pos + t.j0;
+      for (std::int64_t j = 0; j < t.n; ++j) {
+        float* row = st + j * mp;
+        const std::int64_t p = kpos[j];
+        for (std::int64_t r = 0; r < rows; ++r) row[r] = p > qpos[r] ? kNegInf : row[r];
+      }
+    }
+    online_softmax_columns(t.n, mp, st, col_max, col_sum, alpha);
+    // acc = alpha * acc + P V, with P(r, j) = st[j, r].
+    const float* vb = a.v + G.kv_offset(b, t.j0, g);
+    std::int64_t ldv = kv_stride;
+    if (!v_in_place) {
+      pack_key_rows(G, t, a.v, vrow);
+      vb = vrow;
+      ldv = dp;
+    }
+    tile_product(rows, dp, t.n, st, 1, mp, vb, ldv, acc, dp, Init::ScaleRows, alpha);
+  }
+
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t i = blk.i0 + r / G.rep, h = g * G.rep + r % G.rep;
+    const float l = col_sum[r];
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    float* o = a.out + G.q_offset(b, i, h);
+    for (std::int64_t c = 0; c < d; ++c) o[c] = acc[r * dp + c] * inv;
+    a.lse[G.lse_offset(b, h, i)] = l > 0.0f ? (col_max[r] + std::log2(l)) * kLn2 : kNegInf;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward
+
+struct BackwardArgs {
+  const float *q, *k, *v;
+  const std::int64_t *q_pos, *k_pos;
+  float scale;
+  const float *out, *lse, *dout;
+  float *dq, *dk, *dv;
+};
+
+// Query-side tiles of a block: scaled q, dO, lse in base 2 (+inf for rows that see no key, so
+// that their probabilities are exp2(-inf) = 0), D = rowsum(dO * O), positions.
+struct QuerySide {
+  float *q, *dout, *lse2, *delta;
+  std::int64_t* qpos;
+};
+QuerySide pack_query_side(const Geometry& G, const BackwardArgs& a, const QueryBlock& blk,
+                          Scratch& sc) {
+  const std::int64_t rows = blk.rows, dp = G.dp, d = G.s.head_dim;
+  QuerySide qs{sized(sc.q, rows * dp), sized(sc.dout, rows * dp), sized(sc.lse2, rows),
+               sized(sc.delta, rows), sized(sc.qpos, rows)};
+  pack_query_rows(G, blk, a.q, a.scale * kLog2e, qs.q);
+  pack_query_rows(G, blk, a.dout, 1.0f, qs.dout);
+  query_positions(G, blk, a.q_pos, qs.qpos);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t i = blk.i0 + r / G.rep, h = blk.g * G.rep + r % G.rep;
+    const float l = a.lse[G.lse_offset(blk.b, h, i)];
+    qs.lse2[r] = l == kNegInf ? std::numeric_limits<float>::infinity() : l * kLog2e;
+    const float* o = a.out + G.q_offset(blk.b, i, h);
+    const float* dO = qs.dout + r * dp;
+    float s = 0.0f;
+    for (std::int64_t c = 0; c < d; ++c) s += dO[c] * o[c];
+    qs.delta[r] = s;
+  }
+  return qs;
+}
+
+// Key-side tiles of a key tile: K^T and V^T for the score products, K rows for dQ.
+struct KeySide {
+  float *kt, *vt, *krow;
+};
+KeySide pack_key_side(const Geometry& G, const BackwardArgs& a, const KeyTile& t, Scratch& sc,
+                      bool want_dq) {
+  const std::int64_t d = G.s.head_dim;
+  KeySide ks{sized(sc.kt, d * kKeyTile), sized(sc.vt, d * kKeyTile),
+             sized(sc.krow, kKeyTile * G.dp)};
+  pack_key_columns(G, t, a.k, ks.kt);
+  pack_key_columns(G, t, a.v, ks.vt);
+  if (want_dq) pack_key_rows(G, t, a.k, ks.krow);
+  return ks;
+}
+
+// One (query block, key tile) pair of the backward. dk_tile/dv_tile ([n, dp]) accumulate the
+// key-side gradients (dK still without its ln 2 factor); dQ rows are added to a.dq directly.
+void backward_pair(const Geometry& G, const BackwardArgs& a, const QueryBlock& blk,
+                   const QuerySide& qs, const KeyTile& t, const KeySide& ks, Scratch& sc,
+                   float* dk_tile, float* dv_tile, bool want_dq) {
+  const std::int64_t rows = blk.rows, np = t.np, dp = G.dp, d = G.s.head_dim;
+  float* p = sized(sc.scores, rows * kKeyTile);
+  float* ds = sized(sc.dscores, rows * kKeyTile);
+
+  tile_scores(G, blk, t, qs.q, ks.kt, qs.qpos, a.k_pos + t.j0, p);
+  // dP = dO V^T
+  tile_product(rows, np, d, qs.dout, dp, 1, ks.vt, np, ds, np, Init::Zero);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const VFloat shift = attn::splat(qs.lse2[r]);
+    const VFloat delta = attn::splat(qs.delta[r]);
+    float* prow = p + r * np;
+    float* dsrow = ds + r * np;
+    for (std::int64_t c = 0; c < np; c += kLanes) {
+      const VFloat pv = attn::exp2_approx(attn::load(prow + c) - shift);
+      attn::store(prow + c, pv);
+      attn::store(dsrow + c, pv * (attn::load(dsrow + c) - delta));  // dS = P (dP - D)
+    }
+  }
+  if (dk_tile != nullptr) {
+    // dV += P^T dO ; dK += dS^T (scaled q)
+    tile_product(t.n, dp, rows, p, 1, np, qs.dout, dp, dv_tile, dp, Init::Accumulate);
+    tile_product(t.n, dp, rows, ds, 1, np, qs.q, dp, dk_tile, dp, Init::Accumulate);
+  }
+  if (want_dq) {
+    // dQ += scale dS K, through a tile so that the padding columns are not written.
+    float* dq_tile = sized(sc.acc, rows * dp);
+    tile_product(rows, dp, t.n, ds, np, 1, ks.krow, dp, dq_tile, dp, Init::Zero);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* dst = a.dq + G.q_offset(blk.b, blk.i0 + r / G.rep, blk.g * G.rep + r % G.rep);
+      const float* src = dq_tile + r * dp;
+      for (std::int64_t c = 0; c < d; ++c) dst[c] += a.scale * src[c];
+    }
+  }
+}
+
+// All query blocks against one key tile: the tile's dK/dV are complete afterwards. With
+// want_dq, dQ contributions are added on the way (the caller must own those dQ rows).
+void backward_key_tile(const Geometry& G, const BackwardArgs& a, std::int64_t b, std::int64_t g,
+                       std::int64_t ti, bool want_dq) {
+  Scratch& sc = scratch();
+  const KeyTile t = key_tile(G, a.k_pos, b, g, ti);
+  const std::int64_t dp = G.dp, d = G.s.head_dim;
+  float* dk_tile = sized(sc.dk, kKeyTile * dp);
+  float* dv_tile = sized(sc.dv, kKeyTile * dp);
+  std::fill(dk_tile, dk_tile + t.n * dp, 0.0f);
+  std::fill(dv_tile, dv_tile + t.n * dp, 0.0f);
+  bool packed = false;
+  KeySide ks{};
+  for (std::int64_t qb = 0; qb < G.q_blocks; ++qb) {
+    const QueryBlock blk = query_block(G, a.q_pos, b, g, qb);
+    if (none_visible(blk, t)) continue;
+    if (!packed) {
+      ks = pack_key_side(G, a, t, sc, want_dq);
+      packed = true;
+    }
+    const QuerySide qs = pack_query_side(G, a, blk, sc);
+    backward_pair(G, a, blk, qs, t, ks, sc, dk_tile, dv_tile, want_dq);
+  }
+  if (!packed) return;
+  for (std::int64_t j = 0; j < t.n; ++j) {
+    float* dkr = a.dk + G.kv_offset(b, t.j0 + j, g);
+    float* dvr = a.dv + G.kv_offset(b, t.j0 + j, g);
+    for (std::int64_t c = 0; c < d; ++c) {
+      dkr[c] += kLn2 * dk_tile[j * dp + c];  // undo the log2(e) folded into q
+      dvr[c] += dv_tile[j * dp + c];
+    }
+  }
+}
+
+// dQ of one query block against all key tiles (the split mode's second pass).
+void backward_query_block(const Geometry& G, const BackwardArgs& a, std::int64_t b,
+                          std::int64_t g, std::int64_t qb) {
+  Scratch& sc = scratch();
+  const QueryBlock blk = query_block(G, a.q_pos, b, g, qb);
+  bool packed = false;
+  QuerySide qs{};
+  for (std::int64_t ti = 0; ti < G.k_tiles; ++ti) {
+    const KeyTile t = key_tile(G, a.k_pos, b, g, ti);
+    if (none_visible(blk, t)) continue;
+    if (!packed) {
+      qs = pack_query_side(G, a, blk, sc);
+      packed = true;
+    }
+    const KeySide ks = pack_key_side(G, a, t, sc, true);
+    backward_pair(G, a, blk, qs, t, ks, sc, nullptr, nullptr, true);
+  }
+}
+
+// Fused mode when the (batch, kv head) units keep at least 3/4 of the threads busy.
+bool use_fused_backward(std::int64_t units, int threads) {
+  if (threads <= 1) return true;
+  const std::int64_t rounds = (units + threads - 1) / threads;
+  return 4 * units >= 3 * rounds * threads;
+}
+
+}  // namespace
+
+void attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                       const std::int64_t* q_pos, const std::int64_t* k_pos, float scale,
+                       float* out, float* lse) {
+  check_call(s, scale, q != nullptr && out != nullptr && lse != nullptr,
+             k != nullptr && v != nullptr,
+             (q_pos != nullptr || s.q_len == 0) && (k_pos != nullptr || s.kv_len == 0));
+  const Geometry G(s, kForwardRows);
+  const ForwardArgs a{q, k, v, q_pos, k_pos, scale, out, lse};
+  const std::int64_t units = s.batch * s.kv_heads * G.q_blocks;
+  const int threads = thread_count();
+#pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1)
+  for (std::int64_t u = 0; u < units; ++u) {
+    const std::int64_t qb = u % G.q_blocks, bg = u / G.q_blocks;
+    forward_block(G, a, bg / s.kv_heads, bg % s.kv_heads, qb);
+  }
+}
+
+void attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                        const std::int64_t* q_pos, const std::int64_t* k_pos, float scale,
+                        const float* out, const float* lse, const float* dout, float* dq,
+                        float* dk, float* dv) {
+  check_call(s, scale,
+             q != nullptr && out != nullptr && lse != nullptr && dout != nullptr && dq != nullptr,
+             k != nullptr && v != nullptr && dk != nullptr && dv != nullptr,
+             (q_pos != nullptr || s.q_len == 0) && (k_pos != nullptr || s.kv_len == 0));
+  const Geometry G(s, kBackwardRows);
+  const BackwardArgs a{q, k, v, q_pos, k_pos, scale, out, lse, dout, dq, dk, dv};
+  const std::int64_t units = s.batch * s.kv_heads;
+  const int threads = thread_count();
+  if (use_fused_backward(units, threads)) {
+#pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1)
+    for (std::int64_t u = 0; u < units; ++u) {
+      for (std::int64_t ti = 0; ti < G.k_tiles; ++ti) {
+        backward_key_tile(G, a, u / s.kv_heads, u % s.kv_heads, ti, true);
+      }
+    }
+    return;
+  }
+  const std::int64_t key_units = units * G.k_tiles;
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (std::int64_t u = 0; u < key_units; ++u) {
+    const std::int64_t ti = u % G.k_tiles, bg = u / G.k_tiles;
+    backward_key_tile(G, a, bg / s.kv_heads, bg % s.kv_heads, ti, false);
+  }
+  const std::int64_t query_units = units * G.q_blocks;
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (std::int64_t u = 0; u < query_units; ++u) {
+    const std::int64_t qb = u % G.q_blocks, bg = u / G.q_blocks;
+    backward_query_block(G, a, bg / s.kv_heads, bg % s.kv_heads, qb);
+  }
+}
+
+void attention_merge(std::int64_t batch, std::int64_t q_len, std::int64_t heads,
+                     std::int64_t head_dim, float* out_a, float* lse_a, const float* out_b,
+                     const float* lse_b) {
+  ORIGAMI_CHECK(batch >= 0 && q_len >= 0 && heads >= 1 && head_dim >= 1,
+                "attention_merge: batch {}, q_len {} must be >= 0 and heads {}, head_dim {} >= 1",
+                batch, q_len, heads, head_dim);
+  if (batch * q_len == 0) return;
+  ORIGAMI_CHECK(out_a != nullptr && lse_a != nullptr && out_b != nullptr && lse_b != nullptr,
+                "attention_merge: null pointer");
+  const std::int64_t rows = batch * q_len * heads;
+  const int threads = thread_count();
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const std::int64_t h = row % heads, i = (row / heads) % q_len, b = row / heads / q_len;
+    float& la = lse_a[(b * heads + h) * q_len + i];
+    const float lb = lse_b[(b * heads + h) * q_len + i];
+    float* oa = out_a + row * head_dim;
+    const float* ob = out_b + row * head_dim;
+    const float m = std::max(la, lb);
+    if (m == kNegInf) {  // neither side saw a key
+      std::fill(oa, oa + head_dim, 0.0f);
+      la = kNegInf;
+      continue;
+    }
+    const float wa = std::exp(la - m), wb = std::exp(lb - m);  // one of them is exactly 1
+    const float inv = 1.0f / (wa + wb);
+    // A side with weight 0 is skipped rather than multiplied, so nothing in its rows leaks.
+    for (std::int64_t c = 0; c < head_dim; ++c) {
+      const float a_part = wa == 0.0f ? 0.0f : wa * oa[c];
+      const float b_part = wb == 0.0f ? 0.0f : wb * ob[c];
+      oa[c] = (a_part + b_part) * inv;
+    }
+    la = m + std::log(wa + wb);
+  }
+}
+
+double attention_forward_flops(const AttentionShape& s, const std::int64_t* q_pos,
+                               const std::int64_t* k_pos) {
+  check_shape(s);
+  if (s.q_len == 0 || s.kv_len == 0) return 0.0;
+  ORIGAMI_CHECK(q_pos != nullptr && k_pos != nullptr, "attention_forward_flops: null positions");
+  // Visible pairs: for each query, the keys at or before it, by binary search on sorted keys.
+  std::vector<std::int64_t> keys(k_pos, k_pos + s.kv_len);
+  std::sort(keys.begin(), keys.end());
+  double pairs = 0.0;
+  for (std::int64_t i = 0; i < s.q_len; ++i) {
+    pairs += static_cast<double>(std::upper_bound(keys.begin(), keys.end(), q_pos[i]) -
+                                 keys.begin());
+  }
+  return 4.0 * static_cast<double>(s.head_dim) * static_cast<double>(s.heads) *
+         static_cast<double>(s.batch) * pairs;
+}
+
+}  // namespace origami::kernels

@@ -1,0 +1,363 @@
+// Model configuration: validation, Hugging Face config.json parsing and presets.
+//
+// The parser is deliberately strict: a field whose value would change what the model
+// computes, and that Origami does not implement, is refused rather than ignored, because a
+// silently different model would "train" and its numbers would mean nothing.
+#include "origami/model/config.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "origami/core/error.h"
+
+namespace origami {
+
+namespace {
+
+using nlohmann::json;
+
+// No single dimension may exceed this: kernels index rows and columns with 32-bit counts in
+// places, and a larger value is certainly a typo.
+constexpr std::int64_t kMaxDim = std::numeric_limits<std::int32_t>::max();
+
+[[noreturn]] void refuse(const std::string& message) { throw ConfigError("config: " + message); }
+
+void check_positive(const char* field, std::int64_t value) {
+  if (value <= 0) refuse(fmt::format("{} is {}; it must be a positive integer", field, value));
+  if (value > kMaxDim)
+    refuse(fmt::format("{} is {}; it must be at most {}", field, value, kMaxDim));
+}
+
+// a * b with overflow reported as the field names involved.
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* what) {
+  std::int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out))
+    refuse(fmt::format("the parameter count overflows 64 bits ({}); reduce the sizes", what));
+  return out;
+}
+std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what) {
+  std::int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out))
+    refuse(fmt::format("the parameter count overflows 64 bits ({}); reduce the sizes", what));
+  return out;
+}
+
+// Fields Origami reads into ModelConfig.
+constexpr const char* kIntFields[] = {"vocab_size",          "hidden_size",
+                                      "intermediate_size",   "num_hidden_layers",
+                                      "num_attention_heads", "num_key_value_heads",
+                                      "max_position_embeddings"};
+constexpr const char* kFloatFields[] = {"rope_theta", "rms_norm_eps", "initializer_range"};
+// Fields required in a config.json: without them the file does not describe a model.
+constexpr const char* kRequired[] = {"vocab_size", "hidden_size", "intermediate_size",
+                                     "num_hidden_layers", "num_attention_heads"};
+// Fields that only describe the file or the tokenizer; they do not change the computation.
+constexpr const char* kInformational[] = {
+    "architectures", "model_type",     "torch_dtype",          "bos_token_id", "eos_token_id",
+    "pad_token_id",  "transformers_version", "use_cache", "_name_or_path"};
+
+template <std::size_t N>
+bool contains(const char* const (&list)[N], const std::string& key) {
+  for (const char* k : list)
+    if (key == k) return true;
+  return false;
+}
+
+const char* json_type(const json& v) {
+  return v.type_name();  // "null", "boolean", "number", "string", "array", "object"
+}
+
+std::int64_t get_int(const json& v, const std::string& field) {
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() &&
+        v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      refuse(fmt::format("{} is {}, too large; it must be at most {}", field, v.dump(), kMaxDim));
+    return v.get<std::int64_t>();
+  }
+  refuse(fmt::format("{} must be an integer, got {} {}", field, json_type(v), v.dump()));
+}
+
+double get_number(const json& v, const std::string& field) {
+  if (v.is_number()) return v.get<double>();
+  refuse(fmt::format("{} must be a number, got {} {}", field, json_type(v), v.dump()));
+}
+
+bool get_bool(const json& v, const std::string& field) {
+  if (v.is_boolean()) return v.get<bool>();
+  refuse(fmt::format("{} must be true or false, got {} {}", field, json_type(v), v.dump()));
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// The fields that change the model's meaning. Each returns normally only if the value is
+// the one Origami implements.
+void check_meaningful(const std::string& key, const json& v, const ModelConfig& c) {
+  if (key == "rope_scaling") {
+    if (!v.is_null())
+      refuse(fmt::format("rope_scaling is {}; Origami implements plain RoPE only: remove the "
+                         "field or set it to null",
+                         v.dump()));
+  } else if (key == "head_dim") {
+    if (v.is_null()) return;
+    const std::int64_t d = get_int(v, key);
+    if (d != c.head_dim())
+      refuse(fmt::format("head_dim is {} but hidden_size / num_attention_heads is {}; Origami "
+                         "requires head_dim == hidden_size / num_attention_heads: remove "
+                         "head_dim or set it to {}",
+                         d, c.head_dim(), c.head_dim()));
+  } else if (key == "attention_bias" || key == "mlp_bias") {
+    if (get_bool(v, key))
+      refuse(fmt::format("{} is true; Origami's projections have no bias: set it to false",
+                         key));
+  } else if (key == "hidden_act") {
+    if (!v.is_string())
+      refuse(fmt::format("hidden_act must be a string, got {} {}", json_type(v), v.dump()));
+    if (v.get<std::string>() != "silu")
+      refuse(fmt::format("hidden_act is {}; Origami's gated MLP uses silu only: set it to "
+                         "\"silu\"",
+                         v.dump()));
+  } else if (key == "tie_word_embeddings") {
+    if (get_bool(v, key))
+      refuse("tie_word_embeddings is true; Origami's LM head is a separate matrix: set it to "
+             "false");
+  } else if (key == "pretraining_tp") {
+    const std::int64_t tp = get_int(v, key);
+    if (tp != 1)
+      refuse(fmt::format("pretraining_tp is {}; only 1 is supported: set it to 1", tp));
+  } else if (key == "attention_dropout") {
+    const double p = get_number(v, key);
+    if (p != 0.0)
+      refuse(fmt::format("attention_dropout is {}; Origami has no dropout: set it to 0", p));
+  }
+}
+
+constexpr const char* kMeaningful[] = {"rope_scaling", "head_dim", "attention_bias", "mlp_bias",
+                                       "hidden_act", "tie_word_embeddings", "pretraining_tp",
+                                       "attention_dropout"};
+
+std::int64_t& int_field(ModelConfig& c, const std::string& key) {
+  if (key == "vocab_size") return c.vocab_size;
+  if (key == "hidden_size") return c.hidden_size;
+  if (key == "intermediate_size") return c.intermediate_size;
+  if (key == "num_hidden_layers") return c.num_hidden_layers;
+  if (key == "num_attention_heads") return c.num_attention_heads;
+  if (key == "num_key_value_heads") return c.num_key_value_heads;
+  return c.max_position_embeddings;
+}
+
+double& float_field(ModelConfig& c, const std::string& key) {
+  if (key == "rope_theta") return c.rope_theta;
+  if (key == "rms_norm_eps") return c.rms_norm_eps;
+  return c.initializer_range;
+}
+
+}  // namespace
+
+std::int64_t ModelConfig::num_parameters() const {
+  const std::int64_t h = hidden_size;
+  const std::int64_t embed = checked_mul(vocab_size, h, "embedding");
+  std::int64_t layer = checked_mul(h, h, "q_proj");                  // q_proj
+  layer = checked_add(layer, checked_mul(h, h, "o_proj"), "o_proj");  // o_proj
+  layer = checked_add(layer, checked_mul(2 * h, kv_dim(), "k/v_proj"), "k/v_proj");
+  layer = checked_add(layer, checked_mul(3 * h, intermediate_size, "mlp"), "mlp");
+  layer = checked_add(layer, 2 * h, "norms");  // input and post-attention RMSNorm
+  std::int64_t total = checked_mul(layer, num_hidden_layers, "layers");
+  total = checked_add(total, checked_mul(2, embed, "embedding and LM head"), "embedding");
+  return checked_add(total, h, "final norm");
+}
+
+void validate(const ModelConfig& c) {
+  check_positive("vocab_size", c.vocab_size);
+  check_positive("hidden_size", c.hidden_size);
+  check_positive("intermediate_size", c.intermediate_size);
+  check_positive("num_hidden_layers", c.num_hidden_layers);
+  check_positive("num_attention_heads", c.num_attention_heads);
+  check_positive("num_key_value_heads", c.num_key_value_heads);
+  check_positive("max_position_embeddings", c.max_position_embeddings);
+  if (c.hidden_size % c.num_attention_heads != 0)
+    refuse(fmt::format("hidden_size ({}) is not divisible by num_attention_heads ({}); choose "
+                       "a hidden_size that is a multiple of num_attention_heads",
+                       c.hidden_size, c.num_attention_heads));
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    refuse(fmt::format("num_attention_heads ({}) is not divisible by num_key_value_heads ({}); "
+                       "choose num_key_value_heads dividing num_attention_heads",
+                       c.num_attention_heads, c.num_key_value_heads));
+  if (c.head_dim() % 2 != 0)
+    refuse(fmt::format("the head size hidden_size / num_attention_heads = {} / {} = {} is odd; "
+                       "RoPE rotates pairs of dimensions, so it must be even",
+                       c.hidden_size, c.num_attention_heads, c.head_dim()));
+  if (!(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps > 0))
+    refuse(fmt::format("rms_norm_eps is {}; it must be a positive finite number (e.g. 1e-5)",
+                       c.rms_norm_eps));
+  if (!(std::isfinite(c.rope_theta) && c.rope_theta > 0))
+    refuse(fmt::format("rope_theta is {}; it must be a positive finite number (e.g. 10000)",
+                       c.rope_theta));
+  if (!(std::isfinite(c.initializer_range) && c.initializer_range > 0))
+    refuse(fmt::format("initializer_range is {}; it must be a positive finite number (e.g. "
+                       "0.02)",
+                       c.initializer_range));
+  (void)c.num_parameters();  // refuses sizes whose parameter count overflows
+}
+
+ModelConfig parse_model_config(const std::string& json_text, std::vector<std::string>* warnings) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    refuse(fmt::format("not valid JSON ({}); fix the file's syntax", e.what()));
+  }
+  if (!root.is_object())
+    refuse(fmt::format("the top level must be a JSON object, got {}", json_type(root)));
+
+  for (const char* field : kRequired)
+    if (!root.contains(field))
+      refuse(fmt::format("required field {} is missing; add it", field));
+
+  ModelConfig c;
+  std::vector<std::string> defaulted, informational, unknown;
+  // Hugging Face's LlamaConfig defaults, so that a file means here what it means there.
+  c.rope_theta = 10000.0;
+  c.rms_norm_eps = 1e-6;
+  c.max_position_embeddings = 2048;
+  c.initializer_range = 0.02;
+  for (const char* f : {"rope_theta", "rms_norm_eps", "max_position_embeddings"})
+    if (!root.contains(f)) defaulted.push_back(f);
+
+  bool kv_given = false;  // absent or null means num_attention_heads, as in Hugging Face
+  for (const auto& [key, value] : root.items()) {
+    if (contains(kIntFields, key)) {
+      if (key == "num_key_value_heads") {
+        if (value.is_null()) continue;
+        kv_given = true;
+      }
+      int_field(c, key) = get_int(value, key);
+    } else if (contains(kFloatFields, key)) {
+      float_field(c, key) = get_number(value, key);
+    } else if (contains(kMeaningful, key)) {
+      // Checked below, once the sizes they depend on (head_dim) are known.
+    } else if (contains(kInformational, key)) {
+      informational.push_back(key);
+    } else {
+      unknown.push_back(key);
+    }
+  }
+  if (!kv_given) c.num_key_value_heads = c.num_attention_heads;
+  validate(c);
+  for (const auto& [key, value] : root.items())
+    if (contains(kMeaningful, key)) check_meaningful(key, value, c);
+
+  if (warnings != nullptr) {
+    if (!defaulted.empty())
+      warnings->push_back(fmt::format(
+          "config: not given, Hugging Face's LlamaConfig defaults used: {} (rope_theta 10000, "
+          "rms_norm_eps 1e-6, max_position_embeddings 2048)",
+          join(defaulted)));
+    if (!informational.empty())
+      warnings->push_back(fmt::format(
+          "config: informational fields ignored (they do not change the model): {}",
+          join(informational)));
+    if (!unknown.empty())
+      warnings->push_back(fmt::format(
+          "config: unknown fields ignored (not part of a Llama config that Origami knows; "
+          "check that they do not change the model): {}",
+          join(unknown)));
+  }
+  return c;
+}
+
+ModelConfig load_model_config(const std::string& path, std::vector<std::string>* warnings) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(fmt::format("config: cannot open the config file '{}'", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw ConfigError(fmt::format("config: cannot read the config file '{}'", path));
+  try {
+    return parse_model_config(text.str(), warnings);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{} (in '{}')", e.what(), path));
+  }
+}
+
+std::string model_config_to_json(const ModelConfig& c) {
+  nlohmann::ordered_json j;
+  j["architectures"] = {"LlamaForCausalLM"};
+  j["model_type"] = "llama";
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["head_dim"] = c.head_dim();
+  j["hidden_act"] = "silu";
+  j["rope_theta"] = c.rope_theta;
+  j["rope_scaling"] = nullptr;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["initializer_range"] = c.initializer_range;
+  j["attention_bias"] = false;
+  j["mlp_bias"] = false;
+  j["tie_word_embeddings"] = false;
+  return j.dump(2) + "\n";
+}
+
+namespace {
+
+ModelConfig make(std::int64_t vocab, std::int64_t h, std::int64_t inter, std::int64_t layers,
+                 std::int64_t heads, std::int64_t kv, double theta, double eps,
+                 std::int64_t max_pos) {
+  ModelConfig c;
+  c.vocab_size = vocab;
+  c.hidden_size = h;
+  c.intermediate_size = inter;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = kv;
+  c.rope_theta = theta;
+  c.rms_norm_eps = eps;
+  c.max_position_embeddings = max_pos;
+  return c;
+}
+
+const std::map<std::string, ModelConfig>& presets() {
+  static const std::map<std::string, ModelConfig> table = {
+      // Unit tests: grouped-query (4 heads over 2 KV heads), byte vocabulary.
+      {"tiny", make(256, 64, 160, 2, 4, 2, 10000.0, 1e-5, 4096)},
+      // The default training job: ModelConfig's own defaults.
+      {"small", ModelConfig{}},
+      // Llama-3.2-1B-like (its rope_scaling and tied embeddings left out: plain RoPE, untied).
+      {"1b", make(128256, 2048, 8192, 16, 32, 8, 500000.0, 1e-5, 131072)},
+      // Llama-2-7B, -13B, -70B.
+      {"7b", make(32000, 4096, 11008, 32, 32, 32, 10000.0, 1e-5, 4096)},
+      {"13b", make(32000, 5120, 13824, 40, 40, 40, 10000.0, 1e-5, 4096)},
+      {"70b", make(32000, 8192, 28672, 80, 64, 8, 10000.0, 1e-5, 4096)},
+  };
+  return table;
+}
+
+}  // namespace
+
+ModelConfig model_preset(const std::string& name) {
+  const auto& table = presets();
+  const auto it = table.find(name);
+  if (it == table.end())
+    throw ConfigError(fmt::format("config: unknown model preset '{}'; the presets are: {}", name,
+                                  join(model_preset_names())));
+  return it->second;
+}
+
+std::vector<std::string> model_preset_names() {
+  // In size order, not alphabetical: that is how a user reads the list.
+  return {"tiny", "small", "1b", "7b", "13b", "70b"};
+}
+
+}  // namespace origami

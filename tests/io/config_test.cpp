@@ -1,0 +1,273 @@
+// ModelConfig: presets, JSON round trip, and every refusal naming its field.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "origami/core/error.h"
+#include "origami/model/config.h"
+
+namespace origami {
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+// A complete, valid Hugging Face style config.json (the tiny preset).
+json base_json() {
+  return json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "vocab_size": 256, "hidden_size": 64, "intermediate_size": 160,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "max_position_embeddings": 4096,
+    "tie_word_embeddings": false, "hidden_act": "silu"
+  })");
+}
+
+// Expects a ConfigError whose message contains every one of `parts`.
+void expect_refused(const json& j, const std::vector<std::string>& parts) {
+  try {
+    parse_model_config(j.dump(), nullptr);
+    FAIL() << "accepted: " << j.dump();
+  } catch (const ConfigError& e) {
+    for (const auto& p : parts) EXPECT_THAT(e.what(), HasSubstr(p)) << j.dump();
+  }
+}
+
+json with(json j, const std::string& key, const json& value) {
+  j[key] = value;
+  return j;
+}
+
+TEST(ModelConfig, ParsesHuggingFaceFields) {
+  std::vector<std::string> warnings;
+  const ModelConfig c = parse_model_config(base_json().dump(), &warnings);
+  EXPECT_EQ(c.vocab_size, 256);
+  EXPECT_EQ(c.hidden_size, 64);
+  EXPECT_EQ(c.intermediate_size, 160);
+  EXPECT_EQ(c.num_hidden_layers, 2);
+  EXPECT_EQ(c.num_attention_heads, 4);
+  EXPECT_EQ(c.num_key_value_heads, 2);
+  EXPECT_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_EQ(c.max_position_embeddings, 4096);
+  EXPECT_EQ(c.head_dim(), 16);
+  EXPECT_EQ(c.kv_dim(), 32);
+  // architectures and model_type are informational: listed in one warning.
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("architectures"));
+  EXPECT_THAT(warnings[0], HasSubstr("model_type"));
+}
+
+TEST(ModelConfig, MissingOptionalFieldsTakeHuggingFaceDefaults) {
+  json j = base_json();
+  for (const char* f : {"num_key_value_heads", "rope_theta", "rms_norm_eps",
+                        "max_position_embeddings", "architectures", "model_type"})
+    j.erase(f);
+  std::vector<std::string> warnings;
+  const ModelConfig c = parse_model_config(j.dump(), &warnings);
+  EXPECT_EQ(c.num_key_value_heads, c.num_attention_heads);
+  EXPECT_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_EQ(c.max_position_embeddings, 2048);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("rms_norm_eps"));
+  // num_key_value_heads: null means the same as absent.
+  const ModelConfig d = parse_model_config(with(base_json(), "num_key_value_heads", nullptr).dump(), nullptr);
+  EXPECT_EQ(d.num_key_value_heads, 4);
+}
+
+TEST(ModelConfig, RoundTripsEveryPresetThroughJson) {
+  for (const auto& name : model_preset_names()) {
+    ModelConfig p = model_preset(name);
+    p.initializer_range = 0.0123;
+    p.rms_norm_eps = 1.0 / 3.0e6;  // not exactly representable in short decimal
+    const std::string text = model_config_to_json(p);
+    std::vector<std::string> warnings;
+    const ModelConfig q = parse_model_config(text, &warnings);
+    EXPECT_EQ(q.vocab_size, p.vocab_size) << name;
+    EXPECT_EQ(q.hidden_size, p.hidden_size) << name;
+    EXPECT_EQ(q.intermediate_size, p.intermediate_size) << name;
+    EXPECT_EQ(q.num_hidden_layers, p.num_hidden_layers) << name;
+    EXPECT_EQ(q.num_attention_heads, p.num_attention_heads) << name;
+    EXPECT_EQ(q.num_key_value_heads, p.num_key_value_heads) << name;
+    EXPECT_EQ(q.rope_theta, p.rope_theta) << name;
+    EXPECT_EQ(q.rms_norm_eps, p.rms_norm_eps) << name;  // bit-exact double round trip
+    EXPECT_EQ(q.max_position_embeddings, p.max_position_embeddings) << name;
+    EXPECT_EQ(q.initializer_range, p.initializer_range) << name;
+    // Our own output carries only informational fields beyond the supported ones.
+    ASSERT_EQ(warnings.size(), 1u) << name;
+    EXPECT_THAT(warnings[0], HasSubstr("informational"));
+  }
+}
+
+TEST(ModelConfig, PresetsMatchPublishedParameterCounts) {
+  // Published counts of Llama-2 (untied head): 6,738,415,616 / 13,015,864,320 /
+  // 68,976,648,192. Llama-3.2-1B has 1,235,814,400 with tied embeddings; untied adds V*h.
+  EXPECT_EQ(model_preset("7b").num_parameters(), 6738415616);
+  EXPECT_EQ(model_preset("13b").num_parameters(), 13015864320);
+  EXPECT_EQ(model_preset("70b").num_parameters(), 68976648192);
+  EXPECT_EQ(model_preset("1b").num_parameters(), 1235814400 + 128256LL * 2048);
+  // tiny by hand: 2 * V*h + L * (q,o: 2h^2 + k,v: 2*h*kv_dim + mlp: 3*h*f + norms: 2h) + h.
+  const std::int64_t V = 256, h = 64, f = 160, kv = 32, L = 2;
+  EXPECT_EQ(model_preset("tiny").num_parameters(),
+            2 * V * h + L * (2 * h * h + 2 * h * kv + 3 * h * f + 2 * h) + h);
+  const ModelConfig small = model_preset("small");
+  EXPECT_EQ(small.hidden_size, 256);
+  EXPECT_EQ(small.num_hidden_layers, 4);
+  EXPECT_EQ(small.intermediate_size, 688);
+  EXPECT_EQ(small.vocab_size, 256);
+  EXPECT_EQ(model_preset("1b").rope_theta, 500000.0);
+  EXPECT_EQ(model_preset("70b").num_key_value_heads, 8);
+  for (const auto& name : model_preset_names()) EXPECT_NO_THROW(validate(model_preset(name)));
+}
+
+TEST(ModelConfig, UnknownPresetListsTheNames) {
+  try {
+    model_preset("3b");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'3b'"));
+    EXPECT_THAT(e.what(), HasSubstr("tiny, small, 1b, 7b, 13b, 70b"));
+  }
+}
+
+TEST(ModelConfig, RefusesInconsistentSizes) {
+  expect_refused(with(base_json(), "hidden_size", 66), {"hidden_size (66)", "num_attention_heads (4)"});
+  expect_refused(with(base_json(), "num_key_value_heads", 3),
+                 {"num_attention_heads (4)", "num_key_value_heads (3)"});
+  // head size 72/4 = 18 is fine; 36/4 = 9 is odd (RoPE pairs).
+  expect_refused(with(base_json(), "hidden_size", 36), {"head size", "odd"});
+  for (const char* f : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                        "num_attention_heads", "num_key_value_heads", "max_position_embeddings"}) {
+    expect_refused(with(base_json(), f, 0), {f, "positive"});
+    expect_refused(with(base_json(), f, -4), {f, "positive"});
+  }
+  expect_refused(with(base_json(), "vocab_size", 1LL << 40), {"vocab_size", "at most"});
+  expect_refused(with(base_json(), "vocab_size", 18446744073709551615ULL), {"vocab_size", "too large"});
+  expect_refused(with(base_json(), "rms_norm_eps", 0.0), {"rms_norm_eps"});
+  expect_refused(with(base_json(), "rms_norm_eps", -1e-5), {"rms_norm_eps"});
+  expect_refused(with(base_json(), "rope_theta", 0), {"rope_theta"});
+  expect_refused(with(base_json(), "initializer_range", -0.02), {"initializer_range"});
+  // Every size within bounds, but the parameter count overflows 64 bits.
+  json big = base_json();
+  big["vocab_size"] = 2000000000;
+  big["hidden_size"] = 2000000000;
+  big["num_attention_heads"] = 1000000000;
+  big["num_key_value_heads"] = 1000000000;
+  expect_refused(big, {"overflows"});
+}
+
+TEST(ModelConfig, RefusesWrongTypesNamingTheField) {
+  expect_refused(with(base_json(), "hidden_size", "64"), {"hidden_size", "integer", "string"});
+  expect_refused(with(base_json(), "hidden_size", 64.0), {"hidden_size", "integer"});
+  expect_refused(with(base_json(), "num_hidden_layers", true), {"num_hidden_layers", "integer"});
+  expect_refused(with(base_json(), "vocab_size", nullptr), {"vocab_size", "integer", "null"});
+  expect_refused(with(base_json(), "rope_theta", "1e4"), {"rope_theta", "number"});
+  expect_refused(with(base_json(), "rms_norm_eps", json::array({1e-5})), {"rms_norm_eps", "number"});
+  expect_refused(with(base_json(), "tie_word_embeddings", 0), {"tie_word_embeddings", "true or false"});
+  expect_refused(with(base_json(), "hidden_act", 1), {"hidden_act", "string"});
+  expect_refused(with(base_json(), "head_dim", "16"), {"head_dim", "integer"});
+}
+
+TEST(ModelConfig, RefusesMeaningChangingFields) {
+  expect_refused(with(base_json(), "rope_scaling", json{{"rope_type", "llama3"}, {"factor", 8.0}}),
+                 {"rope_scaling", "null"});
+  expect_refused(with(base_json(), "head_dim", 32), {"head_dim is 32", "16"});
+  expect_refused(with(base_json(), "attention_bias", true), {"attention_bias", "false"});
+  expect_refused(with(base_json(), "mlp_bias", true), {"mlp_bias", "false"});
+  expect_refused(with(base_json(), "hidden_act", "gelu"), {"hidden_act", "silu"});
+  expect_refused(with(base_json(), "tie_word_embeddings", true), {"tie_word_embeddings", "false"});
+  expect_refused(with(base_json(), "pretraining_tp", 2), {"pretraining_tp", "1"});
+  expect_refused(with(base_json(), "attention_dropout", 0.1), {"attention_dropout", "0"});
+  // The same fields with the values Origami implements are accepted silently.
+  json ok = base_json();
+  ok["rope_scaling"] = nullptr;
+  ok["head_dim"] = 16;
+  ok["attention_bias"] = false;
+  ok["mlp_bias"] = false;
+  ok["pretraining_tp"] = 1;
+  ok["attention_dropout"] = 0.0;
+  ok.erase("architectures");
+  ok.erase("model_type");
+  std::vector<std::string> warnings;
+  EXPECT_NO_THROW(parse_model_config(ok.dump(), &warnings));
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+}
+
+TEST(ModelConfig, WarnsOnInformationalAndUnknownFields) {
+  json j = base_json();
+  j["torch_dtype"] = "bfloat16";
+  j["bos_token_id"] = 1;
+  j["eos_token_id"] = 2;
+  j["pad_token_id"] = nullptr;
+  j["transformers_version"] = "4.40.0";
+  j["use_cache"] = true;
+  j["_name_or_path"] = "meta-llama/Llama-2-7b-hf";
+  j["sliding_window"] = 4096;
+  std::vector<std::string> warnings;
+  parse_model_config(j.dump(), &warnings);
+  ASSERT_EQ(warnings.size(), 2u);
+  for (const char* f : {"torch_dtype", "bos_token_id", "eos_token_id", "pad_token_id",
+                        "transformers_version", "use_cache", "_name_or_path"})
+    EXPECT_THAT(warnings[0], HasSubstr(f));
+  EXPECT_THAT(warnings[1], HasSubstr("unknown"));
+  EXPECT_THAT(warnings[1], HasSubstr("sliding_window"));
+  EXPECT_THAT(warnings[1], ::testing::Not(HasSubstr("torch_dtype")));
+}
+
+TEST(ModelConfig, RefusesMalformedDocuments) {
+  try {
+    parse_model_config("{\"hidden_size\": 64,", nullptr);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("not valid JSON"));
+  }
+  try {
+    parse_model_config("[1, 2]", nullptr);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("JSON object"));
+  }
+  for (const char* f : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                        "num_attention_heads"}) {
+    json j = base_json();
+    j.erase(f);
+    expect_refused(j, {f, "missing"});
+  }
+}
+
+TEST(ModelConfig, LoadsFromFileAndNamesTheFileOnError) {
+  const std::string path = ::testing::TempDir() + "origami_config_test.json";
+  {
+    std::ofstream out(path);
+    out << with(base_json(), "hidden_act", "relu").dump();
+  }
+  try {
+    load_model_config(path, nullptr);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("hidden_act"));
+    EXPECT_THAT(e.what(), HasSubstr(path));
+  }
+  {
+    std::ofstream out(path);
+    out << base_json().dump();
+  }
+  EXPECT_EQ(load_model_config(path, nullptr).hidden_size, 64);
+  std::remove(path.c_str());
+  try {
+    load_model_config(path, nullptr);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot open"));
+    EXPECT_THAT(e.what(), HasSubstr(path));
+  }
+}
+
+}  // namespace
+}  // namespace origami

@@ -1,0 +1,556 @@
+#!/usr/bin/python3
+"""Independent PyTorch oracle for Origami's Llama model (float64, plain torch ops).
+
+README
+======
+Origami's single-device model must compute the same loss, gradients and AdamW trajectory as
+an independent implementation. This script is that implementation. It uses only Debian's
+python3-torch (no transformers, no safetensors package: the files are parsed here with
+struct + json + torch.frombuffer) and computes everything in float64, so any difference it
+reports is Origami's rounding or Origami's bug.
+
+Inputs
+  --config config.json          Hugging Face Llama field names (vocab_size, hidden_size,
+                                intermediate_size, num_hidden_layers, num_attention_heads,
+                                num_key_value_heads, rope_theta, rms_norm_eps). Fields that
+                                change the model and are not implemented (rope_scaling,
+                                tie_word_embeddings true, attention/mlp bias, hidden_act other
+                                than silu, head_dim != hidden/heads) are refused.
+  --weights model.safetensors   Hugging Face tensor names, any float dtype (F32/BF16/F64),
+                                converted to float64:
+                                  model.embed_tokens.weight                 [V, h]
+                                  model.layers.N.input_layernorm.weight     [h]
+                                  model.layers.N.self_attn.q_proj.weight    [h, h]
+                                  model.layers.N.self_attn.k_proj.weight    [Hkv*d, h]
+                                  model.layers.N.self_attn.v_proj.weight    [Hkv*d, h]
+                                  model.layers.N.self_attn.o_proj.weight    [h, h]
+                                  model.layers.N.post_attention_layernorm.weight [h]
+                                  model.layers.N.mlp.gate_proj.weight       [f, h]
+                                  model.layers.N.mlp.up_proj.weight         [f, h]
+                                  model.layers.N.mlp.down_proj.weight       [h, f]
+                                  model.norm.weight                         [h]
+                                  lm_head.weight                            [V, h]
+                                (projections are [out, in], as nn.Linear: y = x @ W.T).
+                                A missing or extra tensor, or a wrong shape, is an error.
+  --batch batch.safetensors     input_ids I32 [B, S] and labels I32 [B, S]; label -100 is
+                                ignored; positions are 0..S-1. Repeatable (see --steps).
+  --out out.safetensors         written atomically (temporary file + rename).
+
+The model
+  x = embed[ids]; per layer: x += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))
+  with n = rmsnorm(x), then x += down_proj(silu(gate_proj(n)) * up_proj(n)) with
+  n = rmsnorm(x); logits = lm_head(rmsnorm(x)).
+  RMSNorm: x / sqrt(mean(x^2) + eps) * w, eps from the config.
+  RoPE: rotate_half convention (pairs (i, i + d/2)); angle = pos * theta^(-2i/d), computed in
+  float64. Attention: causal softmax(q k^T / sqrt(d)) v; grouped-query attention repeats
+  each K/V head for H/Hkv consecutive query heads (repeat_interleave on the head axis).
+  Loss: mean cross-entropy over tokens whose label is not -100; exactly 0 (with all-zero
+  gradients, never NaN) when every label is -100.
+
+Outputs (all F64)
+  loss                 [] the loss of the first batch at the given weights
+  <parameter name>     its gradient at the given weights (before any clipping)
+With --steps K (K >= 1) it also trains K steps and writes
+  losses               [K] the loss at each step, before that step's update
+  param.<name>         every parameter after K steps
+Step k uses batch k mod (number of --batch files), so one file gives the same batch every
+step. Each step: zero grads, forward, backward, then if --max-grad-norm > 0
+torch.nn.utils.clip_grad_norm_ (scale = max_norm / (total_norm + 1e-6), applied only when
+below 1), then torch.optim.AdamW(lr, betas=(beta1, beta2), eps, weight_decay) with weight
+decay only on 2-D tensors (the matrices, embedding and LM head included); RMSNorm weights
+get none. AdamW's update: p -= lr * wd * p; m, v moments with bias correction;
+p -= lr * m_hat / (sqrt(v_hat) + eps).
+
+Self-test
+  --self-test checks this script's own pieces: RoPE and attention (GQA, causal) against
+  naive Python loops, RMSNorm against its formula, the all-masked loss, a safetensors round
+  trip, and every gradient of a tiny model by torch.autograd.gradcheck. Exit code 0 on
+  success.
+
+Example
+  /usr/bin/python3 tests/oracle/llama_oracle.py --config c.json --weights w.safetensors \\
+      --batch b.safetensors --out o.safetensors --steps 3 --lr 1e-3 --weight-decay 0.1
+
+Exit codes: 0 success, 2 bad input (message on stderr), 1 self-test failure.
+"""
+
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+import torch
+
+F64 = torch.float64
+IGNORE = -100
+
+_DTYPES = {
+    "F64": (torch.float64, 8),
+    "F32": (torch.float32, 4),
+    "BF16": (torch.bfloat16, 2),
+    "F16": (torch.float16, 2),
+    "I64": (torch.int64, 8),
+    "I32": (torch.int32, 4),
+}
+_NAMES = {dt: name for name, (dt, _) in _DTYPES.items()}
+
+
+class InputError(Exception):
+    """Bad input: the script exits with code 2 and this message."""
+
+
+# ------------------------------------------------------------------------------------------
+# safetensors, parsed by hand (Debian has no safetensors package).
+
+def read_safetensors(path):
+    """Returns {name: tensor} (tensors own their memory). Strict about the layout."""
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e}")
+    if len(blob) < 8:
+        raise InputError(f"{path}: {len(blob)} bytes, shorter than the 8-byte header length")
+    (n,) = struct.unpack("<Q", blob[:8])
+    if n > len(blob) - 8:
+        raise InputError(f"{path}: header length {n} exceeds the file")
+    try:
+        header = json.loads(blob[8:8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: header is not valid JSON: {e}")
+    if not isinstance(header, dict):
+        raise InputError(f"{path}: header is not a JSON object")
+    data = blob[8 + n:]
+    header.pop("__metadata__", None)
+    out = {}
+    spans = []
+    for name, info in header.items():
+        try:
+            dtype, size = _DTYPES[info["dtype"]]
+            shape = [int(d) for d in info["shape"]]
+            begin, end = (int(o) for o in info["data_offsets"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"{path}: malformed entry {name!r}: {e}")
+        numel = math.prod(shape)
+        if any(d < 0 for d in shape) or not 0 <= begin <= end <= len(data) \
+                or end - begin != numel * size:
+            raise InputError(f"{path}: entry {name!r} has shape {shape}, offsets "
+                             f"[{begin}, {end}] inconsistent with {len(data)} data bytes")
+        spans.append((begin, end, name))
+        if numel == 0:
+            out[name] = torch.zeros(shape, dtype=dtype)
+        else:
+            buf = bytearray(data[begin:end])
+            out[name] = torch.frombuffer(buf, dtype=dtype).reshape(shape).clone()
+    pos = 0
+    for begin, end, name in sorted(spans):
+        if begin != pos:
+            raise InputError(f"{path}: tensor {name!r} starts at {begin}, expected {pos}")
+        pos = end
+    if pos != len(data):
+        raise InputError(f"{path}: {len(data) - pos} bytes after the last tensor")
+    return out
+
+
+def write_safetensors(path, tensors):
+    """Writes {name: tensor} in insertion order; atomic (temporary file + rename)."""
+    header = {}
+    chunks = []
+    offset = 0
+    for name, t in tensors.items():
+        t = t.detach().contiguous().cpu()
+        raw = t.numpy().tobytes() if t.numel() > 0 else b""
+        header[name] = {"dtype": _NAMES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * ((8 - (8 + len(text)) % 8) % 8)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for c in chunks:
+            f.write(c)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------
+# Configuration and parameters.
+
+def load_config(path):
+    try:
+        with open(path) as f:
+            c = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: {e}")
+    return check_config(c, path)
+
+
+def check_config(c, where="config"):
+    def need(field):
+        if field not in c:
+            raise InputError(f"{where}: missing {field}")
+        v = c[field]
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise InputError(f"{where}: {field} must be a positive integer, got {v!r}")
+        return v
+    cfg = {f: need(f) for f in ("vocab_size", "hidden_size", "intermediate_size",
+                                "num_hidden_layers", "num_attention_heads")}
+    kv = c.get("num_key_value_heads")
+    cfg["num_key_value_heads"] = cfg["num_attention_heads"] if kv is None else int(kv)
+    cfg["rope_theta"] = float(c.get("rope_theta", 10000.0))
+    cfg["rms_norm_eps"] = float(c.get("rms_norm_eps", 1e-6))
+    h, H, Hkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    if h % H or Hkv <= 0 or H % Hkv or (h // H) % 2:
+        raise InputError(f"{where}: inconsistent heads (hidden {h}, heads {H}, kv heads {Hkv})")
+    if c.get("rope_scaling") is not None:
+        raise InputError(f"{where}: rope_scaling is not implemented")
+    if c.get("tie_word_embeddings", False):
+        raise InputError(f"{where}: tie_word_embeddings true is not implemented")
+    if c.get("attention_bias", False) or c.get("mlp_bias", False):
+        raise InputError(f"{where}: biases are not implemented")
+    if c.get("hidden_act", "silu") != "silu":
+        raise InputError(f"{where}: hidden_act must be silu")
+    if c.get("head_dim") not in (None, h // H):
+        raise InputError(f"{where}: head_dim must be hidden_size / num_attention_heads")
+    return cfg
+
+
+def parameter_shapes(cfg):
+    """Ordered {name: shape}, Hugging Face names."""
+    V, h, f = cfg["vocab_size"], cfg["hidden_size"], cfg["intermediate_size"]
+    kvd = cfg["num_key_value_heads"] * (h // cfg["num_attention_heads"])
+    shapes = {"model.embed_tokens.weight": (V, h)}
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes[p + "input_layernorm.weight"] = (h,)
+        shapes[p + "self_attn.q_proj.weight"] = (h, h)
+        shapes[p + "self_attn.k_proj.weight"] = (kvd, h)
+        shapes[p + "self_attn.v_proj.weight"] = (kvd, h)
+        shapes[p + "self_attn.o_proj.weight"] = (h, h)
+        shapes[p + "post_attention_layernorm.weight"] = (h,)
+        shapes[p + "mlp.gate_proj.weight"] = (f, h)
+        shapes[p + "mlp.up_proj.weight"] = (f, h)
+        shapes[p + "mlp.down_proj.weight"] = (h, f)
+    shapes["model.norm.weight"] = (h,)
+    shapes["lm_head.weight"] = (V, h)
+    return shapes
+
+
+def load_parameters(path, cfg):
+    tensors = read_safetensors(path)
+    shapes = parameter_shapes(cfg)
+    missing = [n for n in shapes if n not in tensors]
+    extra = [n for n in tensors if n not in shapes]
+    if missing or extra:
+        raise InputError(f"{path}: missing tensors {missing[:5]}, unexpected tensors {extra[:5]}")
+    params = {}
+    for name, shape in shapes.items():
+        t = tensors[name]
+        if tuple(t.shape) != shape or not t.is_floating_point():
+            raise InputError(f"{path}: {name} is {t.dtype} {list(t.shape)}, expected a float "
+                             f"tensor of shape {list(shape)}")
+        params[name] = t.to(F64).requires_grad_(True)
+    return params
+
+
+def load_batch(path, cfg):
+    t = read_safetensors(path)
+    for name in ("input_ids", "labels"):
+        if name not in t or t[name].dtype != torch.int32 or t[name].dim() != 2:
+            raise InputError(f"{path}: needs {name} as I32 [B, S]")
+    ids, labels = t["input_ids"].long(), t["labels"].long()
+    if ids.shape != labels.shape:
+        raise InputError(f"{path}: input_ids {list(ids.shape)} and labels "
+                         f"{list(labels.shape)} differ")
+    V = cfg["vocab_size"]
+    if ids.numel() and (ids.min() < 0 or ids.max() >= V):
+        raise InputError(f"{path}: input_ids outside [0, {V})")
+    ok = (labels == IGNORE) | ((labels >= 0) & (labels < V))
+    if not bool(ok.all()):
+        raise InputError(f"{path}: labels outside [0, {V}) and not {IGNORE}")
+    return ids, labels
+
+
+# ------------------------------------------------------------------------------------------
+# The model, in plain torch ops.
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * w
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rope(x, positions, theta):
+    """x [B, heads, S, d]; positions [S] (global)."""
+    d = x.shape[-1]
+    inv_freq = torch.pow(torch.tensor(theta, dtype=F64),
+                         -torch.arange(0, d, 2, dtype=F64) / d)          # theta^(-2i/d)
+    angles = positions.to(F64)[:, None] * inv_freq[None, :]              # [S, d/2]
+    emb = torch.cat((angles, angles), dim=-1)                            # [S, d]
+    return x * emb.cos() + rotate_half(x) * emb.sin()
+
+
+def attention(q, k, v, q_pos, k_pos):
+    """q [B, H, Sq, d]; k, v [B, Hkv, Sk, d]; causal on global positions."""
+    group = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(group, dim=1)
+    v = v.repeat_interleave(group, dim=1)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    future = k_pos[None, :] > q_pos[:, None]                             # [Sq, Sk]
+    scores = scores.masked_fill(future, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def forward_loss(params, cfg, ids, labels):
+    B, S = ids.shape
+    h, H, Hkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    d, eps, theta = h // H, cfg["rms_norm_eps"], cfg["rope_theta"]
+    pos = torch.arange(S)
+    x = params["model.embed_tokens.weight"][ids]                         # [B, S, h]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        n = rms_norm(x, params[p + "input_layernorm.weight"], eps)
+        q = (n @ params[p + "self_attn.q_proj.weight"].T).view(B, S, H, d).transpose(1, 2)
+        k = (n @ params[p + "self_attn.k_proj.weight"].T).view(B, S, Hkv, d).transpose(1, 2)
+        v = (n @ params[p + "self_attn.v_proj.weight"].T).view(B, S, Hkv, d).transpose(1, 2)
+        o = attention(rope(q, pos, theta), rope(k, pos, theta), v, pos, pos)
+        o = o.transpose(1, 2).reshape(B, S, h)
+        x = x + o @ params[p + "self_attn.o_proj.weight"].T
+        n = rms_norm(x, params[p + "post_attention_layernorm.weight"], eps)
+        gate = n @ params[p + "mlp.gate_proj.weight"].T
+        up = n @ params[p + "mlp.up_proj.weight"].T
+        x = x + (torch.nn.functional.silu(gate) * up) @ params[p + "mlp.down_proj.weight"].T
+    x = rms_norm(x, params["model.norm.weight"], eps)
+    logits = (x @ params["lm_head.weight"].T).reshape(B * S, -1)
+    flat = labels.reshape(-1)
+    mask = flat != IGNORE
+    count = int(mask.sum())
+    if count == 0:
+        return (logits * 0).sum()  # 0, with zero gradients flowing to every parameter
+    lse = torch.logsumexp(logits[mask], dim=-1)
+    target = logits[mask].gather(1, flat[mask][:, None]).squeeze(1)
+    return (lse - target).sum() / count
+
+
+# ------------------------------------------------------------------------------------------
+# Runs.
+
+def gradients(params):
+    return {n: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p))
+            for n, p in params.items()}
+
+
+def run(args):
+    cfg = load_config(args.config)
+    params = load_parameters(args.weights, cfg)
+    batches = [load_batch(b, cfg) for b in args.batch]
+    out = {}
+
+    loss = forward_loss(params, cfg, *batches[0])
+    loss.backward()
+    out["loss"] = loss.detach().reshape(())
+    for n, g in gradients(params).items():
+        out[n] = g
+
+    if args.steps > 0:
+        for p in params.values():
+            p.grad = None
+        decay = [p for p in params.values() if p.dim() == 2]
+        no_decay = [p for p in params.values() if p.dim() != 2]
+        opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": args.weight_decay},
+             {"params": no_decay, "weight_decay": 0.0}],
+            lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps)
+        losses = []
+        for step in range(args.steps):
+            opt.zero_grad(set_to_none=False)
+            loss = forward_loss(params, cfg, *batches[step % len(batches)])
+            loss.backward()
+            losses.append(loss.item())
+            if args.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(list(params.values()), args.max_grad_norm)
+            opt.step()
+        out["losses"] = torch.tensor(losses, dtype=F64)
+        for n, p in params.items():
+            out["param." + n] = p.detach().clone()
+    write_safetensors(args.out, out)
+    print(f"oracle: loss {out['loss'].item():.17g}, {len(params)} gradients"
+          + (f", {args.steps} AdamW steps, last loss {out['losses'][-1].item():.17g}"
+             if args.steps > 0 else "") + f" -> {args.out}")
+
+
+# ------------------------------------------------------------------------------------------
+# Self-test.
+
+def _check(name, ok, detail=""):
+    print(f"  {'ok  ' if ok else 'FAIL'} {name} {detail}")
+    if not ok:
+        raise AssertionError(name)
+
+
+def _random_params(cfg, gen):
+    return {n: (torch.randn(s, dtype=F64, generator=gen) * (0.5 if len(s) == 2 else 0.1)
+                + (1.0 if len(s) == 1 else 0.0)).requires_grad_(True)
+            for n, s in parameter_shapes(cfg).items()}
+
+
+def self_test():
+    gen = torch.Generator().manual_seed(1234)
+    print("llama_oracle self-test")
+
+    # RoPE against the rotation of each pair (i, i + d/2) by pos * theta^(-2i/d).
+    B, H, S, d, theta = 2, 3, 5, 6, 500.0
+    x = torch.randn(B, H, S, d, dtype=F64, generator=gen)
+    pos = torch.tensor([0, 3, 4, 9, 17])
+    got = rope(x, pos, theta)
+    want = torch.empty_like(x)
+    for s in range(S):
+        for i in range(d // 2):
+            a = pos[s].item() * theta ** (-2.0 * i / d)
+            c, sn = math.cos(a), math.sin(a)
+            x1, x2 = x[..., s, i], x[..., s, i + d // 2]
+            want[..., s, i] = x1 * c - x2 * sn
+            want[..., s, i + d // 2] = x2 * c + x1 * sn
+    _check("rope vs per-pair rotation", torch.allclose(got, want, rtol=0, atol=1e-13),
+           f"max err {(got - want).abs().max().item():.2e}")
+
+    # Attention (GQA 4 query heads over 2 KV heads, causal on arbitrary global positions)
+    # against explicit loops.
+    H, Hkv, Sq, Sk, d = 4, 2, 4, 6, 3
+    q = torch.randn(B, H, Sq, d, dtype=F64, generator=gen)
+    k = torch.randn(B, Hkv, Sk, d, dtype=F64, generator=gen)
+    v = torch.randn(B, Hkv, Sk, d, dtype=F64, generator=gen)
+    q_pos = torch.tensor([2, 3, 7, 8])
+    k_pos = torch.tensor([0, 1, 2, 3, 6, 7])
+    got = attention(q, k, v, q_pos, k_pos)
+    want = torch.zeros_like(got)
+    for b in range(B):
+        for hq in range(H):
+            hk = hq // (H // Hkv)
+            for i in range(Sq):
+                w = [math.exp(float(q[b, hq, i] @ k[b, hk, j]) / math.sqrt(d))
+                     if k_pos[j] <= q_pos[i] else 0.0 for j in range(Sk)]
+                z = sum(w)
+                for j in range(Sk):
+                    want[b, hq, i] += w[j] / z * v[b, hk, j]
+    _check("attention vs naive loops (GQA, causal, global positions)",
+           torch.allclose(got, want, rtol=0, atol=1e-13),
+           f"max err {(got - want).abs().max().item():.2e}")
+
+    # RMSNorm against its formula, one row at a time.
+    xr = torch.randn(3, 7, dtype=F64, generator=gen)
+    w = torch.randn(7, dtype=F64, generator=gen)
+    want = torch.stack([r / math.sqrt(float((r * r).sum()) / 7 + 1e-5) * w for r in xr])
+    _check("rmsnorm vs formula", torch.allclose(rms_norm(xr, w, 1e-5), want, rtol=0, atol=1e-14))
+
+    # A tiny grouped-query model: every gradient by finite differences.
+    cfg = check_config({"vocab_size": 11, "hidden_size": 8, "intermediate_size": 12,
+                        "num_hidden_layers": 2, "num_attention_heads": 2,
+                        "num_key_value_heads": 1, "rope_theta": 10000.0, "rms_norm_eps": 1e-5})
+    params = _random_params(cfg, gen)
+    ids = torch.randint(0, 11, (2, 5), generator=gen)
+    labels = torch.randint(0, 11, (2, 5), generator=gen)
+    labels[0, 1] = IGNORE
+    labels[1, 4] = IGNORE
+    names = list(params)
+
+    def loss_of(*tensors):
+        return forward_loss(dict(zip(names, tensors)), cfg, ids, labels)
+
+    ok = torch.autograd.gradcheck(loss_of, tuple(params.values()), eps=1e-6, atol=1e-7,
+                                  rtol=1e-5)
+    _check("gradcheck of every parameter (2 layers, GQA, masked labels)", ok)
+
+    # The loss is the mean over unmasked tokens: equal to the mean of the losses of batches
+    # in which only one of those tokens is unmasked (not a sum, not a mean over B*S).
+    with torch.no_grad():
+        loss = loss_of(*params.values()).item()
+        singles = []
+        for b, s in (labels != IGNORE).nonzero().tolist():
+            one = torch.full_like(labels, IGNORE)
+            one[b, s] = labels[b, s]
+            singles.append(forward_loss(params, cfg, ids, one).item())
+    _check("loss = mean of per-token losses over unmasked tokens",
+           math.isfinite(loss) and len(singles) == 8
+           and abs(loss - sum(singles) / len(singles)) < 1e-13, f"{loss:.6f}")
+
+    # All labels masked: loss exactly 0 and every gradient exactly zero.
+    for p in params.values():
+        p.grad = None
+    zero = forward_loss(params, cfg, ids, torch.full_like(labels, IGNORE))
+    zero.backward()
+    _check("all-masked batch: loss 0, zero gradients, no NaN",
+           zero.item() == 0.0 and all(bool((p.grad == 0).all()) for p in params.values()))
+
+    # safetensors round trip of every dtype, zero-size and scalar tensors.
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "t.safetensors")
+        src = {"a": torch.randn(3, 4, dtype=F64, generator=gen), "b": torch.arange(5, dtype=torch.int32),
+               "c": torch.randn(2, dtype=torch.float32, generator=gen), "e": torch.zeros(0, 3),
+               "s": torch.tensor(2.5, dtype=F64), "i": torch.tensor([-(2 ** 40)], dtype=torch.int64)}
+        write_safetensors(path, src)
+        back = read_safetensors(path)
+        _check("safetensors round trip", set(back) == set(src) and all(
+            back[n].dtype == t.dtype and back[n].shape == t.shape and torch.equal(back[n], t)
+            for n, t in src.items()))
+        with open(path, "rb") as f:
+            blob = f.read()
+        with open(path, "wb") as f:
+            f.write(blob[:-1])
+        try:
+            read_safetensors(path)
+            _check("truncated safetensors refused", False)
+        except InputError:
+            _check("truncated safetensors refused", True)
+    print("self-test passed")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 epilog="See the README in this script's docstring.")
+    ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--config")
+    ap.add_argument("--weights")
+    ap.add_argument("--batch", action="append", default=[])
+    ap.add_argument("--out")
+    ap.add_argument("--steps", type=int, default=0)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--beta1", type=float, default=0.9)
+    ap.add_argument("--beta2", type=float, default=0.999)
+    ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--max-grad-norm", type=float, default=0.0)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(max(1, args.threads))
+    if args.self_test:
+        try:
+            self_test()
+        except AssertionError as e:
+            print(f"self-test FAILED: {e}", file=sys.stderr)
+            return 1
+        return 0
+    if not (args.config and args.weights and args.batch and args.out):
+        ap.error("--config, --weights, --batch and --out are required (or --self-test)")
+    if args.steps < 0:
+        ap.error("--steps must be >= 0")
+    try:
+        run(args)
+    except InputError as e:
+        print(f"oracle: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
