@@ -1,18 +1,34 @@
-// The `origami` program.
+// The `origami` program: one subcommand per job.
 #include <cstdio>
+#include <iostream>
+#include <thread>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
+#include "origami/cli/train_command.h"
 #include "origami/core/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Origami: folded tensor and sequence parallel training of Llama-style models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "origami 0.1");
+  origami::cli::TrainCommand train(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11's usage errors exit with 106..; a configuration error is exit code 2.
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    if (train.selected()) return train.run();
+  } catch (const origami::ConfigError& e) {
+    std::cerr << "origami: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "origami: error: " << e.what() << "\n";
+    return 1;
   }
   return 0;
 }

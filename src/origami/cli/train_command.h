@@ -1,0 +1,34 @@
+// `origami train`: flags, defaults and the run.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "origami/train/trainer.h"
+
+namespace origami::cli {
+
+// The stated peak MFU is reported against, per kernel thread: the fp32 rate of oneDNN's sgemm
+// measured on one core of this machine (docs/results.md). Override with --peak-gflops.
+inline constexpr double kCpuPeakGflopsPerThread = 250.0;
+
+class TrainCommand {
+ public:
+  explicit TrainCommand(CLI::App& app);
+  bool selected() const { return command_->parsed(); }
+  int run();
+
+ private:
+  CLI::App* command_;
+  TrainOptions options_;
+  std::string config_path_;
+  std::string preset_ = "small";
+  std::string memory_cap_;
+  double peak_gflops_ = 0;
+};
+
+// "512MiB", "2GiB", "1000000" -> bytes; ConfigError on anything else.
+std::int64_t parse_bytes(const std::string& text);
+
+}  // namespace origami::cli

@@ -1,0 +1,115 @@
+#include "origami/model/blocks.h"
+
+#include <cmath>
+
+#include "origami/kernels/attention.h"
+#include "origami/kernels/gemm.h"
+#include "origami/kernels/rope.h"
+#include "origami/kernels/swiglu.h"
+
+namespace origami {
+
+using kernels::linear_backward_input;
+using kernels::linear_backward_weight;
+using kernels::linear_forward;
+
+RopeTables make_rope_tables(std::int64_t max_pos, std::int64_t head_dim, double theta,
+                            MemoryTracker& tracker) {
+  RopeTables t{Tensor(tracker, MemCategory::Workspace, {max_pos, head_dim / 2}),
+               Tensor(tracker, MemCategory::Workspace, {max_pos, head_dim / 2})};
+  if (t.cos.backed()) kernels::rope_table(max_pos, head_dim, theta, t.cos.f32(), t.sin.f32());
+  return t;
+}
+
+namespace {
+kernels::AttentionShape attention_shape(const AttentionDims& d) {
+  return {.batch = d.batch, .q_len = d.seq, .kv_len = d.seq, .heads = d.heads,
+          .kv_heads = d.kv_heads, .head_dim = d.head_dim};
+}
+}  // namespace
+
+void attention_block_forward(const AttentionDims& d, const float* n, const AttentionWeights& w,
+                             const std::int64_t* pos, const RopeTables& rope,
+                             MemoryTracker& tracker, AttentionSaved& s, float* y) {
+  const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
+  s.q = Tensor(tracker, MemCategory::Activations, {rows, qd});
+  s.k = Tensor(tracker, MemCategory::Activations, {rows, kvd});
+  s.v = Tensor(tracker, MemCategory::Activations, {rows, kvd});
+  s.out = Tensor(tracker, MemCategory::Activations, {rows, qd});
+  s.lse = Tensor(tracker, MemCategory::Activations, {d.batch, d.heads, d.seq});
+  linear_forward(rows, d.hidden, qd, n, w.wq, s.q.f32());
+  linear_forward(rows, d.hidden, kvd, n, w.wk, s.k.f32());
+  linear_forward(rows, d.hidden, kvd, n, w.wv, s.v.f32());
+  kernels::rope_forward(d.batch, d.seq, d.heads, d.head_dim, pos, rope.cos.f32(), rope.sin.f32(),
+                        s.q.f32());
+  kernels::rope_forward(d.batch, d.seq, d.kv_heads, d.head_dim, pos, rope.cos.f32(),
+                        rope.sin.f32(), s.k.f32());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
+  kernels::attention_forward(attention_shape(d), s.q.f32(), s.k.f32(), s.v.f32(), pos, pos, scale,
+                             s.out.f32(), s.lse.f32());
+  linear_forward(rows, qd, d.hidden, s.out.f32(), w.wo, y, /*accumulate=*/true);
+}
+
+void attention_block_backward(const AttentionDims& d, const float* n, const AttentionWeights& w,
+                              const std::int64_t* pos, const RopeTables& rope,
+                              const AttentionSaved& s, const float* dy, MemoryTracker& tracker,
+                              float* dn, const AttentionGrads& g) {
+  const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
+  // Output projection.
+  linear_backward_weight(rows, qd, d.hidden, dy, s.out.f32(), g.wo);
+  Tensor dout(tracker, MemCategory::Workspace, {rows, qd});
+  linear_backward_input(rows, qd, d.hidden, dy, w.wo, dout.f32());
+  // Attention core.
+  Tensor dq(tracker, MemCategory::Workspace, {rows, qd});
+  Tensor dk(tracker, MemCategory::Workspace, {rows, kvd});
+  Tensor dv(tracker, MemCategory::Workspace, {rows, kvd});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
+  kernels::attention_backward(attention_shape(d), s.q.f32(), s.k.f32(), s.v.f32(), pos, pos, scale,
+                              s.out.f32(), s.lse.f32(), dout.f32(), dq.f32(), dk.f32(), dv.f32());
+  dout = Tensor();
+  kernels::rope_backward(d.batch, d.seq, d.heads, d.head_dim, pos, rope.cos.f32(), rope.sin.f32(),
+                         dq.f32());
+  kernels::rope_backward(d.batch, d.seq, d.kv_heads, d.head_dim, pos, rope.cos.f32(),
+                         rope.sin.f32(), dk.f32());
+  // Q/K/V projections.
+  linear_backward_weight(rows, d.hidden, qd, dq.f32(), n, g.wq);
+  linear_backward_weight(rows, d.hidden, kvd, dk.f32(), n, g.wk);
+  linear_backward_weight(rows, d.hidden, kvd, dv.f32(), n, g.wv);
+  linear_backward_input(rows, d.hidden, qd, dq.f32(), w.wq, dn);
+  linear_backward_input(rows, d.hidden, kvd, dk.f32(), w.wk, dn);
+  linear_backward_input(rows, d.hidden, kvd, dv.f32(), w.wv, dn);
+}
+
+void mlp_block_forward(const MlpDims& d, const float* n, const MlpWeights& w,
+                       MemoryTracker& tracker, MlpSaved& s, float* y) {
+  s.a = Tensor(tracker, MemCategory::Activations, {d.rows, d.ffn});
+  s.u = Tensor(tracker, MemCategory::Activations, {d.rows, d.ffn});
+  linear_forward(d.rows, d.hidden, d.ffn, n, w.w_gate, s.a.f32());
+  linear_forward(d.rows, d.hidden, d.ffn, n, w.w_up, s.u.f32());
+  Tensor gated(tracker, MemCategory::Workspace, {d.rows, d.ffn});
+  kernels::swiglu_forward(d.rows * d.ffn, s.a.f32(), s.u.f32(), gated.f32());
+  linear_forward(d.rows, d.ffn, d.hidden, gated.f32(), w.w_down, y, /*accumulate=*/true);
+}
+
+void mlp_block_backward(const MlpDims& d, const float* n, const MlpWeights& w,
+                        const MlpSaved& s, const float* dy, MemoryTracker& tracker, float* dn,
+                        const MlpGrads& g) {
+  const std::int64_t elems = d.rows * d.ffn;
+  {  // W_down's gradient needs the gated activations: recompute them.
+    Tensor gated(tracker, MemCategory::Workspace, {d.rows, d.ffn});
+    kernels::swiglu_forward(elems, s.a.f32(), s.u.f32(), gated.f32());
+    linear_backward_weight(d.rows, d.ffn, d.hidden, dy, gated.f32(), g.w_down);
+  }
+  Tensor dgated(tracker, MemCategory::Workspace, {d.rows, d.ffn});
+  linear_backward_input(d.rows, d.ffn, d.hidden, dy, w.w_down, dgated.f32());
+  Tensor da(tracker, MemCategory::Workspace, {d.rows, d.ffn});
+  Tensor du(tracker, MemCategory::Workspace, {d.rows, d.ffn});
+  kernels::swiglu_backward(elems, s.a.f32(), s.u.f32(), dgated.f32(), da.f32(), du.f32());
+  dgated = Tensor();
+  linear_backward_weight(d.rows, d.hidden, d.ffn, da.f32(), n, g.w_gate);
+  linear_backward_weight(d.rows, d.hidden, d.ffn, du.f32(), n, g.w_up);
+  linear_backward_input(d.rows, d.hidden, d.ffn, da.f32(), w.w_gate, dn);
+  linear_backward_input(d.rows, d.hidden, d.ffn, du.f32(), w.w_up, dn);
+}
+
+}  // namespace origami

@@ -1,0 +1,94 @@
+// The transformer's blocks as explicit forward/backward pairs over local tensors. A block
+// receives its (possibly sharded) weights as pointers with their sizes, so the single-device
+// model and the tensor-parallel strategies run the same code on different slices.
+// What each block saves for backward is the struct beside it: memory is accountable.
+#pragma once
+
+#include <cstdint>
+
+#include "origami/core/tensor.h"
+
+namespace origami {
+
+// RoPE tables for every position the model may see, built once.
+struct RopeTables {
+  Tensor cos;  // [max_pos, d/2]
+  Tensor sin;
+};
+RopeTables make_rope_tables(std::int64_t max_pos, std::int64_t head_dim, double theta,
+                            MemoryTracker& tracker);
+
+// ---------------------------------------------------------------- attention
+
+struct AttentionDims {
+  std::int64_t batch = 1, seq = 0;  // local rows = batch * seq
+  std::int64_t hidden = 0;          // h (rows of W_O's output)
+  std::int64_t heads = 0;           // query heads held by this block (all, or a shard)
+  std::int64_t kv_heads = 0;        // kv heads held by this block
+  std::int64_t head_dim = 0;
+  std::int64_t rows() const { return batch * seq; }
+};
+
+struct AttentionWeights {
+  const float* wq;  // [heads*d, h]
+  const float* wk;  // [kv_heads*d, h]
+  const float* wv;  // [kv_heads*d, h]
+  const float* wo;  // [h, heads*d] (a shard stores its column slice contiguously)
+};
+struct AttentionGrads {
+  float* wq;
+  float* wk;
+  float* wv;
+  float* wo;
+};
+
+// Saved for backward (q and k after RoPE).
+struct AttentionSaved {
+  Tensor q;    // [rows, heads*d]
+  Tensor k;    // [rows, kv_heads*d]
+  Tensor v;    // [rows, kv_heads*d]
+  Tensor out;  // [rows, heads*d]
+  Tensor lse;  // [batch, heads, seq]
+};
+
+// y[rows, h] += attention(n) @ W_O^T (the output projection accumulates, so head shards sum).
+void attention_block_forward(const AttentionDims& dims, const float* n, const AttentionWeights& w,
+                             const std::int64_t* positions, const RopeTables& rope,
+                             MemoryTracker& tracker, AttentionSaved& saved, float* y);
+// dn[rows, h] += ..., grads += ...
+void attention_block_backward(const AttentionDims& dims, const float* n, const AttentionWeights& w,
+                              const std::int64_t* positions, const RopeTables& rope,
+                              const AttentionSaved& saved, const float* dy,
+                              MemoryTracker& tracker, float* dn, const AttentionGrads& g);
+
+// ---------------------------------------------------------------- gated MLP
+
+struct MlpDims {
+  std::int64_t rows = 0;
+  std::int64_t hidden = 0;
+  std::int64_t ffn = 0;  // columns of W_gate/W_up held by this block
+};
+struct MlpWeights {
+  const float* w_gate;  // [ffn, h]
+  const float* w_up;    // [ffn, h]
+  const float* w_down;  // [h, ffn] (a shard stores its column slice contiguously)
+};
+struct MlpGrads {
+  float* w_gate;
+  float* w_up;
+  float* w_down;
+};
+// Saved for backward: the gate and up pre-activations (silu(a)*u is recomputed).
+struct MlpSaved {
+  Tensor a;  // [rows, ffn]
+  Tensor u;  // [rows, ffn]
+};
+
+// y[rows, h] += (silu(n W_gate^T) * (n W_up^T)) W_down^T
+void mlp_block_forward(const MlpDims& dims, const float* n, const MlpWeights& w,
+                       MemoryTracker& tracker, MlpSaved& saved, float* y);
+void mlp_block_backward(const MlpDims& dims, const float* n, const MlpWeights& w,
+                        const MlpSaved& saved, const float* dy, MemoryTracker& tracker, float* dn,
+                        const MlpGrads& g);
+
+}  // namespace origami

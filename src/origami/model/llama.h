@@ -1,0 +1,78 @@
+// The single-device Llama model: embedding; L x [RMSNorm, attention with RoPE, residual,
+// RMSNorm, gated MLP, residual]; final RMSNorm; untied LM head; mean cross-entropy over the
+// unmasked labels. The layer loop is spelled out in llama.cpp, forward then backward, and what
+// each layer saves is LayerSaved below.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "origami/model/blocks.h"
+#include "origami/model/config.h"
+#include "origami/model/weights.h"
+
+namespace origami {
+
+// B sequences of S tokens; labels[b, s] is the target of position s (kIgnoreLabel = masked).
+struct TokenBatch {
+  std::int64_t batch = 1;
+  std::int64_t seq = 0;
+  const std::int32_t* input_ids = nullptr;  // [batch, seq]
+  const std::int32_t* labels = nullptr;     // [batch, seq]
+};
+
+// Sum of the per-token losses over unmasked labels and their count; mean() = sum/count (0 when
+// every label is masked).
+struct LossResult {
+  double sum = 0;
+  std::int64_t count = 0;
+  double mean() const { return count > 0 ? sum / static_cast<double>(count) : 0.0; }
+};
+
+// Counts the unmasked labels of a batch (the loss's denominator, known before any compute).
+std::int64_t count_unmasked(const TokenBatch& batch);
+
+// What one layer keeps from forward to backward.
+struct LayerSaved {
+  Tensor x_in;   // [rows, h] the layer's input (the attention norm is recomputed from it)
+  Tensor rstd1;  // [rows]
+  AttentionSaved attention;
+  Tensor x_mid;  // [rows, h] the residual after attention (the MLP norm is recomputed)
+  Tensor rstd2;  // [rows]
+  MlpSaved mlp;
+};
+
+class LlamaModel {
+ public:
+  // Allocates parameters (initialised from `seed`) and zeroed gradients on `tracker`.
+  LlamaModel(const ModelConfig& config, MemoryTracker& tracker, std::uint64_t seed);
+
+  const ModelConfig& config() const { return config_; }
+  ModelTensors& params() { return params_; }
+  ModelTensors& grads() { return grads_; }
+  MemoryTracker& tracker() { return tracker_; }
+
+  // Forward and backward of one micro-batch. Gradients accumulate into grads(); the gradient of
+  // the loss sum is multiplied by grad_scale (1 / unmasked labels of the whole step, so that
+  // micro-batches add up to the gradient of the step's mean loss).
+  LossResult forward_backward(const TokenBatch& batch, double grad_scale);
+  // Forward only (evaluation); nothing is saved.
+  LossResult forward(const TokenBatch& batch);
+
+ private:
+  LossResult run(const TokenBatch& batch, double grad_scale, bool backward);
+  void check_batch(const TokenBatch& batch) const;
+
+  ModelConfig config_;
+  MemoryTracker& tracker_;
+  ModelTensors params_;
+  ModelTensors grads_;
+  RopeTables rope_;
+};
+
+// Model FLOPs of one forward+backward over B sequences of S tokens (the formula in
+// docs/flops.md): 6 * (matrix parameters touched per token) * tokens + attention
+// 4*d*H*pairs forward (x3.5 with backward), pairs = S(S+1)/2 per sequence and layer.
+double training_flops(const ModelConfig& config, std::int64_t batch, std::int64_t seq);
+
+}  // namespace origami

@@ -1,0 +1,72 @@
+#include "origami/model/weights.h"
+
+#include <fmt/format.h>
+
+#include "origami/core/rng.h"
+
+namespace origami {
+
+ModelTensors allocate_model_tensors(const ModelConfig& c, MemoryTracker& tracker,
+                                    MemCategory category) {
+  const std::int64_t h = c.hidden_size, f = c.intermediate_size, V = c.vocab_size;
+  const std::int64_t qd = c.num_attention_heads * c.head_dim(), kvd = c.kv_dim();
+  auto make = [&](Shape shape) { return Tensor(tracker, category, std::move(shape)); };
+  ModelTensors t;
+  t.embed = make({V, h});
+  t.layers.reserve(static_cast<std::size_t>(c.num_hidden_layers));
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    LayerTensors L;
+    L.input_norm = make({h});
+    L.wq = make({qd, h});
+    L.wk = make({kvd, h});
+    L.wv = make({kvd, h});
+    L.wo = make({h, qd});
+    L.post_norm = make({h});
+    L.w_gate = make({f, h});
+    L.w_up = make({f, h});
+    L.w_down = make({h, f});
+    t.layers.push_back(std::move(L));
+  }
+  t.final_norm = make({h});
+  t.lm_head = make({V, h});
+  return t;
+}
+
+std::vector<NamedTensor> named_tensors(ModelTensors& t) {
+  std::vector<NamedTensor> out;
+  out.push_back({"model.embed_tokens.weight", &t.embed, false});
+  for (std::size_t l = 0; l < t.layers.size(); ++l) {
+    LayerTensors& L = t.layers[l];
+    const std::string p = fmt::format("model.layers.{}.", l);
+    out.push_back({p + "input_layernorm.weight", &L.input_norm, true});
+    out.push_back({p + "self_attn.q_proj.weight", &L.wq, false});
+    out.push_back({p + "self_attn.k_proj.weight", &L.wk, false});
+    out.push_back({p + "self_attn.v_proj.weight", &L.wv, false});
+    out.push_back({p + "self_attn.o_proj.weight", &L.wo, false});
+    out.push_back({p + "post_attention_layernorm.weight", &L.post_norm, true});
+    out.push_back({p + "mlp.gate_proj.weight", &L.w_gate, false});
+    out.push_back({p + "mlp.up_proj.weight", &L.w_up, false});
+    out.push_back({p + "mlp.down_proj.weight", &L.w_down, false});
+  }
+  out.push_back({"model.norm.weight", &t.final_norm, true});
+  out.push_back({"lm_head.weight", &t.lm_head, false});
+  return out;
+}
+
+void initialize_parameters(ModelTensors& params, const ModelConfig& config, std::uint64_t seed) {
+  for (NamedTensor& p : named_tensors(params)) {
+    Tensor& t = *p.tensor;
+    if (p.is_norm) {
+      for (float& x : t.span()) x = 1.0f;
+    } else {
+      rng::fill_normal_block(t, seed, p.name, t.shape(), Shape(t.shape().size(), 0),
+                             config.initializer_range);
+    }
+  }
+}
+
+void zero_tensors(ModelTensors& tensors) {
+  for (NamedTensor& p : named_tensors(tensors)) p.tensor->zero();
+}
+
+}  // namespace origami

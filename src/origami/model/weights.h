@@ -1,0 +1,54 @@
+// The Llama model's tensors, named as Hugging Face names them, and the list view every
+// generic piece (initialisation, optimizer, gradient norm, checkpoints, tests) iterates over.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "origami/core/tensor.h"
+#include "origami/model/config.h"
+
+namespace origami {
+
+struct LayerTensors {
+  Tensor input_norm;  // [h]
+  Tensor wq;          // [H*d, h]   (nn.Linear layout: [out, in])
+  Tensor wk;          // [Hkv*d, h]
+  Tensor wv;          // [Hkv*d, h]
+  Tensor wo;          // [h, H*d]
+  Tensor post_norm;   // [h]
+  Tensor w_gate;      // [f, h]
+  Tensor w_up;        // [f, h]
+  Tensor w_down;      // [h, f]
+};
+
+// One set of model-shaped tensors: the parameters, or their gradients, or an optimizer moment.
+struct ModelTensors {
+  Tensor embed;  // [V, h]
+  std::vector<LayerTensors> layers;
+  Tensor final_norm;  // [h]
+  Tensor lm_head;     // [V, h]
+};
+
+// A named view of one tensor of a ModelTensors.
+struct NamedTensor {
+  std::string name;  // Hugging Face name, e.g. "model.layers.0.self_attn.q_proj.weight"
+  Tensor* tensor;
+  bool is_norm;  // RMSNorm weight: initialised to 1, no weight decay
+};
+
+// Allocates every tensor of the model, zeroed, under `category`.
+ModelTensors allocate_model_tensors(const ModelConfig& config, MemoryTracker& tracker,
+                                    MemCategory category);
+
+// Every tensor in a fixed order (embedding, layers in order, final norm, head).
+std::vector<NamedTensor> named_tensors(ModelTensors& tensors);
+
+// Deterministic initialisation: matrices ~ N(0, initializer_range^2) keyed by (seed, name,
+// global index), norms = 1.
+void initialize_parameters(ModelTensors& params, const ModelConfig& config, std::uint64_t seed);
+
+void zero_tensors(ModelTensors& tensors);
+
+}  // namespace origami

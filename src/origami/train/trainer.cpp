@@ -1,0 +1,149 @@
+#include "origami/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <numbers>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "origami/kernels/threads.h"
+
+namespace origami {
+
+StepStats train_step(LlamaModel& model, AdamW& optimizer,
+                     const std::vector<TokenBatch>& micro_batches, float lr,
+                     double max_grad_norm) {
+  const auto start = std::chrono::steady_clock::now();
+  std::int64_t unmasked = 0, tokens = 0;
+  for (const TokenBatch& b : micro_batches) {
+    unmasked += count_unmasked(b);
+    tokens += b.batch * b.seq;
+  }
+  // The step's loss is the mean over all its unmasked labels; no labels: loss 0, no gradient.
+  const double grad_scale = unmasked > 0 ? 1.0 / static_cast<double>(unmasked) : 0.0;
+  zero_tensors(model.grads());
+  double loss_sum = 0;
+  for (const TokenBatch& b : micro_batches) loss_sum += model.forward_backward(b, grad_scale).sum;
+
+  StepStats s;
+  s.step = optimizer.steps_taken() + 1;
+  s.loss = unmasked > 0 ? loss_sum / static_cast<double>(unmasked) : 0.0;
+  s.tokens = tokens;
+  s.lr = lr;
+  s.grad_norm = global_grad_norm(model.grads());
+  s.clip_coefficient =
+      max_grad_norm > 0 ? clip_gradients(model.grads(), s.grad_norm, max_grad_norm) : 1.0f;
+  optimizer.step(model.params(), model.grads(), lr);
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s;
+}
+
+float learning_rate(std::int64_t step, std::int64_t total, std::int64_t warmup, float peak,
+                    float min_ratio) {
+  if (warmup > 0 && step <= warmup)
+    return peak * static_cast<float>(step) / static_cast<float>(warmup);
+  const std::int64_t span = std::max<std::int64_t>(1, total - warmup);
+  const double progress =
+      std::clamp(static_cast<double>(step - warmup) / static_cast<double>(span), 0.0, 1.0);
+  const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+  return static_cast<float>(peak * (min_ratio + (1.0 - min_ratio) * cosine));
+}
+
+namespace {
+
+void check_options(const TrainOptions& o) {
+  auto positive = [](std::int64_t v, const char* flag) {
+    if (v < 1) throw ConfigError(fmt::format("{} must be at least 1 (got {})", flag, v));
+  };
+  positive(o.seq, "--seq");
+  positive(o.batch, "--batch");
+  positive(o.grad_accum, "--grad-accum");
+  positive(o.steps, "--steps");
+  positive(o.threads, "--threads");
+  if (o.warmup < 0) throw ConfigError(fmt::format("--warmup must be >= 0 (got {})", o.warmup));
+  if (!(o.lr > 0)) throw ConfigError(fmt::format("--lr must be positive (got {})", o.lr));
+  if (!(o.peak_gflops > 0))
+    throw ConfigError(fmt::format("--peak-gflops must be positive (got {})", o.peak_gflops));
+  if (o.seq > o.model.max_position_embeddings)
+    throw ConfigError(fmt::format("--seq {} exceeds the model's max_position_embeddings {}; "
+                                  "shorten --seq or raise max_position_embeddings in the config",
+                                  o.seq, o.model.max_position_embeddings));
+  validate(o.model);
+}
+
+}  // namespace
+
+TrainResult train(const TrainOptions& o, const std::function<void(const std::string&)>& log) {
+  check_options(o);
+  const data::TokenDataset dataset =
+      o.data_path.empty() ? data::TokenDataset::default_corpus()
+                          : data::TokenDataset::from_file(o.data_path);
+  dataset.check_vocab(o.model.vocab_size);
+  if (dataset.size() < o.seq + 1)
+    throw ConfigError(fmt::format("the data ({}) has {} tokens, fewer than --seq + 1 = {}; "
+                                  "use a shorter --seq or more data",
+                                  dataset.label(), dataset.size(), o.seq + 1));
+  std::ofstream metrics;
+  if (!o.metrics_path.empty()) {
+    metrics.open(o.metrics_path);
+    if (!metrics) throw ConfigError(fmt::format("cannot write --metrics {}", o.metrics_path));
+  }
+
+  kernels::set_thread_count(o.threads);
+  MemoryTracker tracker("single device");
+  tracker.set_cap(o.memory_cap);
+  LlamaModel model(o.model, tracker, o.seed);
+  AdamW optimizer(o.model, tracker,
+                  {.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = 1e-8f,
+                   .weight_decay = o.weight_decay});
+  data::BatchSampler sampler(dataset, o.seed);
+  const double flops_per_step = training_flops(o.model, o.batch, o.seq) * static_cast<double>(o.grad_accum);
+
+  log(fmt::format("model: {} parameters (h {}, {} layers, {} heads, {} kv heads, intermediate {}, "
+                  "vocabulary {}); data: {} ({} tokens)",
+                  o.model.num_parameters(), o.model.hidden_size, o.model.num_hidden_layers,
+                  o.model.num_attention_heads, o.model.num_key_value_heads,
+                  o.model.intermediate_size, o.model.vocab_size, dataset.label(), dataset.size()));
+  log(fmt::format("run: {} steps of {} x {} sequences of {} tokens, {} threads; MFU against a "
+                  "stated peak of {:.0f} GFLOP/s",
+                  o.steps, o.grad_accum, o.batch, o.seq, o.threads, o.peak_gflops));
+
+  TrainResult result;
+  for (std::int64_t step = 1; step <= o.steps; ++step) {
+    std::vector<data::Batch> owned;
+    std::vector<TokenBatch> micro;
+    for (std::int64_t m = 0; m < o.grad_accum; ++m) {
+      owned.push_back(sampler.next_batch(o.batch, o.seq, tracker));
+    }
+    for (const data::Batch& b : owned)
+      micro.push_back({o.batch, o.seq, b.input_ids.data<std::int32_t>(), b.labels.data<std::int32_t>()});
+    const float lr = learning_rate(step, o.steps, o.warmup, o.lr, o.min_lr_ratio);
+    const StepStats s = train_step(model, optimizer, micro, lr, o.max_grad_norm);
+    if (!std::isfinite(s.loss))
+      throw Error(fmt::format("step {}: the loss is {} — lower --lr or check the data", step, s.loss));
+    const double tokens_per_s = static_cast<double>(s.tokens) / s.seconds;
+    const double gflops = flops_per_step / s.seconds / 1e9;
+    if (metrics.is_open()) {
+      nlohmann::json j = {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr},
+                          {"grad_norm", s.grad_norm}, {"tokens", s.tokens},
+                          {"seconds", s.seconds}, {"tokens_per_s", tokens_per_s},
+                          {"gflops", gflops}, {"mfu", gflops / o.peak_gflops},
+                          {"peak_bytes", tracker.peak_total()}};
+      metrics << j.dump() << "\n";
+    }
+    if (step == 1 || step % o.log_every == 0 || step == o.steps) {
+      log(fmt::format("step {:>5}  loss {:.4f}  lr {:.2e}  grad norm {:.3f}  {:>8.0f} tokens/s  "
+                      "{:>6.1f} GFLOP/s  MFU {:.1f}%",
+                      step, s.loss, s.lr, s.grad_norm, tokens_per_s, gflops,
+                      100.0 * gflops / o.peak_gflops));
+    }
+    result.steps.push_back(s);
+  }
+  result.memory = tracker.stats();
+  log("peak memory by category:\n" + tracker.report());
+  return result;
+}
+
+}  // namespace origami

@@ -1,0 +1,68 @@
+// Single-device training: the step (micro-batches, gradient accumulation, global-norm
+// clipping, AdamW) and the run loop with its reports (loss, tokens/s, GFLOP/s, MFU, memory).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "origami/kernels/optimizer.h"
+#include "origami/model/llama.h"
+#include "origami/train/data.h"
+#include "origami/train/optimizer.h"
+
+namespace origami {
+
+struct StepStats {
+  std::int64_t step = 0;  // 1-based
+  double loss = 0;        // mean over the unmasked labels of the whole step
+  std::int64_t tokens = 0;
+  double grad_norm = 0;   // before clipping
+  float clip_coefficient = 1;
+  float lr = 0;
+  double seconds = 0;
+};
+
+// One optimizer step over `micro_batches` (their losses are averaged over all their unmasked
+// labels together): zero grads, forward+backward each, clip to max_grad_norm (<= 0: no
+// clipping), AdamW with learning rate lr.
+StepStats train_step(LlamaModel& model, AdamW& optimizer, const std::vector<TokenBatch>& micro_batches,
+                     float lr, double max_grad_norm);
+
+// Learning rate of step `step` (1-based): linear warm-up over `warmup` steps, then cosine decay
+// to min_ratio * peak at `total` steps.
+float learning_rate(std::int64_t step, std::int64_t total, std::int64_t warmup, float peak,
+                    float min_ratio);
+
+struct TrainOptions {
+  ModelConfig model;
+  std::string data_path;  // empty: the built-in corpus
+  std::int64_t seq = 256;
+  std::int64_t batch = 8;        // sequences per micro-batch
+  std::int64_t grad_accum = 1;   // micro-batches per step
+  std::int64_t steps = 200;
+  std::int64_t warmup = 20;
+  float lr = 2e-3f;
+  float min_lr_ratio = 0.1f;
+  float weight_decay = 0.1f;
+  float beta1 = 0.9f, beta2 = 0.95f;
+  double max_grad_norm = 1.0;
+  std::uint64_t seed = 1234;
+  int threads = 1;
+  double peak_gflops = 0;  // the stated peak MFU is measured against (> 0)
+  std::string metrics_path;  // JSON lines, one per step ("" = none)
+  std::optional<std::int64_t> memory_cap;
+  int log_every = 10;
+};
+
+struct TrainResult {
+  std::vector<StepStats> steps;
+  MemoryStats memory;
+};
+
+// Runs the whole loop, printing progress with `log` (one line per call).
+TrainResult train(const TrainOptions& options, const std::function<void(const std::string&)>& log);
+
+}  // namespace origami
