@@ -11,6 +11,7 @@ packages=(
   clang clang-format libclang-rt-14-dev       # libFuzzer + sanitizers
   gnuplot-nox                                 # plots in docs/
   python3 python3-torch python3-numpy         # the independent PyTorch oracle
+  libopenblas0-openmp                         # PyTorch at its best in the side-by-side benchmark
 )
 
 missing=()
