@@ -227,6 +227,17 @@ TEST(ModelConfig, RefusesMalformedDocuments) {
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("not valid JSON"));
   }
+  // A number beyond double's range is an out_of_range, not a parse_error, inside nlohmann
+  // (found by fuzz/config_fuzz.cpp): still a ConfigError.
+  for (const char* text : {R"({"vocab_size": 256, "rms_norm_eps": 1e9223372036854775807})",
+                           R"({"rope_theta": -1e400})"}) {
+    try {
+      parse_model_config(text, nullptr);
+      FAIL() << text;
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("not valid JSON"));
+    }
+  }
   try {
     parse_model_config("[1, 2]", nullptr);
     FAIL();
@@ -239,6 +250,41 @@ TEST(ModelConfig, RefusesMalformedDocuments) {
     j.erase(f);
     expect_refused(j, {f, "missing"});
   }
+}
+
+// Hostile documents: values nested a million levels deep or megabytes long are refused with
+// a short message (found by fuzz/config_fuzz.cpp: a recursive dump in a message overflowed
+// the stack).
+TEST(ModelConfig, RefusesDeepAndHugeValuesWithShortMessages) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  std::string base = base_json().dump();
+  base.pop_back();  // drop the closing brace
+  for (const std::string field : {"rope_scaling", "hidden_size", "rope_theta", "hidden_act",
+                                  "attention_bias"}) {
+    std::string text = base;
+    // A later duplicate key wins in nlohmann, as in Python's json.
+    text += ",\"" + field + "\":" + deep + "}";
+    try {
+      parse_model_config(text, nullptr);
+      FAIL() << field;
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(field));
+      EXPECT_LT(std::string(e.what()).size(), 300u);
+    }
+  }
+  std::string text = base + ",\"hidden_act\":\"" + std::string(1 << 20, 'x') + "\"}";
+  try {
+    parse_model_config(text, nullptr);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("hidden_act"));
+    EXPECT_LT(std::string(e.what()).size(), 300u);
+  }
+  // Deep nesting under an unknown key is parsed (iteratively) and only warned about.
+  std::vector<std::string> warnings;
+  EXPECT_NO_THROW(parse_model_config(base + ",\"extra\":" + deep + "}", &warnings));
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_THAT(warnings[1], HasSubstr("extra"));
 }
 
 TEST(ModelConfig, LoadsFromFileAndNamesTheFileOnError) {

@@ -293,6 +293,8 @@ TEST(Safetensors, RefusesCorruptedHeaders) {
   expect_invalid_header("{\"a\":", 0, "not valid JSON");
   expect_invalid_header("{\"a\":{" + t + "[0,8]}} x", 8, "not valid JSON");
   expect_invalid_header("{\"a\":\xff}", 0, "not valid JSON");
+  expect_invalid_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[1e400],\"data_offsets\":[0,8]}}", 8,
+                        "not valid JSON");  // a number beyond double: out_of_range in nlohmann
   expect_invalid_header("{\"a\":[[[[[[[[[[1]]]]]]]]]]}", 0, "nested deeper");
   expect_invalid_header("{\"a\":{\"shape\":[[2]],\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8,
                         "nested deeper");

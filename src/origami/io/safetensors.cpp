@@ -29,6 +29,14 @@ using nlohmann::json;
 
 std::string errno_text() { return std::strerror(errno); }
 
+// JSON text for an error message, cut short: names and values in a hostile header can be
+// megabytes long.
+std::string cut(const json& v) {
+  std::string text = v.dump();
+  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  return text;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -122,7 +130,7 @@ void SafetensorsFile::parse() {
       fail(label_, "header JSON nested deeper than a safetensors header can be");
     if (event == json::parse_event_t::key && depth == 1 &&
         !seen.insert(parsed.get<std::string>()).second)
-      fail(label_, fmt::format("tensor name {} appears twice in the header", parsed.dump()));
+      fail(label_, fmt::format("tensor name {} appears twice in the header", cut(parsed)));
     return true;
   };
   json header;
@@ -139,17 +147,17 @@ void SafetensorsFile::parse() {
       if (!info.is_object()) fail(label_, "__metadata__ is not an object of strings");
       for (auto& [key, value] : info.items()) {
         if (!value.is_string())
-          fail(label_, fmt::format("__metadata__ value of {} is not a string", json(key).dump()));
+          fail(label_, fmt::format("__metadata__ value of {} is not a string", cut(json(key))));
         metadata_[key] = value.get<std::string>();
       }
       continue;
     }
-    const std::string quoted = json(name).dump();
+    const std::string quoted = cut(json(name));
     if (name.empty()) fail(label_, "a tensor has an empty name");
     if (!info.is_object()) fail(label_, fmt::format("entry {} is not an object", quoted));
     for (auto& [key, unused] : info.items())
       if (key != "dtype" && key != "shape" && key != "data_offsets")
-        fail(label_, fmt::format("entry {} has an unknown field {}", quoted, json(key).dump()));
+        fail(label_, fmt::format("entry {} has an unknown field {}", quoted, cut(json(key))));
     SafetensorsEntry e;
     e.name = name;
 
@@ -159,7 +167,7 @@ void SafetensorsFile::parse() {
     if (!parse_dtype(dt->get<std::string>(), &e.dtype))
       fail(label_, fmt::format("entry {} has dtype {}, which Origami does not read (it reads "
                                "F32, BF16, F64, I32, I64)",
-                               quoted, dt->dump()));
+                               quoted, cut(*dt)));
 
     const auto sh = info.find("shape");
     if (sh == info.end() || !sh->is_array())
@@ -169,7 +177,7 @@ void SafetensorsFile::parse() {
       if (!d.is_number_unsigned())
         fail(label_, fmt::format("entry {} has a shape element {} that is not a non-negative "
                                  "integer",
-                                 quoted, d.dump()));
+                                 quoted, cut(d)));
       const std::uint64_t v = d.get<std::uint64_t>();
       if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
         fail(label_, fmt::format("entry {} has dimension {} that is too large", quoted, v));
@@ -184,7 +192,7 @@ void SafetensorsFile::parse() {
         if (static_cast<std::uint64_t>(v) > data_size / elem / numel)
           fail(label_, fmt::format("entry {} has shape {}, larger than the data section "
                                    "of {} bytes (truncated file?)",
-                                   quoted, sh->dump(), data_size));
+                                   quoted, cut(*sh), data_size));
         numel *= static_cast<std::uint64_t>(v);
       }
     }
@@ -219,7 +227,7 @@ void SafetensorsFile::parse() {
     if (e.begin != expected)
       fail(label_, fmt::format("tensor {} starts at byte {} of the data section, expected {} "
                                "(overlapping or gapped data_offsets)",
-                               json(e.name).dump(), e.begin, expected));
+                               cut(json(e.name)), e.begin, expected));
     expected = e.end;
   }
   if (expected != data_size)

@@ -52,6 +52,13 @@ float row_sum_exp(const float* l, std::int64_t n, float shift) {
   return s;
 }
 
+// d[c] = scale * exp(l[c] - lse); d may be l. (A function with plain pointer parameters: in
+// the caller's lambda GCC would reload the captured pointers after each store and not vectorise.)
+void softmax_row(const float* l, std::int64_t n, float lse, float scale, float* d) {
+#pragma omp simd
+  for (std::int64_t c = 0; c < n; ++c) d[c] = scale * detail::exp_approx(l[c] - lse);
+}
+
 // Merges (max_b, sum_b) into (max_a, sum_a); an empty state is (-inf, 0).
 void merge(float& max_a, float& sum_a, float max_b, float sum_b) {
   if (max_b == kNegInf) return;
@@ -147,9 +154,7 @@ void cross_entropy_backward(std::int64_t tokens, std::int64_t cols, const float*
         std::fill(d, d + cols, 0.0f);  // masked: zero even if its logits are not finite
         continue;
       }
-      const float shift = lse[t];
-#pragma omp simd
-      for (std::int64_t c = 0; c < nv; ++c) d[c] = scale * detail::exp_approx(l[c] - shift);
+      softmax_row(l, nv, lse[t], scale, d);
       std::fill(d + nv, d + cols, 0.0f);
       if (y >= col0 && y < col0 + nv) d[y - col0] -= scale;
     }

@@ -10,7 +10,47 @@
 namespace origami::kernels {
 
 namespace {
+
 constexpr std::int64_t kGrain = 16384;
+
+// The per-step constants, rounded to float as torch rounds its Python scalars.
+struct AdamScalars {
+  float decay;       // 1 - lr * wd
+  float w1, w1c;     // lerp weight of the first moment (1 - beta1) and 1 - w1
+  bool lerp_low;     // torch's lerp branch: w1 < 0.5
+  float beta2, w2;   // second moment: v * beta2 + w2 * g^2
+  float step_size;   // lr / (1 - beta1^t)
+  float bc2_sqrt;    // sqrt(1 - beta2^t)
+  float eps;
+};
+
+// A function with plain pointer parameters (not a lambda's captures, which GCC reloads after
+// every store and then does not vectorise).
+void adamw_range(std::int64_t i0, std::int64_t i1, const AdamScalars k, float* param,
+                 const float* grad, float* m, float* v) {
+  const float decay = k.decay, w1 = k.w1, w1c = k.w1c, beta2 = k.beta2, w2 = k.w2;
+  const float step_size = k.step_size, bc2_sqrt = k.bc2_sqrt, eps = k.eps;
+  const bool lerp_low = k.lerp_low;
+#pragma omp simd
+  for (std::int64_t i = i0; i < i1; ++i) {
+    const float g = grad[i];
+    const float p = param[i] * decay;
+    // torch's lerp(m, g, w) = w < 0.5 ? m + w (g - m) : g - (g - m)(1 - w)
+    const float d = g - m[i];
+    const float mi = lerp_low ? m[i] + w1 * d : g - d * w1c;
+    const float vi = v[i] * beta2 + w2 * (g * g);
+    const float denom = std::sqrt(vi) / bc2_sqrt + eps;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] = p - step_size * (mi / denom);
+  }
+}
+
+void scale_range(std::int64_t i0, std::int64_t i1, float* x, float s) {
+#pragma omp simd
+  for (std::int64_t i = i0; i < i1; ++i) x[i] *= s;
+}
+
 }  // namespace
 
 void adamw_step(std::int64_t n, float* param, const float* grad, float* m, float* v,
@@ -35,23 +75,9 @@ void adamw_step(std::int64_t n, float* param, const float* grad, float* m, float
   const float w2 = static_cast<float>(1.0 - b2);
   const float step_size = static_cast<float>(lr / (1.0 - std::pow(b1, t)));
   const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
-  const float eps = hyper.eps;
-  // torch's lerp(m, g, w) = w < 0.5 ? m + w (g - m) : g - (g - m)(1 - w)
-  const bool lerp_low = w1 < 0.5f;
-  const float w1c = 1.0f - w1;
+  const AdamScalars k{decay, w1, 1.0f - w1, w1 < 0.5f, beta2, w2, step_size, bc2_sqrt, hyper.eps};
   detail::parallel_for(n, kGrain, [=](std::int64_t i0, std::int64_t i1) {
-#pragma omp simd
-    for (std::int64_t i = i0; i < i1; ++i) {
-      const float g = grad[i];
-      const float p = param[i] * decay;
-      const float d = g - m[i];
-      const float mi = lerp_low ? m[i] + w1 * d : g - d * w1c;
-      const float vi = v[i] * beta2 + w2 * (g * g);
-      const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-      m[i] = mi;
-      v[i] = vi;
-      param[i] = p - step_size * (mi / denom);
-    }
+    adamw_range(i0, i1, k, param, grad, m, v);
   });
 }
 
@@ -80,8 +106,7 @@ double sum_of_squares(std::int64_t n, const float* x) {
 void scale_inplace(std::int64_t n, float* x, float s) {
   ORIGAMI_CHECK(n >= 0, "scale_inplace: negative size {}", n);
   detail::parallel_for(n, kGrain, [=](std::int64_t i0, std::int64_t i1) {
-#pragma omp simd
-    for (std::int64_t i = i0; i < i1; ++i) x[i] *= s;
+    scale_range(i0, i1, x, s);
   });
 }
 

@@ -2,22 +2,28 @@
 // is only vectorised under -ffast-math, which the project does not use).
 #pragma once
 
+#include <algorithm>
 #include <bit>
-#include <cmath>
 #include <cstdint>
 
 namespace origami::kernels::detail {
 
 // e^x in float, branch-free (Cephes expf: range reduction by ln 2, degree-6 polynomial),
-// within about 2 ulp of expf for x in [-87, 88]. Below -87 it returns 0 (so e^-inf = 0),
-// above 88 it saturates at e^88; NaN stays NaN.
+// within a few ulp of expf for x in [-87, 88]. Below -87 it returns 0 (so e^-inf = 0), above
+// 88 it saturates at about e^88; NaN stays NaN.
+//
+// Written for the vectoriser: clamping with std::min/max (not a branch that GCC folds into
+// masked multiplies it cannot vectorise), rounding by the 1.5*2^23 trick rather than floor
+// (not vectorised under -ftrapping-math), and 2^n built from the same bits without a
+// float->int conversion.
 inline float exp_approx(float x) {
   constexpr float kHi = 88.0f;
   constexpr float kLo = -87.0f;
-  float xc = x > kHi ? kHi : x;
-  xc = xc < kLo ? kLo : xc;
-  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
-  // ln 2 split in two so that r = x - n ln2 is exact enough.
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float xc = std::min(std::max(x, kLo), kHi);
+  const float t = xc * 1.44269504088896341f + kRound;
+  const float n = t - kRound;  // round(x / ln 2), in [-126, 127]
+  // ln 2 split in two so that r = x - n ln 2 keeps its precision.
   float r = xc - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -27,10 +33,13 @@ inline float exp_approx(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.0f;
-  // 2^n without a float->int conversion: adding 1.5*2^23 puts n in the low mantissa bits.
-  const std::uint32_t n_bits = std::bit_cast<std::uint32_t>(n + 12582912.0f) - 0x4B400000u;
+  // The low mantissa bits of t hold n (two's complement): the exponent field of 2^n is n + 127.
+  const std::uint32_t n_bits = std::bit_cast<std::uint32_t>(t) - 0x4B400000u;
   const float scale = std::bit_cast<float>((n_bits + 127u) << 23);
-  return x < kLo ? 0.0f : y * scale;
+  // Flush below kLo by a 0/1 factor, not a branch on the result (same vectoriser reason).
+  // NaN * 0 stays NaN.
+  const float keep = x < kLo ? 0.0f : 1.0f;
+  return y * scale * keep;
 }
 
 // 1 / (1 + e^-x).

@@ -72,24 +72,45 @@ const char* json_type(const json& v) {
   return v.type_name();  // "null", "boolean", "number", "string", "array", "object"
 }
 
+// A value as shown in an error message: scalars as JSON (long strings cut), containers by
+// their first level only. Never a recursive dump: a hostile file may nest a million levels.
+std::string show(const json& v) {
+  if (v.is_object()) {
+    std::string keys;
+    int n = 0;
+    for (const auto& [key, unused] : v.items()) {
+      if (n++ == 4) {
+        keys += ", ...";
+        break;
+      }
+      keys += (keys.empty() ? "" : ", ") + show(json(key));
+    }
+    return "{" + keys + "}";
+  }
+  if (v.is_array()) return fmt::format("[an array of {} elements]", v.size());
+  std::string text = v.dump();  // a scalar: no recursion
+  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  return text;
+}
+
 std::int64_t get_int(const json& v, const std::string& field) {
   if (v.is_number_integer()) {
     if (v.is_number_unsigned() &&
         v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-      refuse(fmt::format("{} is {}, too large; it must be at most {}", field, v.dump(), kMaxDim));
+      refuse(fmt::format("{} is {}, too large; it must be at most {}", field, show(v), kMaxDim));
     return v.get<std::int64_t>();
   }
-  refuse(fmt::format("{} must be an integer, got {} {}", field, json_type(v), v.dump()));
+  refuse(fmt::format("{} must be an integer, got {} {}", field, json_type(v), show(v)));
 }
 
 double get_number(const json& v, const std::string& field) {
   if (v.is_number()) return v.get<double>();
-  refuse(fmt::format("{} must be a number, got {} {}", field, json_type(v), v.dump()));
+  refuse(fmt::format("{} must be a number, got {} {}", field, json_type(v), show(v)));
 }
 
 bool get_bool(const json& v, const std::string& field) {
   if (v.is_boolean()) return v.get<bool>();
-  refuse(fmt::format("{} must be true or false, got {} {}", field, json_type(v), v.dump()));
+  refuse(fmt::format("{} must be true or false, got {} {}", field, json_type(v), show(v)));
 }
 
 std::string join(const std::vector<std::string>& names) {
@@ -105,7 +126,7 @@ void check_meaningful(const std::string& key, const json& v, const ModelConfig& 
     if (!v.is_null())
       refuse(fmt::format("rope_scaling is {}; Origami implements plain RoPE only: remove the "
                          "field or set it to null",
-                         v.dump()));
+                         show(v)));
   } else if (key == "head_dim") {
     if (v.is_null()) return;
     const std::int64_t d = get_int(v, key);
@@ -120,11 +141,11 @@ void check_meaningful(const std::string& key, const json& v, const ModelConfig& 
                          key));
   } else if (key == "hidden_act") {
     if (!v.is_string())
-      refuse(fmt::format("hidden_act must be a string, got {} {}", json_type(v), v.dump()));
+      refuse(fmt::format("hidden_act must be a string, got {} {}", json_type(v), show(v)));
     if (v.get<std::string>() != "silu")
       refuse(fmt::format("hidden_act is {}; Origami's gated MLP uses silu only: set it to "
                          "\"silu\"",
-                         v.dump()));
+                         show(v)));
   } else if (key == "tie_word_embeddings") {
     if (get_bool(v, key))
       refuse("tie_word_embeddings is true; Origami's LM head is a separate matrix: set it to "
@@ -212,7 +233,8 @@ ModelConfig parse_model_config(const std::string& json_text, std::vector<std::st
   json root;
   try {
     root = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number beyond double (1e400): found by fuzzing.
     refuse(fmt::format("not valid JSON ({}); fix the file's syntax", e.what()));
   }
   if (!root.is_object())

@@ -1,0 +1,186 @@
+// Times the elementwise and row-wise kernels at the model's shapes (h = 256, 4 heads of 64,
+// intermediate 688, vocabulary 256, 4096 tokens) so that they can be set against the GEMMs of
+// the same layer (gemm_bench): they must not be the bottleneck. 1 and 2 threads.
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "origami/kernels/cross_entropy.h"
+#include "origami/kernels/embedding.h"
+#include "origami/kernels/optimizer.h"
+#include "origami/kernels/rmsnorm.h"
+#include "origami/kernels/rope.h"
+#include "origami/kernels/swiglu.h"
+#include "origami/kernels/threads.h"
+
+namespace {
+
+namespace k = origami::kernels;
+
+constexpr std::int64_t kTokens = 4096, kHidden = 256, kHeads = 4, kHeadDim = 64, kFfn = 688,
+                       kVocab = 256;
+
+std::vector<float> random_vec(std::int64_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Sets the thread count from the benchmark's argument and reports elements per second.
+struct Scope {
+  benchmark::State& state;
+  std::int64_t elements;
+  explicit Scope(benchmark::State& s, std::int64_t n) : state(s), elements(n) {
+    k::set_thread_count(static_cast<int>(s.range(0)));
+  }
+  ~Scope() {
+    state.counters["Melem/s"] = benchmark::Counter(static_cast<double>(elements) * 1e-6,
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+    k::set_thread_count(1);
+  }
+};
+
+void BM_rmsnorm_forward(benchmark::State& state) {
+  Scope scope(state, kTokens * kHidden);
+  const auto x = random_vec(kTokens * kHidden, 1), w = random_vec(kHidden, 2);
+  std::vector<float> y(x.size()), rstd(kTokens);
+  for (auto _ : state) {
+    k::rmsnorm_forward(kTokens, kHidden, x.data(), w.data(), 1e-5f, y.data(), rstd.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+}
+
+void BM_rmsnorm_backward(benchmark::State& state) {
+  Scope scope(state, kTokens * kHidden);
+  const auto x = random_vec(kTokens * kHidden, 1), w = random_vec(kHidden, 2),
+             dy = random_vec(kTokens * kHidden, 3);
+  std::vector<float> y(x.size()), rstd(kTokens), dx(x.size()), dw(kHidden);
+  k::rmsnorm_forward(kTokens, kHidden, x.data(), w.data(), 1e-5f, y.data(), rstd.data());
+  for (auto _ : state) {
+    k::rmsnorm_backward(kTokens, kHidden, x.data(), w.data(), rstd.data(), dy.data(), dx.data(),
+                        dw.data());
+    benchmark::DoNotOptimize(dx.data());
+  }
+}
+
+void BM_rope_forward_q(benchmark::State& state) {
+  Scope scope(state, kTokens * kHidden);
+  std::vector<float> cos_t(kTokens * kHeadDim / 2), sin_t(cos_t.size());
+  k::rope_table(kTokens, kHeadDim, 10000.0, cos_t.data(), sin_t.data());
+  std::vector<std::int64_t> pos(kTokens);
+  for (std::int64_t s = 0; s < kTokens; ++s) pos[static_cast<std::size_t>(s)] = s;
+  auto q = random_vec(kTokens * kHidden, 4);
+  for (auto _ : state) {
+    k::rope_forward(1, kTokens, kHeads, kHeadDim, pos.data(), cos_t.data(), sin_t.data(), q.data());
+    benchmark::DoNotOptimize(q.data());
+  }
+}
+
+void BM_swiglu_forward(benchmark::State& state) {
+  Scope scope(state, kTokens * kFfn);
+  const auto a = random_vec(kTokens * kFfn, 5, -4, 4), u = random_vec(kTokens * kFfn, 6);
+  std::vector<float> g(a.size());
+  for (auto _ : state) {
+    k::swiglu_forward(kTokens * kFfn, a.data(), u.data(), g.data());
+    benchmark::DoNotOptimize(g.data());
+  }
+}
+
+void BM_swiglu_backward(benchmark::State& state) {
+  Scope scope(state, kTokens * kFfn);
+  const auto a = random_vec(kTokens * kFfn, 5, -4, 4), u = random_vec(kTokens * kFfn, 6),
+             dg = random_vec(kTokens * kFfn, 7);
+  std::vector<float> da(a.size()), du(a.size());
+  for (auto _ : state) {
+    k::swiglu_backward(kTokens * kFfn, a.data(), u.data(), dg.data(), da.data(), du.data());
+    benchmark::DoNotOptimize(da.data());
+  }
+}
+
+void BM_embedding_forward_backward(benchmark::State& state) {
+  Scope scope(state, kTokens * kHidden);
+  const auto table = random_vec(kVocab * kHidden, 8), dout = random_vec(kTokens * kHidden, 9);
+  std::vector<std::int32_t> ids(kTokens);
+  for (std::int64_t t = 0; t < kTokens; ++t) ids[static_cast<std::size_t>(t)] = std::int32_t((t * 37) % kVocab);
+  std::vector<float> out(kTokens * kHidden), dtable(table.size());
+  for (auto _ : state) {
+    k::embedding_forward(kTokens, kHidden, ids.data(), table.data(), 0, kVocab, out.data());
+    k::embedding_backward(kTokens, kHidden, ids.data(), dout.data(), 0, kVocab, dtable.data());
+    benchmark::DoNotOptimize(dtable.data());
+  }
+}
+
+void BM_cross_entropy_stats(benchmark::State& state) {
+  Scope scope(state, kTokens * kVocab);
+  const auto logits = random_vec(kTokens * kVocab, 10, -5, 5);
+  std::vector<std::int32_t> targets(kTokens);
+  for (std::int64_t t = 0; t < kTokens; ++t) targets[static_cast<std::size_t>(t)] = std::int32_t((t * 11) % kVocab);
+  std::vector<float> rm(kTokens), rs(kTokens), tl(kTokens), lse(kTokens);
+  for (auto _ : state) {
+    std::fill(rm.begin(), rm.end(), -std::numeric_limits<float>::infinity());
+    std::fill(rs.begin(), rs.end(), 0.0f);
+    k::softmax_stats_update(kTokens, kVocab, logits.data(), 0, kVocab, targets.data(), rm.data(),
+                            rs.data(), tl.data());
+    benchmark::DoNotOptimize(k::softmax_stats_finish(kTokens, rm.data(), rs.data(), tl.data(),
+                                                     targets.data(), lse.data()));
+  }
+}
+
+void BM_cross_entropy_backward_inplace(benchmark::State& state) {
+  Scope scope(state, kTokens * kVocab);
+  const auto logits = random_vec(kTokens * kVocab, 10, -5, 5);
+  std::vector<std::int32_t> targets(kTokens);
+  for (std::int64_t t = 0; t < kTokens; ++t) targets[static_cast<std::size_t>(t)] = std::int32_t((t * 11) % kVocab);
+  std::vector<float> lse(kTokens);
+  k::cross_entropy_forward(kTokens, kVocab, logits.data(), targets.data(), lse.data());
+  auto buf = logits;
+  for (auto _ : state) {
+    k::cross_entropy_backward(kTokens, kVocab, buf.data(), 0, kVocab, targets.data(), lse.data(),
+                              1.0f / kTokens, buf.data());
+    benchmark::DoNotOptimize(buf.data());
+  }
+}
+
+// One layer's parameters: 4 h^2 (attention) + 3 h f (MLP).
+constexpr std::int64_t kLayerParams = 4 * kHidden * kHidden + 3 * kHidden * kFfn;
+
+void BM_adamw_step_one_layer(benchmark::State& state) {
+  Scope scope(state, kLayerParams);
+  auto p = random_vec(kLayerParams, 11);
+  const auto g = random_vec(kLayerParams, 12);
+  std::vector<float> m(p.size()), v(p.size());
+  std::int64_t step = 0;
+  for (auto _ : state) {
+    k::adamw_step(kLayerParams, p.data(), g.data(), m.data(), v.data(), k::AdamWHyper{}, ++step);
+    benchmark::DoNotOptimize(p.data());
+  }
+}
+
+void BM_sum_of_squares_one_layer(benchmark::State& state) {
+  Scope scope(state, kLayerParams);
+  const auto g = random_vec(kLayerParams, 12);
+  for (auto _ : state) benchmark::DoNotOptimize(k::sum_of_squares(kLayerParams, g.data()));
+}
+
+#define ORIGAMI_KERNEL_BENCH(fn) \
+  BENCHMARK(fn)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond)
+
+ORIGAMI_KERNEL_BENCH(BM_rmsnorm_forward);
+ORIGAMI_KERNEL_BENCH(BM_rmsnorm_backward);
+ORIGAMI_KERNEL_BENCH(BM_rope_forward_q);
+ORIGAMI_KERNEL_BENCH(BM_swiglu_forward);
+ORIGAMI_KERNEL_BENCH(BM_swiglu_backward);
+ORIGAMI_KERNEL_BENCH(BM_embedding_forward_backward);
+ORIGAMI_KERNEL_BENCH(BM_cross_entropy_stats);
+ORIGAMI_KERNEL_BENCH(BM_cross_entropy_backward_inplace);
+ORIGAMI_KERNEL_BENCH(BM_adamw_step_one_layer);
+ORIGAMI_KERNEL_BENCH(BM_sum_of_squares_one_layer);
+
+}  // namespace
+
+BENCHMARK_MAIN();
