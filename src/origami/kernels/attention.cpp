@@ -40,7 +40,7 @@ using attn::kNegInf;
 using attn::tile_product;
 using attn::VFloat;
 
-constexpr std::int64_t kKeyTile = 128;         // keys per tile (a multiple of kLanes)
+constexpr std::int64_t kKeyTile = 256;         // keys per tile (a multiple of kLanes)
 // Query rows x heads per query block: forward blocks are larger, since each key tile is read
 // once per block; the backward's working set (five tiles) favours smaller ones.
 constexpr std::int64_t kForwardRows = 128;
