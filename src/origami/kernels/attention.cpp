@@ -351,10 +351,14 @@ QuerySide pack_query_side(const Geometry& G, const BackwardArgs& a, const QueryB
     const std::int64_t i = blk.i0 + r / G.rep, h = blk.g * G.rep + r % G.rep;
     const float l = a.lse[G.lse_offset(blk.b, h, i)];
     qs.lse2[r] = l == kNegInf ? std::numeric_limits<float>::infinity() : l * kLog2e;
+    // D = dO . O, in vectors (a scalar float sum is one serial chain of adds).
     const float* o = a.out + G.q_offset(blk.b, i, h);
     const float* dO = qs.dout + r * dp;
-    float s = 0.0f;
-    for (std::int64_t c = 0; c < d; ++c) s += dO[c] * o[c];
+    VFloat acc{};
+    std::int64_t c = 0;
+    for (; c + kLanes <= d; c += kLanes) acc += attn::load(dO + c) * attn::load(o + c);
+    float s = attn::hsum(acc);
+    for (; c < d; ++c) s += dO[c] * o[c];
     qs.delta[r] = s;
   }
   return qs;
