@@ -375,10 +375,16 @@ TEST(Attention, HeadSizes) {
 }
 
 TEST(Attention, SeveralTilesEachWay) {
-  // 200 queries x 2 heads = 400 virtual rows and 300 keys: several query blocks and key
-  // tiles, partial last tiles, diagonal and fully visible tiles.
-  expect_matches_reference(make_problem("tiles", 1, 2, 2, 64, range(100, 300), range(0, 300),
+  // 300 queries x 2 heads and 600 keys: several query blocks and key tiles, partial last
+  // tiles, diagonal, skipped and fully visible tile pairs.
+  expect_matches_reference(make_problem("tiles", 1, 2, 1, 64, range(300, 600), range(0, 600),
                                         31));
+  // Zigzag with chunks longer than a tile: rank 0's late chunk sees every key tile, its early
+  // chunk only the first.
+  for (std::int64_t r = 0; r < 2; ++r) {
+    expect_matches_reference(make_problem("zigzag tiles", 1, 2, 2, 16, zigzag_rank(2, 150, r),
+                                          zigzag_all(2, 150), static_cast<unsigned>(32 + r)));
+  }
 }
 
 TEST(Attention, ThreadCountDoesNotChangeResults) {
