@@ -1,5 +1,7 @@
 #include "origami/core/tensor.h"
 
+#include <malloc.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -8,7 +10,19 @@ namespace origami {
 
 namespace {
 constexpr std::size_t kAlignment = 64;  // one cache line; what AVX-512 loads like
+
+// glibc serves large blocks with mmap and returns them with munmap, so a training step that
+// frees and reallocates its activations would page-fault every page again each step (seen as
+// ~5% of a step in perf). Keep freed blocks in the heap instead; peak memory is unchanged.
+void keep_freed_memory_in_heap() {
+  static const bool once = [] {
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, -1);
+    return true;
+  }();
+  (void)once;
 }
+}  // namespace
 
 std::int64_t shape_numel(const Shape& shape) {
   std::int64_t n = 1;
@@ -34,6 +48,7 @@ Tensor::Tensor(MemoryTracker& tracker, MemCategory category, DType dtype, Shape 
   const std::int64_t n = bytes();
   tracker.on_alloc(category_, n);  // throws before anything is allocated
   if (n > 0 && tracker.backs_memory()) {
+    keep_freed_memory_in_heap();
     const std::size_t rounded = (static_cast<std::size_t>(n) + kAlignment - 1) / kAlignment * kAlignment;
     data_ = std::aligned_alloc(kAlignment, rounded);
     if (data_ == nullptr) {
