@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <limits>
+#include <ostream>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -12,6 +14,10 @@
 #include "test_util.h"
 
 namespace origami::kernels {
+
+// Prints a transpose as gtest's parameter ("N" or "T"; found by argument-dependent lookup).
+static void PrintTo(Trans t, std::ostream* os) { *os << static_cast<char>(t); }
+
 namespace {
 
 using testing::RelClose;
@@ -74,9 +80,18 @@ TEST_P(GemmAllTransposes, MatchesFloat64ReferenceWithPaddedLeadingDimensions) {
   }
 }
 
+// Names such as "NT": op(A) not transposed, op(B) transposed.
+std::string transposes_name(const ::testing::TestParamInfo<std::tuple<Trans, Trans>>& info) {
+  std::string name(2, ' ');
+  name[0] = static_cast<char>(std::get<0>(info.param));
+  name[1] = static_cast<char>(std::get<1>(info.param));
+  return name;
+}
+
 INSTANTIATE_TEST_SUITE_P(Transposes, GemmAllTransposes,
                          ::testing::Combine(::testing::Values(Trans::N, Trans::T),
-                                            ::testing::Values(Trans::N, Trans::T)));
+                                            ::testing::Values(Trans::N, Trans::T)),
+                         transposes_name);
 
 TEST(Gemm, ZeroSizes) {
   std::vector<float> A(12, 1.0f), B(12, 1.0f), C(12, 7.0f);

@@ -1,6 +1,7 @@
 #include "origami/kernels/optimizer.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -16,8 +17,7 @@ constexpr std::int64_t kGrain = 16384;
 // The per-step constants, rounded to float as torch rounds its Python scalars.
 struct AdamScalars {
   float decay;       // 1 - lr * wd
-  float w1, w1c;     // lerp weight of the first moment (1 - beta1) and 1 - w1
-  bool lerp_low;     // torch's lerp branch: w1 < 0.5
+  float beta1, w1;   // first moment: m * beta1 + w1 * g
   float beta2, w2;   // second moment: v * beta2 + w2 * g^2
   float step_size;   // lr / (1 - beta1^t)
   float bc2_sqrt;    // sqrt(1 - beta2^t)
@@ -28,22 +28,31 @@ struct AdamScalars {
 // every store and then does not vectorise).
 void adamw_range(std::int64_t i0, std::int64_t i1, const AdamScalars k, float* param,
                  const float* grad, float* m, float* v) {
-  const float decay = k.decay, w1 = k.w1, w1c = k.w1c, beta2 = k.beta2, w2 = k.w2;
+  const float decay = k.decay, beta1 = k.beta1, w1 = k.w1, beta2 = k.beta2, w2 = k.w2;
   const float step_size = k.step_size, bc2_sqrt = k.bc2_sqrt, eps = k.eps;
-  const bool lerp_low = k.lerp_low;
 #pragma omp simd
   for (std::int64_t i = i0; i < i1; ++i) {
     const float g = grad[i];
     const float p = param[i] * decay;
-    // torch's lerp(m, g, w) = w < 0.5 ? m + w (g - m) : g - (g - m)(1 - w)
-    const float d = g - m[i];
-    const float mi = lerp_low ? m[i] + w1 * d : g - d * w1c;
+    // The operation order of torch 1.13's AdamW (the installed oracle): m.mul_(b1).add_(g,
+    // alpha=1-b1). torch >= 2.0 writes m.lerp_(g, 1-b1), one rounding apart.
+    const float mi = m[i] * beta1 + w1 * g;
     const float vi = v[i] * beta2 + w2 * (g * g);
     const float denom = std::sqrt(vi) / bc2_sqrt + eps;
     m[i] = mi;
     v[i] = vi;
     param[i] = p - step_size * (mi / denom);
   }
+}
+
+// The double whose shortest decimal is that of the float x (0.9f -> 0.9): the value a user
+// who wrote x in a config file meant, as Python would hold it.
+double as_written(float x) {
+  char buf[32];
+  const auto printed = std::to_chars(buf, buf + sizeof buf, x);
+  double d = 0.0;
+  std::from_chars(buf, printed.ptr, d);
+  return d;
 }
 
 void scale_range(std::int64_t i0, std::int64_t i1, float* x, float s) {
@@ -63,19 +72,21 @@ void adamw_step(std::int64_t n, float* param, const float* grad, float* m, float
   ORIGAMI_CHECK(hyper.lr >= 0.0f && hyper.eps >= 0.0f && hyper.weight_decay >= 0.0f,
                 "adamw_step: lr, eps and weight_decay must be >= 0, got {}, {}, {}", hyper.lr,
                 hyper.eps, hyper.weight_decay);
-  // The scalars are Python floats (double) in torch, rounded to float where they meet the
-  // fp32 tensors; do the same.
-  const double lr = hyper.lr;
-  const double b1 = hyper.beta1;
-  const double b2 = hyper.beta2;
+  // torch computes these scalars in Python doubles from the decimals the user wrote (0.9,
+  // not the float nearest 0.9) and rounds them to float where they meet the fp32 tensors; do
+  // the same (1 - 0.9f in double would round to a different float than 1 - 0.9).
+  const double lr = as_written(hyper.lr);
+  const double b1 = as_written(hyper.beta1);
+  const double b2 = as_written(hyper.beta2);
   const auto t = static_cast<double>(step);
-  const float decay = static_cast<float>(1.0 - lr * static_cast<double>(hyper.weight_decay));
-  const float w1 = static_cast<float>(1.0 - b1);  // lerp weight of the first moment
-  const float beta2 = hyper.beta2;
+  const float decay = static_cast<float>(1.0 - lr * as_written(hyper.weight_decay));
+  const float w1 = static_cast<float>(1.0 - b1);
+  const auto beta2 = static_cast<float>(b2);
   const float w2 = static_cast<float>(1.0 - b2);
   const float step_size = static_cast<float>(lr / (1.0 - std::pow(b1, t)));
   const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
-  const AdamScalars k{decay, w1, 1.0f - w1, w1 < 0.5f, beta2, w2, step_size, bc2_sqrt, hyper.eps};
+  const AdamScalars k{decay, static_cast<float>(b1), w1, beta2, w2, step_size, bc2_sqrt,
+                      hyper.eps};
   detail::parallel_for(n, kGrain, [=](std::int64_t i0, std::int64_t i1) {
     adamw_range(i0, i1, k, param, grad, m, v);
   });
