@@ -81,10 +81,11 @@ def step():
 
 
 step()  # warm-up
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 for _ in range(a.steps):
     step()
-sec = time.perf_counter() - t0
+sec, cpu = time.perf_counter() - t0, time.process_time() - c0
 print(json.dumps({"impl": "pytorch", "seq": S, "batch": B, "threads": a.threads,
                   "tokens_per_s": B * S * a.steps / sec, "step_seconds": sec / a.steps,
+                  "tokens_per_cpu_s": B * S * a.steps / cpu,
                   "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
