@@ -41,13 +41,17 @@ void OpState::complete(std::exception_ptr e) {
     error = e;
     conts.swap(continuations);
   }
-  cv.notify_all();
   for (auto& f : conts) f();
+  {
+    std::lock_guard lock(m);
+    settled = true;
+  }
+  cv.notify_all();
 }
 
 bool OpState::is_done() {
   std::lock_guard lock(m);
-  return done;
+  return settled;
 }
 
 std::string OpState::describe() const {
@@ -61,12 +65,12 @@ void OpState::wait_for_completion(double timeout_s) {
   if (!collective) {
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(timeout_s));
-    while (!done) {
-      if (cv.wait_until(lock, deadline) == std::cv_status::timeout && !done) {
+    while (!settled) {
+      if (cv.wait_until(lock, deadline) == std::cv_status::timeout && !settled) {
         lock.unlock();
         if (cancel) cancel();
         lock.lock();
-        if (done && !error) break;  // completed while we were cancelling
+        if (settled && !error) break;  // completed while we were cancelling
         const std::string who = core ? fmt::format("rank {} of communicator '{}' (world rank {})", core->rank,
                                                    core->name, core->world_rank)
                                      : std::string("a rank");
@@ -81,7 +85,7 @@ void OpState::wait_for_completion(double timeout_s) {
   } else {
     // A collective's steps are each bounded by the timeout on the worker, so its completion
     // is guaranteed; waiting here without a deadline reports the step that failed instead.
-    cv.wait(lock, [&] { return done; });
+    cv.wait(lock, [&] { return settled; });
   }
   if (error) std::rethrow_exception(error);
 }
@@ -124,7 +128,7 @@ void Handle::release() noexcept {
       s->cancel();
     } else {
       std::unique_lock lock(s->m);
-      s->cv.wait(lock, [&] { return s->done; });
+      s->cv.wait(lock, [&] { return s->settled; });
     }
   } catch (...) {
     // A destructor must not throw; the operation is withdrawn either way.
@@ -134,8 +138,8 @@ void Handle::release() noexcept {
 bool Handle::test() {
   if (!state_) return true;
   std::lock_guard lock(state_->m);
-  if (state_->done && state_->error) std::rethrow_exception(state_->error);
-  return state_->done;
+  if (state_->settled && state_->error) std::rethrow_exception(state_->error);
+  return state_->settled;
 }
 
 void Handle::wait() {

@@ -52,14 +52,16 @@ struct OpState {
 
   std::mutex m;
   std::condition_variable cv;
-  bool done = false;
+  bool done = false;     // completion claimed (only the first complete() counts)
+  bool settled = false;  // continuations have run: waiters may return
   std::exception_ptr error;
   std::vector<std::function<void()>> continuations;
   // Set by the transport for point-to-point operations: withdraws the request, returning
   // only when its buffer is no longer in use. Safe to call after completion.
   std::function<void()> cancel;
 
-  // Accounts, logs, wakes waiters, then runs continuations. Only the first call counts.
+  // Accounts, logs, runs continuations, then wakes waiters (so when wait() returns every
+  // continuation has run). Only the first call counts.
   void complete(std::exception_ptr e = nullptr);
   bool is_done();
   std::string describe() const;
