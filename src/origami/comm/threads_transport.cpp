@@ -15,7 +15,8 @@ struct ThreadsWorld::Request {
   P2POp op;
   int self = 0;
   bool is_send = false;
-  std::shared_ptr<Transfer> transfer;  // set once matched
+  bool matched = false;
+  std::weak_ptr<Transfer> transfer;  // weak: the transfer owns its requests, not the reverse
 };
 
 struct ThreadsWorld::Transfer {
@@ -189,6 +190,8 @@ void ThreadsWorld::post(int self, P2POp op, bool is_send) {
         t->matched = Clock::now();
         t->send->transfer = t;
         t->recv->transfer = t;
+        t->send->matched = true;
+        t->recv->matched = true;
         const auto& s = t->send->op;
         const auto& r = t->recv->op;
         if (s.bytes != r.bytes) {
@@ -217,14 +220,13 @@ void ThreadsWorld::cancel(const std::shared_ptr<Request>& req) {
     std::unique_lock lock(mutex_);
     if (req->op.state->is_done()) return;
     auto e = comm_error(fmt::format("{} was cancelled by its rank", req->op.state->describe()));
-    if (!req->transfer) {
+    if (!req->matched) {
       const int receiver = req->is_send ? req->op.peer_world : req->self;
       auto& q = *ranks_[receiver];
       std::erase(q.unmatched_sends, req);
       std::erase(q.unmatched_recvs, req);
       done.emplace_back(req->op.state, e);
-    } else {
-      auto t = req->transfer;
+    } else if (auto t = req->transfer.lock()) {
       t->cancelled = true;
       if (!t->error) t->error = e;
       // The buffer may be freed once we return: wait out a chunk being copied.
