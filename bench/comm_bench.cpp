@@ -202,11 +202,9 @@ int main(int argc, char** argv) {
         auto fwd = forward_args(o);
         prog.insert(prog.end(), fwd.begin(), fwd.end());
         MpirunOptions mo;
-        mo.extra = split_list("");
+        // Flag experiments (e.g. --mca btl_vader_single_copy_mechanism none) come from the caller.
         std::stringstream ss(o.mpirun_flags);
         for (std::string f; ss >> f;) mo.extra.push_back(f);
-        // Flag experiments (e.g. the CMA single-copy path) pass their own --mca settings.
-        if (o.mpirun_flags.find("single_copy") != std::string::npos) mo.single_copy_none = false;
         const auto cmd = mpirun_command(n, prog, mo);
         std::fprintf(stderr, "+ %s\n", shell_join(cmd).c_str());
         std::fflush(stdout);

@@ -4,8 +4,12 @@
 //   --bind-to none                  each rank has a progress (funnel) thread; binding a rank to
 //                                   one core would make it share that core with its compute
 //   --mca btl_vader_single_copy_mechanism none
-//                                   the default CMA single-copy path measured slower here; the
-//                                   copy-in/copy-out path is faster (docs/results-comm.md)
+//                                   NOT set by default: measured on these shared 2-core machines
+//                                   the copy-in/copy-out path it selects needs both ranks polling
+//                                   at once and ran 10-100x slower than the default CMA path
+//                                   (docs/results-comm.md); set single_copy_none (or
+//                                   ORIGAMI_MPI_SINGLE_COPY_NONE=1 for origami_mpirun) where it
+//                                   helps (it was reported at ~52 GB/s at 1 MiB on idle hosts)
 //   --hostfile FILE                 for a multi-node launch (docs/comm.md)
 #pragma once
 
@@ -17,7 +21,7 @@ namespace origami::comm {
 struct MpirunOptions {
   std::string mpirun = "mpirun";
   std::string hostfile;          // empty: this machine only
-  bool single_copy_none = true;  // --mca btl_vader_single_copy_mechanism none
+  bool single_copy_none = false;  // --mca btl_vader_single_copy_mechanism none
   std::vector<std::string> extra;  // inserted before the program
 };
 

@@ -26,6 +26,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 constexpr auto kPollWindow = std::chrono::milliseconds(2);
+// A large message moves in fragments that need progress calls on both sides: keep polling
+// for as long as the outstanding bytes could take at this rate before backing off.
+constexpr double kPollBytesPerSecond = 0.5e9;
 constexpr auto kMinSleep = std::chrono::microseconds(20);
 constexpr auto kMaxSleep = std::chrono::microseconds(1000);
 
@@ -272,7 +275,11 @@ class MpiFunnel final : public Transport, public std::enable_shared_from_this<Mp
       std::unique_lock lock(mutex_);
       if (!commands_.empty() || stop_ != stopping) continue;
       if (!reqs_.empty()) {
-        if (Clock::now() - last_activity < kPollWindow) {
+        std::int64_t outstanding = 0;
+        for (const auto& e : entries_) outstanding += e.op.bytes;
+        const auto window = kPollWindow + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                                              static_cast<double>(outstanding) / kPollBytesPerSecond));
+        if (Clock::now() - last_activity < window) {
           lock.unlock();
           std::this_thread::yield();
         } else {

@@ -9,9 +9,11 @@
 // progress thread of its own ("OMPI progress: no"), so some thread has to poll anyway; with
 // one owner there is no lock contention inside MPI and the thread level needed is the
 // cheapest. Idle policy: it blocks on a condition variable when nothing is outstanding; with
-// requests outstanding it polls, yielding the core between polls for kPollWindow after the
-// last activity and then sleeping with exponential backoff (kMinSleep .. kMaxSleep), so eight
-// oversubscribed ranks on two cores do not starve each other.
+// requests outstanding it polls, yielding the core between polls, for a window after the last
+// activity of kPollWindow plus the time the outstanding bytes need at kPollBytesPerSecond
+// (large messages move in fragments that need progress calls on both sides), and then sleeps
+// with exponential backoff (kMinSleep .. kMaxSleep), so a rank waiting for a peer that is
+// computing does not burn its core, and eight oversubscribed ranks on two cores share them.
 //
 // Groups: Communicator::split creates a matching MPI communicator (MPI_Comm_split with the
 // same color and key, so the rank order agrees). Matching is MPI's: (communicator, source,

@@ -1,6 +1,7 @@
 // origami_mpirun NP PROGRAM [ARGS...]: runs PROGRAM under mpirun with the flags that work
 // here (origami::comm::mpirun_command), printing the command first. CTest's MPI tests and the
-// benchmark driver use it. ORIGAMI_MPIRUN_HOSTFILE selects a hostfile.
+// benchmark driver use it. ORIGAMI_MPIRUN_HOSTFILE selects a hostfile;
+// ORIGAMI_MPI_SINGLE_COPY_NONE=1 adds --mca btl_vader_single_copy_mechanism none.
 #include <unistd.h>
 
 #include <cstdio>
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   }
   origami::comm::MpirunOptions opts;
   if (const char* h = std::getenv("ORIGAMI_MPIRUN_HOSTFILE")) opts.hostfile = h;
+  if (const char* s = std::getenv("ORIGAMI_MPI_SINGLE_COPY_NONE")) opts.single_copy_none = std::string(s) == "1";
   const auto cmd = origami::comm::mpirun_command(np, std::vector<std::string>(argv + 2, argv + argc), opts);
   std::fprintf(stderr, "+ %s\n", origami::comm::shell_join(cmd).c_str());
   std::vector<char*> args;
