@@ -2,7 +2,9 @@
 //
 // Matching: one mutex guards every rank's queues of unmatched sends and receives; a post
 // searches the opposite queue in posting order, so messages never overtake each other.
-// Transfer: once matched, the RECEIVER's progress thread copies the sender's bytes straight
+// Transfer: a message of at most kInlineBytes is copied by the thread whose post completed
+// the match (sender or receiver, whoever came second). A larger one: the RECEIVER's progress
+// thread copies the sender's bytes straight
 // into the receiver's buffer (memory the receiver owns; collectives allocate their staging
 // as CommBuffers tensors on the receiver's tracker), in chunks of kChunkBytes taken round
 // robin over all active transfers, so a large transfer never holds a small one behind it.
@@ -31,6 +33,8 @@ namespace origami::comm {
 class ThreadsWorld : public std::enable_shared_from_this<ThreadsWorld> {
  public:
   static constexpr std::int64_t kChunkBytes = 256 << 10;
+  // Messages up to this size are copied by whichever thread completes the match.
+  static constexpr std::int64_t kInlineBytes = 8 << 10;
 
   static std::shared_ptr<ThreadsWorld> create(int size, LinkModel link = {});
   ~ThreadsWorld();

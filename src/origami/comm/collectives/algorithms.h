@@ -32,5 +32,7 @@ void dissemination_barrier(CollectiveContext& c);
 
 // Chunk size of the pipelined chain algorithms.
 inline constexpr std::int64_t kPipelineChunkBytes = 512 << 10;
+// Chunk size of the in-place ring reduce-scatter inside all-reduce.
+inline constexpr std::int64_t kReduceChunkBytes = 1 << 20;
 
 }  // namespace origami::comm::detail

@@ -6,8 +6,8 @@
 // Cost per rank r (bytes):
 //   sent     = (T - c_r) + (T - c_{(r+1) mod n})
 //   received = (T - c_{(r-1) mod n}) + (T - c_r)
-// (count a multiple of n: 2 (n-1)/n T each way), in 2 (n-1) messages each way.
-// Staging (CommBuffers): one block of max_i c_i.
+// (count a multiple of n: 2 (n-1)/n T each way).
+// Staging (CommBuffers): two chunks of min(kReduceChunkBytes, max_i c_i) bytes.
 #include <cstring>
 
 #include "origami/comm/collectives/algorithms.h"
