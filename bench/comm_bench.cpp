@@ -7,6 +7,9 @@
 //   comm_bench launch-mpi [--ranks 2,4,8] [...]  (runs `mpi` under mpirun for each size,
 //                                              with origami::comm::mpirun_command's flags;
 //                                              --mpirun-flags "..." adds flags)
+//   comm_bench overlap-threads | overlap-mpi    (link model on: one 8 MB transfer that the
+//                                              model makes take 0.2 s, overlapped with 0.1,
+//                                              0.2 and 0.4 s of compute; total vs max and sum)
 //
 // Size S is the nccl-tests size: the whole buffer for all_reduce, broadcast, reduce and
 // sendrecv; the whole gathered (or scattered) buffer for all_gather and reduce_scatter; the
@@ -138,6 +141,53 @@ void bench_world(Communicator& c, const Options& o, const std::string& transport
   }
 }
 
+double busy_for(double seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  double acc = 0;
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < seconds) {
+    for (int i = 0; i < 10000; ++i) acc += static_cast<double>(i) * 1e-9 + acc * 1e-12;
+  }
+  return acc;
+}
+
+// Rank 1 posts a receive, computes, then waits; the link model makes the transfer take
+// `transfer` seconds. Prints total against max and sum (rank 1's view), 3 repetitions each.
+void overlap(Communicator& c, const std::string& transport) {
+  const double transfer = 0.2;
+  std::vector<float> buf(2000000);  // 8 MB
+  if (c.rank() == 1) {
+    std::printf("| transport | transfer s | compute s | total s | max s | sum s | hidden fraction |\n|---|---|---|---|---|---|---|\n");
+  }
+  for (double compute : {0.1, 0.2, 0.4}) {
+    for (int rep = 0; rep < 3; ++rep) {
+      c.barrier();
+      if (c.rank() == 0) {
+        c.send(buf, 1, 0);
+      } else if (c.rank() == 1) {
+        const auto t0 = std::chrono::steady_clock::now();
+        Handle h = c.irecv(buf, 0, 0);
+        volatile double sink = busy_for(compute);
+        (void)sink;
+        h.wait();
+        const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double mx = std::max(transfer, compute), sum = transfer + compute;
+        // 1 = the shorter of the two was completely hidden, 0 = none of it.
+        std::printf("| %s | %.2f | %.2f | %.3f | %.2f | %.2f | %.2f |\n", transport.c_str(), transfer, compute, total, mx,
+                    sum, (sum - total) / std::min(transfer, compute));
+        std::fflush(stdout);
+      }
+    }
+  }
+}
+
+LinkModel overlap_link() {
+  LinkModel l;
+  l.enabled = true;
+  l.intra_alpha_s = 0;
+  l.intra_beta_Bps = 8e6 / 0.2;  // the 8 MB message takes 0.2 s
+  return l;
+}
+
 void header() {
   std::printf("| transport | ranks | op | bytes | time us | algbw GB/s | busbw GB/s |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
@@ -191,6 +241,18 @@ int main(int argc, char** argv) {
         bench_world(c, o, "mpi");
         return 0;
       });
+    }
+    if (mode == "overlap-threads") {
+      RunOptions ro;
+      ro.link = overlap_link();
+      run_ranks(2, [&](Communicator& c) { overlap(c, "threads"); }, ro);
+      return 0;
+    }
+    if (mode == "overlap-mpi") {
+      return mpi_main([&](Communicator& c) {
+        overlap(c, "mpi");
+        return 0;
+      }, overlap_link());
     }
     if (mode == "launch-mpi") {
       header();

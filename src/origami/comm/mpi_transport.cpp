@@ -5,6 +5,7 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
@@ -267,6 +268,24 @@ class MpiFunnel final : public Transport, public std::enable_shared_from_this<Mp
         }
       }
       if (stopping && reqs_.empty()) break;
+      if (stopping) {
+        // Requests nobody will complete (a receive whose sender is gone, a dropped handle):
+        // cancel them after a grace period so MPI_Finalize is reached; give up after a longer one.
+        if (stop_seen_ == Clock::time_point{}) stop_seen_ = Clock::now();
+        const auto waited = Clock::now() - stop_seen_;
+        if (waited > std::chrono::seconds(1) && !cancelled_at_stop_) {
+          cancelled_at_stop_ = true;
+          for (auto& r : reqs_) MPI_Cancel(&r);
+        }
+        if (waited > std::chrono::seconds(3)) {
+          auto e = std::make_exception_ptr(CommError("the MPI runtime shut down with the operation pending"));
+          for (auto& en : entries_) en.op.state->complete(e);
+          for (auto& r : reqs_) MPI_Request_free(&r);
+          reqs_.clear();
+          entries_.clear();
+          break;
+        }
+      }
       if (progressed) {
         last_activity = Clock::now();
         sleep = kMinSleep;
@@ -314,6 +333,8 @@ class MpiFunnel final : public Transport, public std::enable_shared_from_this<Mp
   std::vector<MPI_Request> reqs_;
   std::vector<Entry> entries_;
   std::vector<Delayed> delayed_;
+  Clock::time_point stop_seen_{};
+  bool cancelled_at_stop_ = false;
 };
 
 MpiRuntime::MpiRuntime(LinkModel link) {
