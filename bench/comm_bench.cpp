@@ -45,7 +45,7 @@ struct Options {
   std::int64_t min_bytes = 8;
   std::int64_t max_bytes = 64 << 20;
   std::vector<std::string> ops = {"sendrecv", "all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
-                                  "all_to_all"};
+                                  "all_to_all", "barrier"};
   std::string mpirun_flags;
 };
 
@@ -105,6 +105,8 @@ double time_op(Communicator& c, const std::string& op, std::int64_t bytes) {
     out.assign(per_rank * n, 0.f);
     std::vector<std::int64_t> counts(static_cast<std::size_t>(n), per_rank);
     run = [&, counts] { c.all_to_all(in, counts, out, counts); };
+  } else if (op == "barrier") {
+    run = [&] { c.barrier(); };
   } else {
     throw ConfigError("unknown op " + op);
   }
@@ -128,14 +130,15 @@ void bench_world(Communicator& c, const Options& o, const std::string& transport
       const int n = c.size();
       std::int64_t s = std::max<std::int64_t>(1, b / 4) * 4;
       if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") s = std::max<std::int64_t>(1, b / 4 / n) * n * 4;
+      if (op == "barrier") s = 0;
       const double t = time_op(c, op, b);
       if (c.rank() == 0) {
-        const double alg = static_cast<double>(s) / t / 1e9;
+        const double alg = static_cast<double>(s) / t / 1e9;  // 0 for the barrier
         std::printf("| %s | %d | %s | %lld | %.1f | %.3f | %.3f |\n", transport.c_str(), n, op.c_str(),
                     static_cast<long long>(s), t * 1e6, alg, alg * bus_factor(op, n));
         std::fflush(stdout);
       }
-      if (bytes == o.max_bytes) break;
+      if (bytes == o.max_bytes || op == "barrier") break;  // a barrier has no size
       if (bytes * 4 > o.max_bytes && bytes != o.max_bytes) bytes = o.max_bytes / 4;  // end exactly at max
     }
   }

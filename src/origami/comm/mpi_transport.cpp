@@ -26,12 +26,12 @@ namespace origami::comm {
 using Clock = std::chrono::steady_clock;
 
 namespace {
-constexpr auto kPollWindow = std::chrono::milliseconds(2);
+constexpr auto kPollWindow = std::chrono::milliseconds(20);
 // A large message moves in fragments that need progress calls on both sides: keep polling
 // for as long as the outstanding bytes could take at this rate before backing off.
 constexpr double kPollBytesPerSecond = 0.5e9;
 constexpr auto kMinSleep = std::chrono::microseconds(20);
-constexpr auto kMaxSleep = std::chrono::microseconds(1000);
+constexpr auto kMaxSleep = std::chrono::microseconds(200);
 
 std::string mpi_error_string(int code) {
   char buf[MPI_MAX_ERROR_STRING];

@@ -14,6 +14,8 @@
 // (large messages move in fragments that need progress calls on both sides), and then sleeps
 // with exponential backoff (kMinSleep .. kMaxSleep), so a rank waiting for a peer that is
 // computing does not burn its core, and eight oversubscribed ranks on two cores share them.
+// Measured here: a 2 ms window with sleeps up to 1 ms let a ring all-reduce of 8 ranks fall
+// into the sleeping regime (11-26 ms for 8 bytes); 20 ms and 200 us give ~1.2 ms.
 //
 // Groups: Communicator::split creates a matching MPI communicator (MPI_Comm_split with the
 // same color and key, so the rank order agrees). Matching is MPI's: (communicator, source,
