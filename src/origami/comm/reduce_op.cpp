@@ -1,0 +1,64 @@
+#include "origami/comm/reduce_op.h"
+
+#include "origami/core/error.h"
+
+namespace origami::comm {
+
+std::string_view reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Max: return "max";
+  }
+  return "?";
+}
+
+namespace detail {
+namespace {
+
+template <class T>
+void sum_kernel(void* acc, const void* in, std::int64_t n) {
+  T* a = static_cast<T*>(acc);
+  const T* b = static_cast<const T*>(in);
+  for (std::int64_t i = 0; i < n; ++i) a[i] += b[i];
+}
+
+template <class T>
+void max_kernel(void* acc, const void* in, std::int64_t n) {
+  T* a = static_cast<T*>(acc);
+  const T* b = static_cast<const T*>(in);
+  for (std::int64_t i = 0; i < n; ++i) a[i] = b[i] > a[i] ? b[i] : a[i];
+}
+
+void maxloc_kernel(void* acc, const void* in, std::int64_t n) {
+  auto* a = static_cast<ValueIndex*>(acc);
+  const auto* b = static_cast<const ValueIndex*>(in);
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (b[i].value > a[i].value || (b[i].value == a[i].value && b[i].index < a[i].index)) a[i] = b[i];
+  }
+}
+
+template <class T>
+Reducer typed(ReduceOp op) {
+  return {static_cast<std::int64_t>(sizeof(T)), op == ReduceOp::Sum ? &sum_kernel<T> : &max_kernel<T>};
+}
+
+}  // namespace
+
+Reducer make_reducer(ReduceOp op, DType dtype) {
+  switch (dtype) {
+    case DType::F32: return typed<float>(op);
+    case DType::F64: return typed<double>(op);
+    case DType::I32: return typed<std::int32_t>(op);
+    case DType::I64: return typed<std::int64_t>(op);
+    case DType::BF16: break;
+  }
+  ORIGAMI_CHECK(false, "reduction '{}' is not supported for dtype {} (reduce in F32 or F64; {} "
+                "buffers can only be moved, e.g. broadcast or all_gather)",
+                reduce_op_name(op), dtype_name(dtype), dtype_name(dtype));
+  return {};
+}
+
+Reducer maxloc_reducer() { return {static_cast<std::int64_t>(sizeof(ValueIndex)), &maxloc_kernel}; }
+
+}  // namespace detail
+}  // namespace origami::comm
