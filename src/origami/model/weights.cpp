@@ -53,6 +53,15 @@ std::vector<NamedTensor> named_tensors(ModelTensors& t) {
   return out;
 }
 
+ModelTensors allocate_like(ModelTensors& like, MemoryTracker& tracker, MemCategory category) {
+  ModelTensors t;
+  t.layers.resize(like.layers.size());
+  std::vector<NamedTensor> src = named_tensors(like), dst = named_tensors(t);
+  for (std::size_t i = 0; i < src.size(); ++i)
+    *dst[i].tensor = Tensor(tracker, category, src[i].tensor->shape());
+  return t;
+}
+
 void initialize_parameters(ModelTensors& params, const ModelConfig& config, std::uint64_t seed) {
   for (NamedTensor& p : named_tensors(params)) {
     Tensor& t = *p.tensor;

@@ -42,6 +42,9 @@ struct NamedTensor {
 ModelTensors allocate_model_tensors(const ModelConfig& config, MemoryTracker& tracker,
                                     MemCategory category);
 
+// Zeroed tensors with the shapes of `like` (a sharded model's local shapes), under `category`.
+ModelTensors allocate_like(ModelTensors& like, MemoryTracker& tracker, MemCategory category);
+
 // Every tensor in a fixed order (embedding, layers in order, final norm, head).
 std::vector<NamedTensor> named_tensors(ModelTensors& tensors);
 

@@ -9,6 +9,11 @@ AdamW::AdamW(const ModelConfig& config, MemoryTracker& tracker, kernels::AdamWHy
       m_(allocate_model_tensors(config, tracker, MemCategory::OptimizerState)),
       v_(allocate_model_tensors(config, tracker, MemCategory::OptimizerState)) {}
 
+AdamW::AdamW(ModelTensors& params, MemoryTracker& tracker, kernels::AdamWHyper hyper)
+    : hyper_(hyper),
+      m_(allocate_like(params, tracker, MemCategory::OptimizerState)),
+      v_(allocate_like(params, tracker, MemCategory::OptimizerState)) {}
+
 void AdamW::step(ModelTensors& params, ModelTensors& grads, float lr) {
   ++step_;
   auto p = named_tensors(params);

@@ -12,6 +12,8 @@ class AdamW {
  public:
   // Moments are allocated (zeroed) with the model's shapes, as optimizer state.
   AdamW(const ModelConfig& config, MemoryTracker& tracker, kernels::AdamWHyper hyper);
+  // Moments with the shapes of `params` (a rank's shards: the optimizer state is sharded too).
+  AdamW(ModelTensors& params, MemoryTracker& tracker, kernels::AdamWHyper hyper);
 
   // One step with learning rate `lr` (the schedule's value). Norm weights get no weight decay.
   void step(ModelTensors& params, ModelTensors& grads, float lr);

@@ -1,0 +1,134 @@
+#include "origami/parallel/driver.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "origami/kernels/rmsnorm.h"
+
+namespace origami::parallel {
+
+Recompute parse_recompute(const std::string& name) {
+  if (name == "none") return Recompute::None;
+  if (name == "mlp") return Recompute::Mlp;
+  if (name == "full") return Recompute::Full;
+  throw ConfigError(fmt::format("unknown recompute policy '{}'; use none, mlp or full", name));
+}
+
+std::string recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::None: return "none";
+    case Recompute::Mlp: return "mlp";
+    case Recompute::Full: return "full";
+  }
+  return "?";
+}
+
+namespace {
+// n = x * rstd * w (the norm recomputed from the saved input instead of saved itself).
+void apply_saved_norm(std::int64_t rows, std::int64_t h, const float* x, const float* rstd,
+                      const float* w, float* n) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float s = rstd[r];
+    for (std::int64_t i = 0; i < h; ++i) n[r * h + i] = x[r * h + i] * s * w[i];
+  }
+}
+}  // namespace
+
+ModelDriver::ModelDriver(const ModelConfig& config, ModelTensors& params, ModelTensors& grads,
+                         BlockOps& ops, MemoryTracker& tracker, Recompute recompute)
+    : config_(config), params_(params), grads_(grads), ops_(ops), tracker_(tracker),
+      recompute_(recompute) {}
+
+void ModelDriver::layer_forward(std::int64_t l, Tensor& x, LayerSaved& s, Save save) {
+  const std::int64_t rows = ops_.stream_rows(), h = config_.hidden_size;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+  const bool keep = save == Save::Policy || save == Save::All;
+  if (save != Save::Nothing) s.x_in = x.clone(MemCategory::Activations);
+  {
+    Tensor rstd(tracker_, keep ? MemCategory::Activations : MemCategory::Workspace, {rows});
+    Tensor n(tracker_, MemCategory::Workspace, {rows, h});
+    kernels::rmsnorm_forward(rows, h, x.f32(), L.input_norm.f32(), eps, n.f32(), rstd.f32());
+    ops_.attention_forward(l, n.f32(), s.attention, x.f32());
+    if (keep) s.rstd1 = std::move(rstd);
+    else s.attention = AttentionSaved();
+  }
+  if (keep) s.x_mid = x.clone(MemCategory::Activations);
+  {
+    Tensor rstd(tracker_, keep ? MemCategory::Activations : MemCategory::Workspace, {rows});
+    Tensor n(tracker_, MemCategory::Workspace, {rows, h});
+    kernels::rmsnorm_forward(rows, h, x.f32(), L.post_norm.f32(), eps, n.f32(), rstd.f32());
+    ops_.mlp_forward(l, n.f32(), s.mlp, x.f32());
+    if (keep) s.rstd2 = std::move(rstd);
+    if (!keep || (save == Save::Policy && recompute_ == Recompute::Mlp)) s.mlp = MlpSaved();
+  }
+}
+
+void ModelDriver::layer_backward(std::int64_t l, LayerSaved& s, Tensor& dx) {
+  const std::int64_t rows = ops_.stream_rows(), h = config_.hidden_size;
+  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+  LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
+  if (!s.x_mid.defined()) {  // full recompute: re-run this layer's forward from its input
+    Tensor x = s.x_in.clone(MemCategory::Workspace);
+    LayerSaved again;
+    layer_forward(l, x, again, Save::All);
+    s = std::move(again);
+  }
+  {  // MLP: dx holds the gradient of the block's output (the residual).
+    Tensor n(tracker_, MemCategory::Workspace, {rows, h});
+    apply_saved_norm(rows, h, s.x_mid.f32(), s.rstd2.f32(), L.post_norm.f32(), n.f32());
+    Tensor dn(tracker_, MemCategory::Workspace, {rows, h});
+    ops_.mlp_backward(l, n.f32(), s.mlp, dx.f32(), dn.f32());
+    s.mlp = MlpSaved();
+    kernels::rmsnorm_backward(rows, h, s.x_mid.f32(), L.post_norm.f32(), s.rstd2.f32(), dn.f32(),
+                              dx.f32(), G.post_norm.f32());
+  }
+  {  // Attention.
+    Tensor n(tracker_, MemCategory::Workspace, {rows, h});
+    apply_saved_norm(rows, h, s.x_in.f32(), s.rstd1.f32(), L.input_norm.f32(), n.f32());
+    Tensor dn(tracker_, MemCategory::Workspace, {rows, h});
+    ops_.attention_backward(l, n.f32(), s.attention, dx.f32(), dn.f32());
+    kernels::rmsnorm_backward(rows, h, s.x_in.f32(), L.input_norm.f32(), s.rstd1.f32(), dn.f32(),
+                              dx.f32(), G.input_norm.f32());
+  }
+  s = LayerSaved();  // free this layer's activations before the next one's backward
+}
+
+kernels::LossSum ModelDriver::run(bool backward, double grad_scale) {
+  const std::int64_t rows = ops_.stream_rows(), h = config_.hidden_size;
+  const std::int64_t layers = config_.num_hidden_layers;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+
+  Tensor x(tracker_, MemCategory::Workspace, {rows, h});
+  ops_.embed_forward(x.f32());
+  std::vector<LayerSaved> saved(static_cast<std::size_t>(layers));
+  const Save save = !backward ? Save::Nothing
+                    : recompute_ == Recompute::Full ? Save::InputOnly
+                                                    : Save::Policy;
+  for (std::int64_t l = 0; l < layers; ++l)
+    layer_forward(l, x, saved[static_cast<std::size_t>(l)], save);
+
+  Tensor rstd_f(tracker_, MemCategory::Activations, {rows});
+  Tensor nf(tracker_, MemCategory::Workspace, {rows, h});
+  kernels::rmsnorm_forward(rows, h, x.f32(), params_.final_norm.f32(), eps, nf.f32(),
+                           rstd_f.f32());
+  const kernels::LossSum loss = ops_.head_forward(nf.f32(), backward);
+  if (!backward) return loss;
+
+  Tensor dx(tracker_, MemCategory::Workspace, {rows, h});
+  {
+    Tensor dnf(tracker_, MemCategory::Workspace, {rows, h});
+    ops_.head_backward(static_cast<float>(grad_scale), dnf.f32());
+    kernels::rmsnorm_backward(rows, h, x.f32(), params_.final_norm.f32(), rstd_f.f32(),
+                              dnf.f32(), dx.f32(), grads_.final_norm.f32());
+  }
+  nf = Tensor();
+  x = Tensor();
+  for (std::int64_t l = layers - 1; l >= 0; --l)
+    layer_backward(l, saved[static_cast<std::size_t>(l)], dx);
+  ops_.embed_backward(dx.f32());
+  return loss;
+}
+
+}  // namespace origami::parallel

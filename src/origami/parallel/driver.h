@@ -1,0 +1,57 @@
+// The one model driver every strategy runs: embedding -> L x [RMSNorm, attention, residual,
+// RMSNorm, gated MLP, residual] -> RMSNorm -> LM head + loss, and the reverse, over a
+// strategy's BlockOps on the rank's stream rows. The recompute policy lives here, once:
+//   none  every layer saves its input, the residual after attention, both rstd vectors and
+//         the blocks' saved tensors (attention q/k/v/out/lse, MLP gate/up pre-activations);
+//   mlp   as none, but the MLP's gate/up pre-activations are dropped after the forward and
+//         recomputed in backward (MlpSaved left empty);
+//   full  only each layer's input is saved; backward re-runs the layer's forward (its
+//         communication included) and then its backward.
+// All saved tensors are MemCategory::Activations on the rank's tracker, so the policy shows in
+// the tracker's peak.
+#pragma once
+
+#include <string>
+
+#include "origami/model/config.h"
+#include "origami/model/weights.h"
+#include "origami/parallel/block_ops.h"
+
+namespace origami::parallel {
+
+enum class Recompute { None, Mlp, Full };
+Recompute parse_recompute(const std::string& name);  // "none", "mlp", "full"
+std::string recompute_name(Recompute r);
+
+class ModelDriver {
+ public:
+  // params/grads: the rank's (possibly sharded) tensors; only the RMSNorm weights are read
+  // here (replicated), the rest is the BlockOps' business.
+  ModelDriver(const ModelConfig& config, ModelTensors& params, ModelTensors& grads,
+              BlockOps& ops, MemoryTracker& tracker, Recompute recompute);
+
+  // One micro-batch (already handed to the BlockOps). With backward, gradients accumulate and
+  // the gradient of the loss sum is scaled by grad_scale. Returns the head's local loss sum.
+  kernels::LossSum run(bool backward, double grad_scale);
+
+ private:
+  struct LayerSaved {
+    Tensor x_in, rstd1;
+    AttentionSaved attention;
+    Tensor x_mid, rstd2;
+    MlpSaved mlp;
+  };
+  // Runs layer l on x in place; keeps in s what `save` asks for.
+  enum class Save { Nothing, InputOnly, Policy, All };
+  void layer_forward(std::int64_t l, Tensor& x, LayerSaved& s, Save save);
+  void layer_backward(std::int64_t l, LayerSaved& s, Tensor& dx);
+
+  const ModelConfig& config_;
+  ModelTensors& params_;
+  ModelTensors& grads_;
+  BlockOps& ops_;
+  MemoryTracker& tracker_;
+  Recompute recompute_;
+};
+
+}  // namespace origami::parallel

@@ -1,0 +1,129 @@
+#include "origami/parallel/layout.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "origami/core/error.h"
+
+namespace origami::parallel {
+
+TokenLayoutKind parse_token_layout(const std::string& name) {
+  if (name == "zigzag") return TokenLayoutKind::Zigzag;
+  if (name == "contiguous") return TokenLayoutKind::Contiguous;
+  if (name == "full") return TokenLayoutKind::Full;
+  throw ConfigError(fmt::format("unknown token layout '{}'; use zigzag or contiguous", name));
+}
+
+std::string token_layout_name(TokenLayoutKind kind) {
+  switch (kind) {
+    case TokenLayoutKind::Zigzag: return "zigzag";
+    case TokenLayoutKind::Contiguous: return "contiguous";
+    case TokenLayoutKind::Full: return "full";
+  }
+  return "?";
+}
+
+std::int64_t largest_divisor_at_most(std::int64_t n, std::int64_t limit) {
+  for (std::int64_t d = std::min(n, limit); d > 1; --d)
+    if (n % d == 0) return d;
+  return 1;
+}
+
+void check_token_split(TokenLayoutKind kind, std::int64_t seq, int degree) {
+  if (degree < 1) throw ConfigError(fmt::format("a sequence degree must be >= 1 (got {})", degree));
+  if (kind == TokenLayoutKind::Full) return;
+  const std::int64_t chunks = kind == TokenLayoutKind::Zigzag ? 2 * std::int64_t{degree} : degree;
+  if (seq % chunks == 0) return;
+  // A degree that works: the largest d <= degree with seq % (chunks per rank * d) == 0.
+  std::int64_t works = 1;
+  for (std::int64_t d = degree; d >= 1; --d) {
+    if (seq % (kind == TokenLayoutKind::Zigzag ? 2 * d : d) == 0) {
+      works = d;
+      break;
+    }
+  }
+  if (kind == TokenLayoutKind::Zigzag) {
+    throw ConfigError(fmt::format(
+        "zigzag layout needs the sequence length divisible by 2 x degree: {} % (2 x {}) = {}; "
+        "use a sequence length that is a multiple of {} or degree {}{}",
+        seq, degree, seq % chunks, chunks, works,
+        seq % 2 == 0 ? "" : " (an odd length cannot be zigzagged at all: try --layout contiguous)"));
+  }
+  throw ConfigError(fmt::format(
+      "contiguous layout needs the sequence length divisible by the degree: {} % {} = {}; use "
+      "a multiple of {} or degree {}", seq, degree, seq % chunks, degree, works));
+}
+
+TokenLayout::TokenLayout(TokenLayoutKind kind, std::int64_t seq, int degree, int rank)
+    : kind_(kind), seq_(seq), degree_(degree), rank_(rank) {
+  ORIGAMI_CHECK(seq >= 1, "sequence length must be >= 1 (got {})", seq);
+  check_token_split(kind, seq, degree);
+  ORIGAMI_CHECK(rank >= 0 && rank < degree, "rank {} outside an axis of {}", rank, degree);
+  positions_ = positions_of(rank);
+}
+
+std::vector<std::int64_t> TokenLayout::positions_of(int r) const {
+  std::vector<std::int64_t> p;
+  auto add = [&](std::int64_t begin, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) p.push_back(begin + i);
+  };
+  switch (kind_) {
+    case TokenLayoutKind::Full: add(0, seq_); break;
+    case TokenLayoutKind::Contiguous: {
+      const std::int64_t n = seq_ / degree_;
+      add(r * n, n);
+      break;
+    }
+    case TokenLayoutKind::Zigzag: {
+      const std::int64_t c = seq_ / (2 * std::int64_t{degree_});
+      add(r * c, c);
+      add((2 * std::int64_t{degree_} - 1 - r) * c, c);
+      break;
+    }
+  }
+  return p;
+}
+
+void TokenLayout::scatter_rows(const float* local, std::int64_t batch, std::int64_t width,
+                               float* global) const {
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t i = 0; i < local_seq(); ++i)
+      std::memcpy(global + (b * seq_ + positions_[static_cast<std::size_t>(i)]) * width,
+                  local + (b * local_seq() + i) * width, static_cast<std::size_t>(width) * sizeof(float));
+}
+
+Range even_range(std::int64_t total, int parts, int index) {
+  ORIGAMI_CHECK(parts >= 1 && total % parts == 0 && index >= 0 && index < parts,
+                "cannot take part {} of {} equal parts of {}", index, parts, total);
+  const std::int64_t n = total / parts;
+  return {index * n, (index + 1) * n};
+}
+
+void check_tensor_split(const ModelConfig& c, int degree, const std::string& axis) {
+  if (degree < 1) throw ConfigError(fmt::format("{} degree must be >= 1 (got {})", axis, degree));
+  auto need = [&](std::int64_t n, const char* what) {
+    if (n % degree == 0) return;
+    throw ConfigError(fmt::format(
+        "{} degree {} must divide the number of {} ({}); the largest degree <= {} that divides "
+        "it is {}", axis, degree, what, n, degree, largest_divisor_at_most(n, degree)));
+  };
+  need(c.num_attention_heads, "attention heads (num_attention_heads)");
+  if (c.num_key_value_heads % degree != 0) {
+    throw ConfigError(fmt::format(
+        "{} degree {} must divide the number of key/value heads (num_key_value_heads = {}); "
+        "grouped-query models with fewer kv heads than the degree are not supported: the "
+        "largest degree that works is {}", axis, degree, c.num_key_value_heads,
+        largest_divisor_at_most(std::gcd(c.num_key_value_heads,
+                                         std::gcd(c.num_attention_heads, c.intermediate_size)),
+                                degree)));
+  }
+  need(c.intermediate_size, "MLP columns (intermediate_size)");
+}
+
+std::int64_t padded_vocab(std::int64_t vocab, int degree) {
+  return (vocab + degree - 1) / degree * degree;
+}
+
+}  // namespace origami::parallel

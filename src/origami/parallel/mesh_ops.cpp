@@ -1,0 +1,233 @@
+#include "origami/parallel/mesh_ops.h"
+
+#include <limits>
+
+#include "origami/kernels/embedding.h"
+#include "origami/kernels/gemm.h"
+
+namespace origami::parallel {
+
+MeshOps::MeshOps(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
+                 ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker)
+    : config_(config), groups_(groups), layout_(layout), params_(params), grads_(grads),
+      tracker_(tracker),
+      rope_(make_rope_tables(config.max_position_embeddings, config.head_dim(),
+                             config.rope_theta, tracker)),
+      tp_size_(groups.tp().size()), tp_rank_(groups.tp().rank()),
+      seqpar_(groups.plan().sequence_parallel) {
+  ORIGAMI_CHECK(layout.degree() == groups.sp().size(),
+                "token layout over {} ranks on a sequence axis of {}", layout.degree(),
+                groups.sp().size());
+  for (int r = 0; r < layout.degree(); ++r)
+    for (std::int64_t p : layout.positions_of(r)) kv_positions_.push_back(p);
+  vocab_rows_ = padded_vocab(config.vocab_size, tp_size_) / tp_size_;
+  vocab_first_ = tp_rank_ * vocab_rows_;
+}
+
+void MeshOps::set_batch(const LocalBatch* batch) {
+  if (batch == nullptr) {  // between micro-batches
+    batch_ = nullptr;
+    return;
+  }
+  ORIGAMI_CHECK(batch->batch >= 1 &&
+                    static_cast<std::int64_t>(batch->ids.size()) == batch->batch * layout_.local_seq() &&
+                    batch->labels.size() == batch->ids.size(),
+                "a local batch must hold batch x {} ids and labels", layout_.local_seq());
+  ORIGAMI_CHECK(!split_stream() || rows_of(*batch) % tp_size_ == 0,
+                "sequence-parallel regions need the rank's {} rows divisible by tp={}",
+                rows_of(*batch), tp_size_);
+  batch_ = batch;
+}
+
+std::int64_t MeshOps::rows_of(const LocalBatch& b) const { return b.batch * layout_.local_seq(); }
+std::int64_t MeshOps::rows() const { return rows_of(*batch_); }
+std::int64_t MeshOps::stream_rows() const {
+  return split_stream() ? rows() / tp_size_ : rows();
+}
+
+const float* MeshOps::gather_rows(const float* stream, Tensor& holder) {
+  if (!split_stream()) return stream;
+  holder = Tensor(tracker_, MemCategory::CommBuffers, {rows(), config_.hidden_size});
+  groups_.tp().all_gather(comm::ConstBuffer(stream, stream_rows() * config_.hidden_size, DType::F32),
+                          holder);
+  return holder.f32();
+}
+
+float* MeshOps::partial_target(Tensor& holder, float* stream) {
+  if (tp_size_ == 1) return stream;
+  holder = Tensor(tracker_, MemCategory::Workspace, {rows(), config_.hidden_size});
+  return holder.f32();
+}
+
+void MeshOps::reduce_rows_into(Tensor& partial, float* stream) {
+  if (tp_size_ == 1) return;  // the block wrote into the stream directly
+  const std::int64_t n = stream_rows() * config_.hidden_size;
+  if (split_stream()) {  // TP-SP: each rank keeps the sum of its own rows
+    Tensor mine(tracker_, MemCategory::CommBuffers, {n});
+    groups_.tp().reduce_scatter(partial, mine);
+    for (std::int64_t i = 0; i < n; ++i) stream[i] += mine.f32()[i];
+  } else {  // TP: every rank needs the sum of every row
+    groups_.tp().all_reduce(partial, partial);
+    for (std::int64_t i = 0; i < n; ++i) stream[i] += partial.f32()[i];
+  }
+  partial = Tensor();
+}
+
+AttentionDims MeshOps::attention_dims() const {
+  return {.batch = batch_->batch, .seq = layout_.local_seq(), .hidden = config_.hidden_size,
+          .heads = config_.num_attention_heads / tp_size_,
+          .kv_heads = config_.num_key_value_heads / tp_size_, .head_dim = config_.head_dim()};
+}
+
+namespace {
+AttentionWeights attention_weights(const LayerTensors& L) {
+  return {L.wq.f32(), L.wk.f32(), L.wv.f32(), L.wo.f32()};
+}
+AttentionGrads attention_grads(LayerTensors& G) {
+  return {G.wq.f32(), G.wk.f32(), G.wv.f32(), G.wo.f32()};
+}
+}  // namespace
+
+void MeshOps::embed_forward(float* x) {
+  Tensor partial;
+  float* y = partial_target(partial, x);
+  kernels::embedding_forward(rows(), config_.hidden_size, batch_->ids.data(), params_.embed.f32(),
+                             vocab_first_, vocab_rows_, y);
+  reduce_rows_into(partial, x);
+}
+
+void MeshOps::embed_backward(const float* dx) {
+  Tensor holder;
+  const float* dy = gather_rows(dx, holder);
+  kernels::embedding_backward(rows(), config_.hidden_size, batch_->ids.data(), dy, vocab_first_,
+                              vocab_rows_, grads_.embed.f32());
+}
+
+void MeshOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x) {
+  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+  Tensor in_holder, out_holder;
+  const float* in = gather_rows(n, in_holder);
+  float* y = partial_target(out_holder, x);
+  if (groups_.sp().size() > 1) {
+    const SequenceAxis axis{&groups_.sp(), layout_.positions().data(), &kv_positions_};
+    cp_attention_forward(attention_dims(), in, attention_weights(L), axis, rope_, tracker_, s, y);
+  } else {
+    attention_block_forward(attention_dims(), in, attention_weights(L), layout_.positions().data(),
+                            rope_, tracker_, s, y);
+  }
+  in_holder = Tensor();
+  reduce_rows_into(out_holder, x);
+}
+
+void MeshOps::attention_backward(std::int64_t l, const float* n, const AttentionSaved& s,
+                                 const float* dx, float* dn) {
+  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+  LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
+  Tensor dy_holder, in_holder, dn_holder;
+  const float* dy = gather_rows(dx, dy_holder);
+  const float* in = gather_rows(n, in_holder);
+  float* dnp = partial_target(dn_holder, dn);
+  if (groups_.sp().size() > 1) {
+    const SequenceAxis axis{&groups_.sp(), layout_.positions().data(), &kv_positions_};
+    cp_attention_backward(attention_dims(), in, attention_weights(L), axis, rope_, s, dy,
+                          tracker_, dnp, attention_grads(G));
+  } else {
+    attention_block_backward(attention_dims(), in, attention_weights(L),
+                             layout_.positions().data(), rope_, s, dy, tracker_, dnp,
+                             attention_grads(G));
+  }
+  reduce_rows_into(dn_holder, dn);
+}
+
+void MeshOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) {
+  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+  Tensor in_holder, out_holder;
+  const float* in = gather_rows(n, in_holder);
+  float* y = partial_target(out_holder, x);
+  const MlpDims dims{.rows = rows(), .hidden = config_.hidden_size,
+                     .ffn = config_.intermediate_size / tp_size_};
+  mlp_block_forward(dims, in, {L.w_gate.f32(), L.w_up.f32(), L.w_down.f32()}, tracker_, s, y);
+  in_holder = Tensor();
+  reduce_rows_into(out_holder, x);
+}
+
+void MeshOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dx,
+                           float* dn) {
+  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+  LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
+  const MlpDims dims{.rows = rows(), .hidden = config_.hidden_size,
+                     .ffn = config_.intermediate_size / tp_size_};
+  Tensor dy_holder, in_holder, dn_holder;
+  const float* dy = gather_rows(dx, dy_holder);
+  const float* in = gather_rows(n, in_holder);
+  if (!s.a.defined()) {  // recompute policy: the gate/up pre-activations were not kept
+    s.a = Tensor(tracker_, MemCategory::Workspace, {dims.rows, dims.ffn});
+    s.u = Tensor(tracker_, MemCategory::Workspace, {dims.rows, dims.ffn});
+    kernels::linear_forward(dims.rows, dims.hidden, dims.ffn, in, L.w_gate.f32(), s.a.f32());
+    kernels::linear_forward(dims.rows, dims.hidden, dims.ffn, in, L.w_up.f32(), s.u.f32());
+  }
+  float* dnp = partial_target(dn_holder, dn);
+  mlp_block_backward(dims, in, {L.w_gate.f32(), L.w_up.f32(), L.w_down.f32()}, s, dy, tracker_,
+                     dnp, {G.w_gate.f32(), G.w_up.f32(), G.w_down.f32()});
+  s = MlpSaved();
+  reduce_rows_into(dn_holder, dn);
+}
+
+kernels::LossSum MeshOps::head_forward(const float* nf, bool with_backward) {
+  const std::int64_t R = rows(), h = config_.hidden_size;
+  head_input_ = gather_rows(nf, head_input_holder_);
+  head_logits_ = Tensor(tracker_, MemCategory::Logits, {R, vocab_rows_});
+  kernels::linear_forward(R, h, vocab_rows_, head_input_, params_.lm_head.f32(),
+                          head_logits_.f32());
+  Tensor stats(tracker_, MemCategory::Workspace, {3, R});  // running max, sum-exp, target logit
+  float* run_max = stats.f32();
+  float* run_sum = run_max + R;
+  float* target = run_sum + R;
+  for (std::int64_t i = 0; i < R; ++i) run_max[i] = -std::numeric_limits<float>::infinity();
+  kernels::softmax_stats_update(R, vocab_rows_, head_logits_.f32(), vocab_first_,
+                                config_.vocab_size, batch_->labels.data(), run_max, run_sum,
+                                target);
+  if (tp_size_ > 1) {
+    // Combine the vocabulary blocks: every rank merges all blocks in rank order (identical
+    // results everywhere); the target logit lives on exactly one rank (0 elsewhere): sum.
+    Tensor all(tracker_, MemCategory::CommBuffers, {tp_size_, 2, R});
+    groups_.tp().all_gather(comm::ConstBuffer(run_max, 2 * R, DType::F32), all);
+    for (std::int64_t i = 0; i < 2 * R; ++i) run_max[i] = all.f32()[i];
+    for (int p = 1; p < tp_size_; ++p)
+      kernels::softmax_stats_merge(R, run_max, run_sum, all.f32() + p * 2 * R,
+                                   all.f32() + p * 2 * R + R);
+    groups_.tp().all_reduce(comm::ConstBuffer(target, R, DType::F32),
+                            comm::Buffer(target, R, DType::F32));
+  }
+  head_lse_ = Tensor(tracker_, MemCategory::Activations, {R});
+  const kernels::LossSum loss = kernels::softmax_stats_finish(R, run_max, run_sum, target,
+                                                              batch_->labels.data(),
+                                                              head_lse_.f32());
+  if (!with_backward) {
+    head_logits_ = Tensor();
+    head_lse_ = Tensor();
+    head_input_holder_ = Tensor();
+    head_input_ = nullptr;
+  }
+  return loss;
+}
+
+void MeshOps::head_backward(float grad_scale, float* dnf) {
+  ORIGAMI_CHECK(head_logits_.defined(), "head_backward without a head_forward that kept its state");
+  const std::int64_t R = rows(), h = config_.hidden_size;
+  float* dlogits = head_logits_.f32();
+  kernels::cross_entropy_backward(R, vocab_rows_, head_logits_.f32(), vocab_first_,
+                                  config_.vocab_size, batch_->labels.data(), head_lse_.f32(),
+                                  grad_scale, dlogits);
+  kernels::linear_backward_weight(R, h, vocab_rows_, dlogits, head_input_, grads_.lm_head.f32());
+  Tensor holder;
+  float* d = partial_target(holder, dnf);
+  kernels::linear_backward_input(R, h, vocab_rows_, dlogits, params_.lm_head.f32(), d);
+  head_logits_ = Tensor();
+  head_lse_ = Tensor();
+  head_input_holder_ = Tensor();
+  head_input_ = nullptr;
+  reduce_rows_into(holder, dnf);
+}
+
+}  // namespace origami::parallel

@@ -1,0 +1,91 @@
+// The baseline strategies' blocks (DP, TP, TP-SP, SP/CP, TP+SP and their compositions with
+// DP), as one BlockOps over the tensor (T), sequence (Σ) and data (P) axes. Per rank, with
+// R = B*S/Σ token rows (the rank's sequence shard of its data shard), T | heads, kv heads, f:
+//
+//   tensor                 shape on a rank        forward comm          backward comm (conjugate)
+//   residual stream x      [R, h] or [R/T, h]*    -                     -
+//   embedding (vocab-par.) [Vp/T, h]              all-reduce tp         (identity) / all-gather*
+//                                                 / reduce-scatter tp*
+//   attention in           [R, h]                 identity / all-gather tp*   all-reduce / reduce-scatter tp*
+//   W_Q/W_K/W_V (columns)  [H/T*d | Kv/T*d, h]    K/V all-gather sp     K/V re-gather, dK/dV reduce-scatter sp
+//   W_O (rows)             [h, H/T*d]             all-reduce / reduce-scatter tp*   identity / all-gather tp*
+//   MLP W_gate/W_up, W_down [f/T, h], [h, f/T]    as attention (no sp traffic)
+//   LM head (vocab-par.)   [Vp/T, h]              all-gather* of the normed rows; max/sum-exp
+//                                                 and target logit combined over tp
+//                                                 backward: dX all-reduce / reduce-scatter tp*
+//   RMSNorm weights        [h] replicated         -                     -
+//   (* = with sequence-parallel regions, TP-SP: the stream holds rows [t*R/T, (t+1)*R/T))
+//
+// Reduction groups (reduce_gradients / the step in train_step.h):
+//   loss numerator, unmasked count   sum over sp x dp (tp ranks hold the same tokens' loss)
+//   every weight gradient            sum over sp x dp (replicas see different tokens)
+//   RMSNorm weight gradients         sum over sp x dp, and over tp under TP-SP (each tp rank
+//                                    saw different rows); plain TP: identical on tp ranks
+//   gradient norm                    squares of tp-sharded tensors summed over tp; replicated
+//                                    tensors (norms) counted once
+#pragma once
+
+#include <vector>
+
+#include "origami/parallel/attention_cp.h"
+#include "origami/parallel/block_ops.h"
+#include "origami/parallel/plan.h"
+#include "origami/parallel/shard_spec.h"
+
+namespace origami::parallel {
+
+// One micro-batch as this rank sees it: B sequences of its Sl = S/Σ positions.
+struct LocalBatch {
+  std::int64_t batch = 1;
+  std::vector<std::int32_t> ids, labels;  // [B, Sl]
+};
+
+class MeshOps final : public BlockOps {
+ public:
+  MeshOps(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
+          ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker);
+
+  void set_batch(const LocalBatch* batch);
+
+  std::int64_t stream_rows() const override;
+  void embed_forward(float* x) override;
+  void embed_backward(const float* dx) override;
+  void attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x) override;
+  void attention_backward(std::int64_t l, const float* n, const AttentionSaved& s,
+                          const float* dx, float* dn) override;
+  void mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) override;
+  void mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dx,
+                    float* dn) override;
+  kernels::LossSum head_forward(const float* nf, bool with_backward) override;
+  void head_backward(float grad_scale, float* dnf) override;
+
+ private:
+  std::int64_t rows_of(const LocalBatch& b) const;
+  std::int64_t rows() const;  // R: every row of the rank's sequence shard
+  bool split_stream() const { return seqpar_ && tp_size_ > 1; }
+  // Entry to a tensor-parallel region: the block's input on all R rows.
+  const float* gather_rows(const float* stream, Tensor& holder);
+  // Exit: a partial [R, h] sum over this rank's shard added to the stream rows.
+  void reduce_rows_into(Tensor& partial, float* stream);
+  // Where a block writes its partial output (the stream itself when T = 1).
+  float* partial_target(Tensor& holder, float* stream);
+  AttentionDims attention_dims() const;
+
+  const ModelConfig& config_;
+  ParallelGroups& groups_;
+  const TokenLayout& layout_;
+  ModelTensors& params_;
+  ModelTensors& grads_;
+  MemoryTracker& tracker_;
+  RopeTables rope_;
+  std::vector<std::int64_t> kv_positions_;  // every sp rank's positions, rank order
+  int tp_size_, tp_rank_;
+  bool seqpar_;
+  std::int64_t vocab_rows_, vocab_first_;  // the rank's vocabulary block
+  const LocalBatch* batch_ = nullptr;
+  // LM head state between forward and backward.
+  Tensor head_logits_, head_lse_, head_input_holder_;
+  const float* head_input_ = nullptr;
+};
+
+}  // namespace origami::parallel

@@ -1,0 +1,131 @@
+#include "origami/parallel/rank_model.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "origami/kernels/optimizer.h"
+
+namespace origami::parallel {
+
+namespace {
+TokenLayout make_layout(ParallelGroups& g, std::int64_t seq) {
+  const ParallelConfig& p = g.plan();
+  return TokenLayout(p.sp > 1 ? p.layout : TokenLayoutKind::Full, seq, g.sp().size(),
+                     g.sp().rank());
+}
+}  // namespace
+
+RankModel::RankModel(const ModelConfig& config, ParallelGroups& groups, std::int64_t seq,
+                     Recompute recompute, MemoryTracker& tracker, std::uint64_t seed)
+    : config_((validate(config), config)),
+      groups_(groups),
+      tracker_(tracker),
+      layout_(make_layout(groups, seq)),
+      specs_(make_shard_specs(config_, groups.tp().size(), groups.tp().rank())),
+      params_(allocate_sharded(config_, specs_, tracker, MemCategory::Parameters)),
+      grads_(allocate_sharded(config_, specs_, tracker, MemCategory::Gradients)),
+      ops_(config_, groups, layout_, params_, grads_, tracker),
+      driver_(config_, params_, grads_, ops_, tracker, recompute) {
+  if (seq > config_.max_position_embeddings)
+    throw ConfigError(fmt::format("sequence length {} exceeds max_position_embeddings {}", seq,
+                                  config_.max_position_embeddings));
+  initialize_sharded(params_, specs_, config_, seed);
+}
+
+LocalBatch RankModel::localize(const TokenBatch& b) const {
+  ORIGAMI_CHECK(b.seq == layout_.seq(), "a batch of {}-token sequences on a layout of {} tokens",
+                b.seq, layout_.seq());
+  for (std::int64_t i = 0; i < b.batch * b.seq; ++i) {
+    ORIGAMI_CHECK(b.input_ids[i] >= 0 && b.input_ids[i] < config_.vocab_size,
+                  "token id {} at position {} is outside the vocabulary [0, {})", b.input_ids[i],
+                  i, config_.vocab_size);
+    ORIGAMI_CHECK(b.labels[i] == kernels::kIgnoreLabel ||
+                      (b.labels[i] >= 0 && b.labels[i] < config_.vocab_size),
+                  "label {} at position {} is outside the vocabulary [0, {}) and is not the "
+                  "ignore label", b.labels[i], i, config_.vocab_size);
+  }
+  return {b.batch, layout_.slice(b.input_ids, b.batch), layout_.slice(b.labels, b.batch)};
+}
+
+kernels::LossSum RankModel::run(const LocalBatch& batch, bool backward, double grad_scale) {
+  ops_.set_batch(&batch);
+  const kernels::LossSum loss = driver_.run(backward, grad_scale);
+  ops_.set_batch(nullptr);
+  return loss;
+}
+
+std::int64_t RankModel::global_unmasked(const std::vector<LocalBatch>& micro) {
+  std::int64_t n = 0;
+  for (const LocalBatch& b : micro)
+    for (std::int32_t l : b.labels) n += l != kernels::kIgnoreLabel;
+  std::vector<std::int64_t> v{n};
+  // Group: sp x dp (the tp ranks hold copies of the same labels: not summed over tp).
+  groups_.sp().all_reduce(v, v);
+  groups_.dp().all_reduce(v, v);
+  return v[0];
+}
+
+double RankModel::global_loss_sum(double local) {
+  std::vector<double> v{local};
+  groups_.sp().all_reduce(v, v);  // group: sp x dp, as the count
+  groups_.dp().all_reduce(v, v);
+  return v[0];
+}
+
+void RankModel::reduce_gradients() {
+  const bool norms_over_tp = groups_.plan().sequence_parallel && groups_.tp().size() > 1;
+  std::vector<NamedTensor> g = named_tensors(grads_);
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    Tensor& t = *g[i].tensor;
+    // Every gradient: summed over the replicas of its shard that saw other tokens.
+    if (groups_.sp().size() > 1) groups_.sp().all_reduce(t, t);
+    if (groups_.dp().size() > 1) groups_.dp().all_reduce(t, t);
+    // RMSNorm weights under TP-SP: each tp rank normed different rows (sum, not average).
+    if (specs_[i].is_norm && norms_over_tp) groups_.tp().all_reduce(t, t);
+  }
+}
+
+double RankModel::grad_norm() {
+  std::vector<double> sharded{0.0};
+  double replicated = 0;
+  std::vector<NamedTensor> g = named_tensors(grads_);
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const double sq = kernels::sum_of_squares(g[i].tensor->numel(), g[i].tensor->f32());
+    if (specs_[i].shard_dim >= 0 && specs_[i].parts > 1) sharded[0] += sq;
+    else replicated += sq;  // identical on every tp rank: counted once
+  }
+  if (groups_.tp().size() > 1) groups_.tp().all_reduce(sharded, sharded);
+  return std::sqrt(sharded[0] + replicated);
+}
+
+std::vector<Tensor> RankModel::gather(ModelTensors& tensors, MemoryTracker& into) {
+  std::vector<Tensor> out;
+  std::vector<NamedTensor> named = named_tensors(tensors);
+  for (std::size_t i = 0; i < named.size(); ++i)
+    out.push_back(gather_full(specs_[i], *named[i].tensor, groups_.tp(), into));
+  return out;
+}
+
+ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
+                                      const std::vector<LocalBatch>& micro, float lr,
+                                      double max_grad_norm) {
+  ParallelStepStats s;
+  s.unmasked = model.global_unmasked(micro);
+  // Mean over every unmasked label of the step, wherever it lives; none at all: loss 0, no
+  // gradient (a rank with no unmasked labels of its own still gets the others' mean).
+  const double scale = s.unmasked > 0 ? 1.0 / static_cast<double>(s.unmasked) : 0.0;
+  zero_tensors(model.grads());
+  double local = 0;
+  for (const LocalBatch& b : micro) local += model.run(b, true, scale).sum;
+  model.reduce_gradients();
+  s.loss = s.unmasked > 0 ? model.global_loss_sum(local) / static_cast<double>(s.unmasked)
+                          : (model.global_loss_sum(local), 0.0);
+  s.grad_norm = model.grad_norm();
+  s.clip_coefficient =
+      max_grad_norm > 0 ? clip_gradients(model.grads(), s.grad_norm, max_grad_norm) : 1.0f;
+  optimizer.step(model.params(), model.grads(), lr);
+  return s;
+}
+
+}  // namespace origami::parallel

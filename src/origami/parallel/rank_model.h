@@ -1,0 +1,78 @@
+// One rank's part of a parallel model: its parameter and gradient shards, the strategy's
+// blocks and the shared driver, plus the step-level operations whose reduction groups are
+// spelled out here (see also mesh_ops.h):
+//   unmasked count, loss numerator   sum over sp, then dp      (tp ranks hold the same tokens)
+//   weight gradients                 sum over sp, then dp      (replicas of one weight shard)
+//   RMSNorm weight gradients         + sum over tp under TP-SP (tp ranks saw different rows)
+//   gradient norm                    squares of tp-sharded tensors summed over tp, replicated
+//                                    (RMSNorm) tensors counted once
+#pragma once
+
+#include <vector>
+
+#include "origami/model/llama.h"
+#include "origami/parallel/driver.h"
+#include "origami/parallel/mesh_ops.h"
+#include "origami/train/optimizer.h"
+
+namespace origami::parallel {
+
+class RankModel {
+ public:
+  // Validates the plan for sequences of `seq` tokens (ConfigError before any work), then
+  // allocates and initialises this rank's shards exactly as slices of the single-device model.
+  RankModel(const ModelConfig& config, ParallelGroups& groups, std::int64_t seq,
+            Recompute recompute, MemoryTracker& tracker, std::uint64_t seed);
+
+  const ModelConfig& config() const { return config_; }
+  ParallelGroups& groups() { return groups_; }
+  const TokenLayout& layout() const { return layout_; }
+  const std::vector<ShardSpec>& specs() const { return specs_; }
+  ModelTensors& params() { return params_; }
+  ModelTensors& grads() { return grads_; }
+  MemoryTracker& tracker() { return tracker_; }
+
+  // This rank's rows of B full sequences (the sequences of its data-parallel shard).
+  LocalBatch localize(const TokenBatch& sequences) const;
+
+  // Forward (+ backward) of one micro-batch; returns the rank's local loss sum and count.
+  kernels::LossSum run(const LocalBatch& batch, bool backward, double grad_scale);
+
+  // Collective: unmasked labels of these micro-batches over the whole step (sp x dp).
+  std::int64_t global_unmasked(const std::vector<LocalBatch>& micro);
+  // Collective: a rank's local loss sum added over sp x dp.
+  double global_loss_sum(double local);
+  // Collective: the gradient reductions after the last micro-batch.
+  void reduce_gradients();
+  // Collective: the global gradient norm (after reduce_gradients).
+  double grad_norm();
+
+  // Collective over tp: every tensor of `tensors` (params, grads or a moment) gathered full.
+  std::vector<Tensor> gather(ModelTensors& tensors, MemoryTracker& into);
+
+ private:
+  ModelConfig config_;
+  ParallelGroups& groups_;
+  MemoryTracker& tracker_;
+  TokenLayout layout_;
+  std::vector<ShardSpec> specs_;
+  ModelTensors params_, grads_;
+  MeshOps ops_;
+  ModelDriver driver_;
+};
+
+struct ParallelStepStats {
+  double loss = 0;  // mean over the step's unmasked labels (every rank)
+  std::int64_t unmasked = 0;
+  double grad_norm = 0;
+  float clip_coefficient = 1;
+};
+
+// One optimizer step over this rank's micro-batches: zero grads, forward+backward each,
+// reduce gradients, clip by the global norm (max_grad_norm <= 0: no clipping), AdamW on the
+// rank's shards.
+ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
+                                      const std::vector<LocalBatch>& micro, float lr,
+                                      double max_grad_norm);
+
+}  // namespace origami::parallel

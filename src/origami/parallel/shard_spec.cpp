@@ -1,0 +1,110 @@
+#include "origami/parallel/shard_spec.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "origami/core/rng.h"
+#include "origami/parallel/layout.h"
+
+namespace origami::parallel {
+
+std::vector<ShardSpec> make_shard_specs(const ModelConfig& c, int tp, int t) {
+  check_tensor_split(c, tp, "tensor-parallel");
+  const std::int64_t h = c.hidden_size, f = c.intermediate_size, V = c.vocab_size;
+  const std::int64_t qd = c.num_attention_heads * c.head_dim(), kvd = c.kv_dim();
+  const std::int64_t Vl = padded_vocab(V, tp) / tp;
+  ModelTensors none;
+  std::vector<ShardSpec> specs;
+  auto rows = [&](std::string name, std::int64_t n, std::int64_t cols) {
+    const Range r = even_range(n, tp, t);
+    specs.push_back({std::move(name), {n, cols}, {r.size(), cols}, {r.begin, 0}, 0, tp, false});
+  };
+  auto cols = [&](std::string name, std::int64_t nrows, std::int64_t n) {
+    const Range r = even_range(n, tp, t);
+    specs.push_back({std::move(name), {nrows, n}, {nrows, r.size()}, {0, r.begin}, 1, tp, false});
+  };
+  auto vocab = [&](std::string name) {
+    specs.push_back({std::move(name), {V, h}, {Vl, h}, {t * Vl, 0}, 0, tp, false});
+  };
+  auto norm = [&](std::string name) { specs.push_back({std::move(name), {h}, {h}, {0}, -1, 1, true}); };
+  vocab("model.embed_tokens.weight");
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}.", l);
+    norm(p + "input_layernorm.weight");
+    rows(p + "self_attn.q_proj.weight", qd, h);
+    rows(p + "self_attn.k_proj.weight", kvd, h);
+    rows(p + "self_attn.v_proj.weight", kvd, h);
+    cols(p + "self_attn.o_proj.weight", h, qd);
+    norm(p + "post_attention_layernorm.weight");
+    rows(p + "mlp.gate_proj.weight", f, h);
+    rows(p + "mlp.up_proj.weight", f, h);
+    cols(p + "mlp.down_proj.weight", h, f);
+  }
+  norm("model.norm.weight");
+  vocab("lm_head.weight");
+  return specs;
+}
+
+ModelTensors allocate_sharded(const ModelConfig& c, const std::vector<ShardSpec>& specs,
+                              MemoryTracker& tracker, MemCategory category) {
+  ModelTensors t;
+  t.layers.resize(static_cast<std::size_t>(c.num_hidden_layers));
+  std::vector<NamedTensor> named = named_tensors(t);
+  ORIGAMI_CHECK(named.size() == specs.size(), "{} shard specs for {} model tensors", specs.size(),
+                named.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    ORIGAMI_CHECK(named[i].name == specs[i].name, "shard spec {} is not tensor {}", specs[i].name,
+                  named[i].name);
+    *named[i].tensor = Tensor(tracker, category, specs[i].local);
+  }
+  return t;
+}
+
+void initialize_sharded(ModelTensors& params, const std::vector<ShardSpec>& specs,
+                        const ModelConfig& config, std::uint64_t seed) {
+  std::vector<NamedTensor> named = named_tensors(params);
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const ShardSpec& s = specs[i];
+    Tensor& t = *named[i].tensor;
+    if (s.is_norm) {
+      for (float& x : t.span()) x = 1.0f;
+      continue;
+    }
+    // Vocabulary blocks may run past V (padding): initialise only the rows that exist.
+    const std::int64_t valid_rows =
+        std::max<std::int64_t>(0, std::min(s.local[0], s.global[0] - s.offset[0]));
+    if (valid_rows == s.local[0]) {
+      rng::fill_normal_block(t, seed, s.name, s.global, s.offset, config.initializer_range);
+    } else if (valid_rows > 0) {
+      Tensor part(*t.tracker(), MemCategory::Workspace, {valid_rows, s.local[1]});
+      rng::fill_normal_block(part, seed, s.name, s.global, s.offset, config.initializer_range);
+      std::memcpy(t.f32(), part.f32(), static_cast<std::size_t>(part.numel()) * sizeof(float));
+    }
+  }
+}
+
+Tensor gather_full(const ShardSpec& s, const Tensor& local, comm::Communicator& tp,
+                   MemoryTracker& tracker) {
+  Tensor full(tracker, MemCategory::Workspace, s.global);
+  if (s.shard_dim < 0 || s.parts == 1) {
+    full.copy_from(local);
+    return full;
+  }
+  ORIGAMI_CHECK(tp.size() == s.parts, "gathering {} sharded {} ways over an axis of {}", s.name,
+                s.parts, tp.size());
+  Tensor all(tracker, MemCategory::Workspace, {s.parts * local.numel()});
+  tp.all_gather(local, all);
+  const std::int64_t rows = s.local[0], cols = s.local[1];
+  if (s.shard_dim == 0) {  // blocks of rows in rank order; drop the vocabulary padding
+    std::memcpy(full.f32(), all.f32(), static_cast<std::size_t>(full.numel()) * sizeof(float));
+  } else {  // blocks of columns: block p holds columns [p*cols, (p+1)*cols) of every row
+    for (int p = 0; p < s.parts; ++p)
+      for (std::int64_t r = 0; r < rows; ++r)
+        std::memcpy(full.f32() + r * s.global[1] + p * cols, all.f32() + (p * rows + r) * cols,
+                    static_cast<std::size_t>(cols) * sizeof(float));
+  }
+  return full;
+}
+
+}  // namespace origami::parallel

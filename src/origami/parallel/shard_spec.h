@@ -1,0 +1,50 @@
+// Which block of each model tensor a rank holds, and the operations driven by it:
+// allocation with local shapes, initialisation bit-identical to the single-device tensor's
+// slice, and gathering a sharded tensor back into the full tensor.
+//
+// On a tensor-parallel axis of T ranks (rank t):
+//   q/k/v proj, gate/up proj   rows  [t*n/T, (t+1)*n/T)   (column-parallel: output features)
+//   o_proj, down_proj          cols  [t*n/T, (t+1)*n/T)   (row-parallel: input features)
+//   embed_tokens, lm_head      rows  [t*Vp/T, (t+1)*Vp/T) of the vocabulary padded to Vp;
+//                              rows >= V are padding (zero, never updated: their gradient is 0)
+//   RMSNorm weights            replicated (every rank holds the whole vector)
+// Every tensor is replicated over the other axes (data and sequence parallel).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "origami/comm/communicator.h"
+#include "origami/model/weights.h"
+
+namespace origami::parallel {
+
+struct ShardSpec {
+  std::string name;
+  Shape global;          // the single-device shape
+  Shape local;           // this rank's block (vocabulary rows padded)
+  Shape offset;          // where the block starts in the global tensor
+  int shard_dim = -1;    // -1: replicated on the tensor axis; 0: rows; 1: columns
+  int parts = 1;         // ranks sharing the tensor on the tensor axis
+  bool is_norm = false;  // RMSNorm weight: replicated, initialised to 1, no weight decay
+};
+
+// Specs in the order of named_tensors() for tensor-parallel degree `tp`, rank `tp_rank`.
+// Throws ConfigError if the degree does not divide heads, kv heads or the MLP width.
+std::vector<ShardSpec> make_shard_specs(const ModelConfig& config, int tp, int tp_rank);
+
+// Allocates tensors with the specs' local shapes (zeroed), in named_tensors() order.
+ModelTensors allocate_sharded(const ModelConfig& config, const std::vector<ShardSpec>& specs,
+                              MemoryTracker& tracker, MemCategory category);
+
+// Initialises each block exactly as the same slice of the single-device initialisation
+// (initialize_parameters): same seed, same names, global indices; padding rows stay zero.
+void initialize_sharded(ModelTensors& params, const std::vector<ShardSpec>& specs,
+                        const ModelConfig& config, std::uint64_t seed);
+
+// Collective over the tensor axis `tp` (size spec.parts, or any size for a replicated
+// tensor): every rank receives the full [global] tensor, allocated on `tracker` as Workspace.
+Tensor gather_full(const ShardSpec& spec, const Tensor& local, comm::Communicator& tp,
+                   MemoryTracker& tracker);
+
+}  // namespace origami::parallel

@@ -1,0 +1,191 @@
+// The parity harness every strategy shares: run a case on one device (LlamaModel, the model
+// proven equal to PyTorch in tests/oracle) and on a parallel plan over any communicator
+// (threads or MPI), gather every gradient and parameter into full tensors, and compare per
+// tensor with ||a - b|| / ||b||.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "origami/kernels/cross_entropy.h"
+#include "origami/model/llama.h"
+#include "origami/parallel/rank_model.h"
+#include "origami/train/trainer.h"
+
+namespace origami::parity {
+
+inline ModelConfig make_model(std::int64_t vocab, std::int64_t h, std::int64_t f,
+                              std::int64_t heads, std::int64_t kv_heads, std::int64_t layers = 2) {
+  ModelConfig c;
+  c.vocab_size = vocab;
+  c.hidden_size = h;
+  c.intermediate_size = f;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = kv_heads;
+  c.max_position_embeddings = 64;
+  c.initializer_range = 0.15;  // far from uniform attention: every path carries signal
+  return c;
+}
+
+// Masks: every 5th label masked, or the first `masked_prefix` positions of every sequence.
+struct Case {
+  std::string name;
+  ModelConfig model;
+  parallel::ParallelConfig plan;
+  std::int64_t batch = 2, seq = 24;  // global micro-batch of `batch` sequences
+  int micro = 1;                     // micro-batches per step (gradient accumulation)
+  parallel::Recompute recompute = parallel::Recompute::None;
+  std::int64_t masked_prefix = 0;
+  int steps = 0;                     // AdamW steps compared after the gradient check
+  double max_grad_norm = 0;          // clipping threshold in the steps (0: none)
+};
+
+// gtest prints a case by its name.
+inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+struct Data {
+  std::vector<std::int32_t> ids, labels;  // [micro * batch, seq] per step, steps+1 sets
+};
+
+inline Data make_data(const Case& c, int sets, unsigned seed = 7) {
+  std::mt19937 gen(seed);
+  Data d;
+  const std::int64_t n = static_cast<std::int64_t>(sets) * c.micro * c.batch * c.seq;
+  for (std::int64_t i = 0; i < n; ++i) {
+    d.ids.push_back(static_cast<std::int32_t>(gen() % static_cast<unsigned>(c.model.vocab_size)));
+    const std::int64_t pos = i % c.seq;
+    const bool masked = c.masked_prefix > 0 ? pos < c.masked_prefix : i % 5 == 0;
+    d.labels.push_back(masked ? kernels::kIgnoreLabel
+                              : static_cast<std::int32_t>(gen() % static_cast<unsigned>(c.model.vocab_size)));
+  }
+  return d;
+}
+
+// Micro-batch m of set s: `batch` consecutive sequences.
+inline TokenBatch micro_batch(const Case& c, const Data& d, int set, int m) {
+  const std::int64_t first = (static_cast<std::int64_t>(set) * c.micro + m) * c.batch;
+  return {c.batch, c.seq, d.ids.data() + first * c.seq, d.labels.data() + first * c.seq};
+}
+
+struct Result {
+  double loss = 0;                  // mean loss of the gradient check
+  double grad_norm = 0;
+  std::vector<std::string> names;
+  std::vector<std::vector<float>> grads;   // full tensors, named_tensors() order
+  std::vector<double> step_losses;         // the AdamW steps' losses
+  std::vector<float> clip_coefficients;
+  std::vector<std::vector<float>> params;  // after the steps
+  MemoryStats memory;
+};
+
+inline std::vector<float> to_vector(const Tensor& t) { return {t.f32(), t.f32() + t.numel()}; }
+
+inline kernels::AdamWHyper test_hyper() {
+  return {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+}
+constexpr std::uint64_t kSeed = 1234;
+
+inline Result run_single(const Case& c, const Data& d) {
+  MemoryTracker tracker("single");
+  LlamaModel model(c.model, tracker, kSeed);
+  Result r;
+  std::vector<TokenBatch> micro;
+  for (int m = 0; m < c.micro; ++m) micro.push_back(micro_batch(c, d, 0, m));
+  std::int64_t count = 0;
+  for (const TokenBatch& b : micro) count += count_unmasked(b);
+  const double scale = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
+  double sum = 0;
+  for (const TokenBatch& b : micro) sum += model.forward_backward(b, scale).sum;
+  r.loss = count > 0 ? sum / static_cast<double>(count) : 0.0;
+  r.grad_norm = global_grad_norm(model.grads());
+  for (NamedTensor& g : named_tensors(model.grads())) {
+    r.names.push_back(g.name);
+    r.grads.push_back(to_vector(*g.tensor));
+  }
+  if (c.steps > 0) {
+    AdamW opt(c.model, tracker, test_hyper());
+    for (int s = 1; s <= c.steps; ++s) {
+      std::vector<TokenBatch> mb;
+      for (int m = 0; m < c.micro; ++m) mb.push_back(micro_batch(c, d, s, m));
+      const StepStats st = train_step(model, opt, mb, test_hyper().lr, c.max_grad_norm);
+      r.step_losses.push_back(st.loss);
+      r.clip_coefficients.push_back(st.clip_coefficient);
+    }
+    for (NamedTensor& p : named_tensors(model.params())) r.params.push_back(to_vector(*p.tensor));
+  }
+  r.memory = tracker.stats();
+  return r;
+}
+
+// Runs on every rank of `world`; the gathered result is returned on every rank.
+inline Result run_parallel(const Case& c, const Data& d, comm::Communicator& world) {
+  parallel::validate_plan(c.plan, c.model, c.seq, c.batch, world.size());
+  parallel::ParallelGroups groups(world, c.plan);
+  MemoryTracker& tracker = world.tracker();
+  parallel::RankModel model(c.model, groups, c.seq, c.recompute, tracker, kSeed);
+  const int P = groups.dp().size(), p = groups.dp().rank();
+  auto local_micro = [&](int set) {
+    std::vector<parallel::LocalBatch> out;
+    for (int m = 0; m < c.micro; ++m) {
+      TokenBatch b = micro_batch(c, d, set, m);
+      const std::int64_t per = c.batch / P;  // this data-parallel rank's sequences
+      b.batch = per;
+      b.input_ids += p * per * c.seq;
+      b.labels += p * per * c.seq;
+      out.push_back(model.localize(b));
+    }
+    return out;
+  };
+  Result r;
+  {
+    const std::vector<parallel::LocalBatch> micro = local_micro(0);
+    const std::int64_t count = model.global_unmasked(micro);
+    const double scale = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
+    zero_tensors(model.grads());
+    double local = 0;
+    for (const parallel::LocalBatch& b : micro) local += model.run(b, true, scale).sum;
+    model.reduce_gradients();
+    const double sum = model.global_loss_sum(local);
+    r.loss = count > 0 ? sum / static_cast<double>(count) : 0.0;
+    r.grad_norm = model.grad_norm();
+    MemoryTracker scratch("gather");
+    for (Tensor& t : model.gather(model.grads(), scratch)) r.grads.push_back(to_vector(t));
+    for (const parallel::ShardSpec& s : model.specs()) r.names.push_back(s.name);
+  }
+  r.memory = tracker.stats();
+  if (c.steps > 0) {
+    AdamW opt(model.params(), tracker, test_hyper());
+    for (int s = 1; s <= c.steps; ++s) {
+      const parallel::ParallelStepStats st =
+          parallel::parallel_train_step(model, opt, local_micro(s), test_hyper().lr, c.max_grad_norm);
+      r.step_losses.push_back(st.loss);
+      r.clip_coefficients.push_back(st.clip_coefficient);
+    }
+    MemoryTracker scratch("gather");
+    for (Tensor& t : model.gather(model.params(), scratch)) r.params.push_back(to_vector(t));
+  }
+  return r;
+}
+
+inline double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, ref = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff += std::pow(double(a[i]) - double(b[i]), 2);
+    ref += std::pow(double(b[i]), 2);
+  }
+  return ref > 0 ? std::sqrt(diff / ref) : std::sqrt(diff);
+}
+
+inline double relative_difference(double a, double b) {
+  return b != 0 ? std::abs(a - b) / std::abs(b) : std::abs(a - b);
+}
+
+constexpr double kGradTolerance = 1e-5;
+constexpr double kStepTolerance = 1e-4;
+
+}  // namespace origami::parity

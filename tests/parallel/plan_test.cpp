@@ -1,0 +1,155 @@
+// Layouts, shard specs and plans: positions of every layout, slices that equal the
+// single-device tensor, and bad input refused up front with the constraint and a working value.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "origami/comm/run_ranks.h"
+#include "origami/core/rng.h"
+#include "origami/parallel/plan.h"
+#include "origami/parallel/shard_spec.h"
+
+namespace origami::parallel {
+namespace {
+
+TEST(TokenLayout, ZigzagGivesRankRChunksRAnd2DMinus1MinusR) {
+  const TokenLayout l(TokenLayoutKind::Zigzag, 16, 4, 1);
+  EXPECT_EQ(l.positions(), (std::vector<std::int64_t>{2, 3, 12, 13}));
+  // Every position exactly once over the ranks, for each kind and several degrees.
+  for (auto kind : {TokenLayoutKind::Zigzag, TokenLayoutKind::Contiguous}) {
+    for (int D : {1, 2, 3, 4}) {
+      std::vector<std::int64_t> all;
+      for (int r = 0; r < D; ++r) {
+        const TokenLayout x(kind, 24, D, r);
+        all.insert(all.end(), x.positions().begin(), x.positions().end());
+      }
+      std::sort(all.begin(), all.end());
+      std::vector<std::int64_t> want(24);
+      std::iota(want.begin(), want.end(), 0);
+      EXPECT_EQ(all, want);
+    }
+  }
+  EXPECT_EQ(TokenLayout(TokenLayoutKind::Contiguous, 12, 3, 2).positions(),
+            (std::vector<std::int64_t>{8, 9, 10, 11}));
+}
+
+TEST(TokenLayout, SliceAndScatterAreInverse) {
+  const TokenLayout l(TokenLayoutKind::Zigzag, 8, 2, 1);
+  std::vector<float> global(2 * 8);
+  std::iota(global.begin(), global.end(), 0.0f);
+  const std::vector<float> local = l.slice(global.data(), 2);
+  EXPECT_EQ(local, (std::vector<float>{2, 3, 4, 5, 10, 11, 12, 13}));
+  std::vector<float> back(16, -1.0f);
+  l.scatter_rows(local.data(), 2, 1, back.data());
+  for (std::int64_t p : {2, 3, 4, 5}) EXPECT_EQ(back[p], global[p]);
+  EXPECT_EQ(back[0], -1.0f);
+}
+
+TEST(TokenLayout, RefusesSequencesThatDoNotSplit) {
+  try {
+    TokenLayout(TokenLayoutKind::Zigzag, 20, 4, 0);
+    FAIL();
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("2 x degree"), std::string::npos) << m;
+    EXPECT_NE(m.find("degree 2"), std::string::npos) << m;  // 20 % 4 == 0
+  }
+  EXPECT_THROW(TokenLayout(TokenLayoutKind::Contiguous, 10, 4, 0), ConfigError);
+  EXPECT_NO_THROW(TokenLayout(TokenLayoutKind::Contiguous, 12, 4, 3));
+}
+
+ModelConfig small_model() {
+  ModelConfig c;
+  c.vocab_size = 50;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  return c;
+}
+
+TEST(ShardSpec, ShardsEqualSlicesOfTheSingleDeviceTensorsAndGatherBack) {
+  const ModelConfig c = small_model();
+  MemoryTracker full_tracker;
+  ModelTensors full = allocate_model_tensors(c, full_tracker, MemCategory::Parameters);
+  initialize_parameters(full, c, 99);
+  std::vector<NamedTensor> want = named_tensors(full);
+  comm::run_ranks(2, [&](comm::Communicator& world) {
+    const std::vector<ShardSpec> specs = make_shard_specs(c, 2, world.rank());
+    ModelTensors mine = allocate_sharded(c, specs, world.tracker(), MemCategory::Parameters);
+    initialize_sharded(mine, specs, c, 99);
+    std::vector<NamedTensor> got = named_tensors(mine);
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      MemoryTracker scratch;
+      const Tensor g = gather_full(specs[i], *got[i].tensor, world, scratch);
+      ASSERT_EQ(g.shape(), want[i].tensor->shape()) << specs[i].name;
+      for (std::int64_t e = 0; e < g.numel(); ++e)
+        ASSERT_EQ(g.f32()[e], want[i].tensor->f32()[e]) << specs[i].name << " element " << e;
+    }
+  });
+}
+
+TEST(ShardSpec, RefusesDegreesThatDoNotDivideHeads) {
+  const ModelConfig c = small_model();  // 4 heads, 2 kv heads
+  try {
+    make_shard_specs(c, 4, 0);
+    FAIL();
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("key/value heads"), std::string::npos) << m;
+    EXPECT_NE(m.find("largest degree that works is 2"), std::string::npos) << m;
+  }
+  try {
+    make_shard_specs(c, 3, 0);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("attention heads"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Plan, StrategyNamesMapToDegrees) {
+  auto p = make_parallel_config("tpsp", 4, "", false, TokenLayoutKind::Zigzag);
+  EXPECT_EQ(p.tp, 4);
+  EXPECT_TRUE(p.sequence_parallel);
+  p = make_parallel_config("cp", 2, "", false, TokenLayoutKind::Contiguous);
+  EXPECT_EQ(p.sp, 2);
+  p = make_parallel_config("tp", 1, "dp=2,tp=2,sp=2", true, TokenLayoutKind::Zigzag);
+  EXPECT_EQ(p.dp * 100 + p.tp * 10 + p.sp, 222);
+  EXPECT_TRUE(p.sequence_parallel);
+  EXPECT_EQ(p.mesh_spec(), "dp=2,sp=2,tp=2");
+  EXPECT_THROW(make_parallel_config("tsp2", 2, "", false, TokenLayoutKind::Zigzag), ConfigError);
+  EXPECT_THROW(make_parallel_config("tp", 2, "tp=2", false, TokenLayoutKind::Zigzag), ConfigError);
+  EXPECT_THROW(make_parallel_config("dp", 1, "dp=2,tp=2", false, TokenLayoutKind::Zigzag),
+               ConfigError);
+  EXPECT_THROW(make_parallel_config("single", 2, "", false, TokenLayoutKind::Zigzag), ConfigError);
+}
+
+TEST(Plan, RefusesPlansThatCannotRunBeforeAnyWork) {
+  const ModelConfig c = small_model();
+  ParallelConfig p;
+  p.tp = 2;
+  try {
+    validate_plan(p, c, 16, 2, 4);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs 2 ranks but the world has 4"), std::string::npos)
+        << e.what();
+  }
+  p = ParallelConfig{};
+  p.sp = 4;
+  EXPECT_THROW(validate_plan(p, c, 12, 1, 4), ConfigError);  // 12 % 8 != 0 (zigzag)
+  p.layout = TokenLayoutKind::Contiguous;
+  EXPECT_NO_THROW(validate_plan(p, c, 12, 1, 4));
+  p = ParallelConfig{};
+  p.dp = 2;
+  EXPECT_THROW(validate_plan(p, c, 12, 3, 2), ConfigError);  // 3 sequences over dp=2
+  p = ParallelConfig{};
+  p.tp = 2;
+  p.sequence_parallel = true;
+  EXPECT_THROW(validate_plan(p, c, 3, 1, 2), ConfigError);  // 3 rows over tp=2
+}
+
+}  // namespace
+}  // namespace origami::parallel
