@@ -39,7 +39,7 @@ struct Case {
   parallel::ParallelConfig plan;
   std::int64_t batch = 2, seq = 24;  // global micro-batch of `batch` sequences
   int micro = 1;                     // micro-batches per step (gradient accumulation)
-  parallel::Recompute recompute = parallel::Recompute::None;
+  Recompute recompute = Recompute::None;
   std::int64_t masked_prefix = 0;
   int steps = 0;                     // AdamW steps compared after the gradient check
   double max_grad_norm = 0;          // clipping threshold in the steps (0: none)

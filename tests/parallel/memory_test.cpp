@@ -9,7 +9,6 @@
 namespace origami::parity {
 namespace {
 
-using parallel::Recompute;
 
 struct Measured {
   std::int64_t params = 0, grads = 0, optimizer = 0, activations_peak = 0;

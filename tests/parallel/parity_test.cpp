@@ -16,7 +16,6 @@ namespace origami::parity {
 namespace {
 
 using parallel::ParallelConfig;
-using parallel::Recompute;
 using parallel::TokenLayoutKind;
 
 // Models: "mha" 4 heads; "gqa" 4 heads over 2 kv heads, vocabulary 97 (prime: padded at

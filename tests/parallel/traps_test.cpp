@@ -11,7 +11,6 @@
 namespace origami::parity {
 namespace {
 
-using parallel::Recompute;
 using parallel::TokenLayoutKind;
 
 class Traps : public ::testing::Test {

@@ -91,6 +91,14 @@ void mlp_block_forward(const MlpDims& d, const float* n, const MlpWeights& w,
   linear_forward(d.rows, d.ffn, d.hidden, gated.f32(), w.w_down, y, /*accumulate=*/true);
 }
 
+void mlp_block_recompute(const MlpDims& d, const float* n, const MlpWeights& w,
+                         MemoryTracker& tracker, MlpSaved& s) {
+  s.a = Tensor(tracker, MemCategory::Workspace, {d.rows, d.ffn});
+  s.u = Tensor(tracker, MemCategory::Workspace, {d.rows, d.ffn});
+  linear_forward(d.rows, d.hidden, d.ffn, n, w.w_gate, s.a.f32());
+  linear_forward(d.rows, d.hidden, d.ffn, n, w.w_up, s.u.f32());
+}
+
 void mlp_block_backward(const MlpDims& d, const float* n, const MlpWeights& w,
                         const MlpSaved& s, const float* dy, MemoryTracker& tracker, float* dn,
                         const MlpGrads& g) {

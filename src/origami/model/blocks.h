@@ -87,6 +87,10 @@ struct MlpSaved {
 // y[rows, h] += (silu(n W_gate^T) * (n W_up^T)) W_down^T
 void mlp_block_forward(const MlpDims& dims, const float* n, const MlpWeights& w,
                        MemoryTracker& tracker, MlpSaved& saved, float* y);
+// Recomputes the gate/up pre-activations a backward needs when the forward did not keep them
+// (recompute policies mlp and full), as Workspace: they live only for this backward.
+void mlp_block_recompute(const MlpDims& dims, const float* n, const MlpWeights& w,
+                         MemoryTracker& tracker, MlpSaved& saved);
 void mlp_block_backward(const MlpDims& dims, const float* n, const MlpWeights& w,
                         const MlpSaved& saved, const float* dy, MemoryTracker& tracker, float* dn,
                         const MlpGrads& g);

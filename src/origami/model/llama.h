@@ -1,13 +1,16 @@
 // The single-device Llama model: embedding; L x [RMSNorm, attention with RoPE, residual,
 // RMSNorm, gated MLP, residual]; final RMSNorm; untied LM head; mean cross-entropy over the
-// unmasked labels. The layer loop is spelled out in llama.cpp, forward then backward, and what
-// each layer saves is LayerSaved below.
+// unmasked labels. It is the strategy "single": the shared model driver (driver.h: the layer
+// loop, what each layer saves, the recompute policy) over the single-device blocks
+// (single_ops.h).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "origami/model/blocks.h"
+#include "origami/model/driver.h"
+#include "origami/model/single_ops.h"
 #include "origami/model/config.h"
 #include "origami/model/weights.h"
 
@@ -32,20 +35,11 @@ struct LossResult {
 // Counts the unmasked labels of a batch (the loss's denominator, known before any compute).
 std::int64_t count_unmasked(const TokenBatch& batch);
 
-// What one layer keeps from forward to backward.
-struct LayerSaved {
-  Tensor x_in;   // [rows, h] the layer's input (the attention norm is recomputed from it)
-  Tensor rstd1;  // [rows]
-  AttentionSaved attention;
-  Tensor x_mid;  // [rows, h] the residual after attention (the MLP norm is recomputed)
-  Tensor rstd2;  // [rows]
-  MlpSaved mlp;
-};
-
 class LlamaModel {
  public:
   // Allocates parameters (initialised from `seed`) and zeroed gradients on `tracker`.
-  LlamaModel(const ModelConfig& config, MemoryTracker& tracker, std::uint64_t seed);
+  LlamaModel(const ModelConfig& config, MemoryTracker& tracker, std::uint64_t seed,
+             Recompute recompute = Recompute::None);
 
   const ModelConfig& config() const { return config_; }
   ModelTensors& params() { return params_; }
@@ -67,7 +61,8 @@ class LlamaModel {
   MemoryTracker& tracker_;
   ModelTensors params_;
   ModelTensors grads_;
-  RopeTables rope_;
+  SingleOps ops_;
+  ModelDriver driver_;
 };
 
 // Model FLOPs of one forward+backward over B sequences of S tokens (the formula in

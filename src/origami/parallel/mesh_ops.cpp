@@ -160,14 +160,10 @@ void MeshOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const fl
   Tensor dy_holder, in_holder, dn_holder;
   const float* dy = gather_rows(dx, dy_holder);
   const float* in = gather_rows(n, in_holder);
-  if (!s.a.defined()) {  // recompute policy: the gate/up pre-activations were not kept
-    s.a = Tensor(tracker_, MemCategory::Workspace, {dims.rows, dims.ffn});
-    s.u = Tensor(tracker_, MemCategory::Workspace, {dims.rows, dims.ffn});
-    kernels::linear_forward(dims.rows, dims.hidden, dims.ffn, in, L.w_gate.f32(), s.a.f32());
-    kernels::linear_forward(dims.rows, dims.hidden, dims.ffn, in, L.w_up.f32(), s.u.f32());
-  }
+  const MlpWeights w{L.w_gate.f32(), L.w_up.f32(), L.w_down.f32()};
+  if (!s.a.defined()) mlp_block_recompute(dims, in, w, tracker_, s);  // recompute policy
   float* dnp = partial_target(dn_holder, dn);
-  mlp_block_backward(dims, in, {L.w_gate.f32(), L.w_up.f32(), L.w_down.f32()}, s, dy, tracker_,
+  mlp_block_backward(dims, in, w, s, dy, tracker_,
                      dnp, {G.w_gate.f32(), G.w_up.f32(), G.w_down.f32()});
   s = MlpSaved();
   reduce_rows_into(dn_holder, dn);
@@ -199,7 +195,7 @@ kernels::LossSum MeshOps::head_forward(const float* nf, bool with_backward) {
     groups_.tp().all_reduce(comm::ConstBuffer(target, R, DType::F32),
                             comm::Buffer(target, R, DType::F32));
   }
-  head_lse_ = Tensor(tracker_, MemCategory::Activations, {R});
+  head_lse_ = Tensor(tracker_, MemCategory::Workspace, {R});  // as the single-device head
   const kernels::LossSum loss = kernels::softmax_stats_finish(R, run_max, run_sum, target,
                                                               batch_->labels.data(),
                                                               head_lse_.f32());

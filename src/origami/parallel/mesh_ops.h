@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "origami/parallel/attention_cp.h"
-#include "origami/parallel/block_ops.h"
+#include "origami/model/block_ops.h"
 #include "origami/parallel/plan.h"
 #include "origami/parallel/shard_spec.h"
 

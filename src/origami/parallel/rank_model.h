@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "origami/model/llama.h"
-#include "origami/parallel/driver.h"
+#include "origami/model/driver.h"
 #include "origami/parallel/mesh_ops.h"
 #include "origami/train/optimizer.h"
 

@@ -15,9 +15,9 @@
 
 #include "origami/model/config.h"
 #include "origami/model/weights.h"
-#include "origami/parallel/block_ops.h"
+#include "origami/model/block_ops.h"
 
-namespace origami::parallel {
+namespace origami {
 
 enum class Recompute { None, Mlp, Full };
 Recompute parse_recompute(const std::string& name);  // "none", "mlp", "full"
@@ -54,4 +54,4 @@ class ModelDriver {
   Recompute recompute_;
 };
 
-}  // namespace origami::parallel
+}  // namespace origami

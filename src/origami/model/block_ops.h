@@ -16,7 +16,7 @@
 #include "origami/kernels/cross_entropy.h"
 #include "origami/model/blocks.h"
 
-namespace origami::parallel {
+namespace origami {
 
 class BlockOps {
  public:
@@ -46,4 +46,4 @@ class BlockOps {
   virtual void head_backward(float grad_scale, float* dnf) = 0;
 };
 
-}  // namespace origami::parallel
+}  // namespace origami

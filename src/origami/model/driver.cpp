@@ -1,4 +1,4 @@
-#include "origami/parallel/driver.h"
+#include "origami/model/driver.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 
 #include "origami/kernels/rmsnorm.h"
 
-namespace origami::parallel {
+namespace origami {
 
 Recompute parse_recompute(const std::string& name) {
   if (name == "none") return Recompute::None;
@@ -131,4 +131,4 @@ kernels::LossSum ModelDriver::run(bool backward, double grad_scale) {
   return loss;
 }
 
-}  // namespace origami::parallel
+}  // namespace origami
