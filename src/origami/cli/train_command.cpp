@@ -32,7 +32,7 @@ std::int64_t parse_bytes(const std::string& text) {
 }
 
 TrainCommand::TrainCommand(CLI::App& app) {
-  command_ = app.add_subcommand("train", "Train a model (single device)");
+  command_ = app.add_subcommand("train", "Train a model (one device or a parallel strategy)");
   TrainOptions& o = options_;
   o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   command_->add_option("--config", config_path_, "Hugging Face Llama config.json")
@@ -64,6 +64,19 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_->add_option("--metrics", o.metrics_path, "write per-step metrics as JSON lines");
   command_->add_option("--memory-cap", memory_cap_, "refuse allocations beyond this (e.g. 2GiB)");
   command_->add_option("--log-every", o.log_every, "print every N steps")->capture_default_str();
+  command_->add_option("--strategy", o.strategy,
+                       "single, dp, tp, tpsp, sp (or cp: context parallel)")
+      ->capture_default_str();
+  command_->add_option("--degree", o.degree, "ranks of the strategy's axis")->capture_default_str();
+  command_->add_option("--mesh", o.mesh, "axes instead of --degree, e.g. dp=2,tp=2 or tp=2,sp=2");
+  command_->add_flag("--tp-sequence-parallel", o.tp_sequence_parallel,
+                     "TP with Megatron's sequence-parallel regions (as --strategy tpsp)");
+  command_->add_option("--layout", o.layout, "token layout on the sequence axis: zigzag, contiguous")
+      ->capture_default_str();
+  command_->add_option("--recompute", o.recompute, "none, mlp (gate/up recomputed) or full (each "
+                       "layer's forward re-run in backward)")->capture_default_str();
+  command_->add_option("--backend", o.backend, "threads (in-process ranks) or mpi (under mpirun; "
+                       "chosen automatically there)")->capture_default_str();
 }
 
 int TrainCommand::run() {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "origami/kernels/threads.h"
+#include "origami/train/parallel_train.h"
 
 namespace origami {
 
@@ -75,8 +76,14 @@ void check_options(const TrainOptions& o) {
 
 }  // namespace
 
+
 TrainResult train(const TrainOptions& o, const std::function<void(const std::string&)>& log) {
   check_options(o);
+  if (o.strategy != "single" || o.degree != 1 || !o.mesh.empty() || o.tp_sequence_parallel ||
+      o.backend == "mpi" || launched_by_mpirun())
+    return train_parallel(o, log);
+  if (o.backend != "auto" && o.backend != "threads")
+    throw ConfigError(fmt::format("unknown --backend '{}'; use threads or mpi", o.backend));
   const data::TokenDataset dataset =
       o.data_path.empty() ? data::TokenDataset::default_corpus()
                           : data::TokenDataset::from_file(o.data_path);
@@ -94,7 +101,7 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
   kernels::set_thread_count(o.threads);
   MemoryTracker tracker("single device");
   tracker.set_cap(o.memory_cap);
-  LlamaModel model(o.model, tracker, o.seed);
+  LlamaModel model(o.model, tracker, o.seed, parse_recompute(o.recompute));
   AdamW optimizer(o.model, tracker,
                   {.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = 1e-8f,
                    .weight_decay = o.weight_decay});

@@ -55,14 +55,26 @@ struct TrainOptions {
   std::string metrics_path;  // JSON lines, one per step ("" = none)
   std::optional<std::int64_t> memory_cap;
   int log_every = 10;
+  // Parallelism (train_parallel.h): strategy single, dp, tp, tpsp, sp or cp with a degree, or
+  // a mesh such as "dp=2,tp=2,sp=2"; TP's sequence-parallel regions; the token layout on the
+  // sequence axis; the recompute policy; the transport ("auto": mpi under mpirun, else threads).
+  std::string strategy = "single";
+  int degree = 1;
+  std::string mesh;
+  bool tp_sequence_parallel = false;
+  std::string layout = "zigzag";
+  std::string recompute = "none";
+  std::string backend = "auto";
 };
 
 struct TrainResult {
   std::vector<StepStats> steps;
-  MemoryStats memory;
+  MemoryStats memory;                 // world rank 0's tracker (the only one on one device)
+  std::vector<MemoryStats> rank_memory;  // every rank's, parallel runs
 };
 
-// Runs the whole loop, printing progress with `log` (one line per call).
+// Runs the whole loop, printing progress with `log` (one line per call). A parallel strategy,
+// a mesh or an mpirun launch goes to train_parallel (parallel_train.h).
 TrainResult train(const TrainOptions& options, const std::function<void(const std::string&)>& log);
 
 }  // namespace origami
