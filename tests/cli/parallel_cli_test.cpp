@@ -1,0 +1,102 @@
+// `origami train` with the parallel strategies: each strategy's printed losses equal the
+// single-device run's (same seed, same data), on threads and under mpirun; plans that cannot
+// work are refused with exit code 2 and a message naming the constraint.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CliRun {
+  int code;
+  std::string output;
+};
+
+CliRun origami(const std::string& args, const std::string& launcher = "") {
+  static int counter = 0;
+  const std::string log = ::testing::TempDir() + "origami_pcli_" + std::to_string(::getpid()) +
+                          "_" + std::to_string(counter++);
+  const std::string cmd = launcher + std::string(ORIGAMI_BINARY_DIR) + "/origami " + args +
+                          " > " + log + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::remove(log.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str()};
+}
+
+// The "loss X" values of the step lines.
+std::vector<std::string> losses(const std::string& out) {
+  std::vector<std::string> v;
+  const std::regex re("step +[0-9]+ +loss ([0-9.]+)");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+    v.push_back((*it)[1]);
+  return v;
+}
+
+const std::string kJob = "train --model tiny --seq 32 --batch 2 --steps 3 --log-every 1 "
+                         "--threads 1 --seed 5 ";
+
+TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
+  const CliRun single = origami(kJob);
+  ASSERT_EQ(single.code, 0) << single.output;
+  const std::vector<std::string> want = losses(single.output);
+  ASSERT_EQ(want.size(), 3u) << single.output;
+  for (const std::string flags :
+       {"--strategy dp --degree 2", "--strategy tp --degree 2 --recompute mlp",
+        "--strategy tpsp --degree 2 --recompute full", "--strategy tp --tp-sequence-parallel --degree 2",
+        "--strategy cp --degree 2 --layout contiguous", "--strategy sp --degree 2",
+        "--strategy tp --mesh tp=2,sp=2", "--strategy tp --mesh dp=2,tp=2 --grad-accum 1"}) {
+    const CliRun r = origami(kJob + flags);
+    ASSERT_EQ(r.code, 0) << flags << "\n" << r.output;
+    EXPECT_EQ(losses(r.output), want) << flags << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr("peak memory per rank")) << flags;
+  }
+}
+
+TEST(ParallelCli, UnderMpirunTheMpiTransportIsChosen) {
+  const CliRun single = origami(kJob);
+  const CliRun r = origami(kJob + "--strategy tp --mesh tp=2,sp=2",
+                        std::string(ORIGAMI_BINARY_DIR) + "/tests/comm/origami_mpirun 4 ");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("on 4 ranks (mpi)"));
+  EXPECT_EQ(losses(r.output), losses(single.output)) << r.output;
+}
+
+TEST(ParallelCli, RefusesPlansThatCannotWork) {
+  struct Bad {
+    const char* flags;
+    const char* message;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"--strategy tp --degree 4", "largest degree that works is 2"},  // tiny: 2 kv heads
+           {"--strategy tp --degree 3", "attention heads"},
+           {"--strategy sp --degree 3", "2 x degree"},  // 32 % 6 != 0
+           {"--strategy dp --degree 3", "does not split over dp=3"},
+           {"--strategy tp --degree 2 --mesh tp=2", "either --degree or --mesh"},
+           {"--strategy sp --mesh sp=2,tp=2", "does not use a tp axis"},
+           {"--strategy tsp2", "unknown strategy"},
+           {"--strategy tp --degree 2 --recompute some", "unknown recompute policy"},
+           {"--strategy sp --degree 2 --layout spiral", "unknown token layout"},
+           {"--strategy tp --degree 2 --backend mpi", "needs the program started by mpirun"},
+           {"--strategy tp --degree 2 --backend carrier-pigeon", "unknown --backend"},
+       }) {
+    const CliRun r = origami(kJob + b.flags);
+    EXPECT_EQ(r.code, 2) << b.flags << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr(b.message)) << b.flags;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,115 @@
+// A representative subset of the parity matrix over MPI processes: the same harness as the
+// threads matrix (../harness.h), each case run when the world has its size. CTest runs
+// `origami_mpirun 2 test_parallel_mpi` and `origami_mpirun 4 test_parallel_mpi`. Rank 0 prints
+// the usual gtest output; other ranks print only their failures.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "../harness.h"
+#include "origami/comm/mpi_transport.h"
+#include "origami/kernels/threads.h"
+
+namespace origami::parity {
+namespace {
+
+comm::Communicator* g_world = nullptr;
+
+parallel::ParallelConfig plan(int dp, int tp, int sp, bool seqpar = false,
+                              parallel::TokenLayoutKind layout = parallel::TokenLayoutKind::Zigzag) {
+  parallel::ParallelConfig p;
+  p.dp = dp;
+  p.tp = tp;
+  p.sp = sp;
+  p.sequence_parallel = seqpar;
+  p.layout = layout;
+  return p;
+}
+
+std::vector<Case> cases() {
+  const ModelConfig mha = make_model(100, 64, 96, 4, 4), gqa = make_model(97, 64, 96, 4, 2);
+  std::vector<Case> v;
+  auto add = [&](std::string name, ModelConfig m, parallel::ParallelConfig p, Recompute r,
+                 int steps) {
+    Case c;
+    c.name = std::move(name);
+    c.model = m;
+    c.plan = p;
+    c.recompute = r;
+    c.steps = steps;
+    c.max_grad_norm = 1.0;
+    v.push_back(c);
+  };
+  // world 2
+  add("dp2", mha, plan(2, 1, 1), Recompute::None, 0);
+  add("tp2_gqa_steps", gqa, plan(1, 2, 1), Recompute::None, 5);
+  add("tpsp2_mlp", mha, plan(1, 2, 1, true), Recompute::Mlp, 0);
+  add("sp2_zigzag_full", gqa, plan(1, 1, 2), Recompute::Full, 0);
+  // world 4
+  add("tp2xsp2_steps", mha, plan(1, 2, 2), Recompute::None, 5);
+  add("dp2xtpsp2", gqa, plan(2, 2, 1, true), Recompute::None, 0);
+  add("sp4_contiguous_mlp", mha, plan(1, 1, 4, false, parallel::TokenLayoutKind::Contiguous),
+      Recompute::Mlp, 0);
+  add("tp4", mha, plan(1, 4, 1), Recompute::Full, 0);
+  return v;
+}
+
+class ParityMpi : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ParityMpi, EqualsOneDevice) {
+  const Case& c = GetParam();
+  if (c.plan.world() != g_world->size())
+    GTEST_SKIP() << "needs " << c.plan.world() << " ranks";
+  kernels::set_thread_count(1);
+  const Data d = make_data(c, c.steps + 1);
+  const Result par = run_parallel(c, d, *g_world);
+  expect_equal(c, par, run_single(c, d));
+}
+
+INSTANTIATE_TEST_SUITE_P(Subset, ParityMpi, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// Other ranks report only failures, prefixed with their rank.
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (r.failed())
+      std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank_, r.file_name() ? r.file_name() : "?",
+                   r.line_number(), r.summary());
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
+}  // namespace origami::parity
+
+int main(int argc, char** argv) {
+  using namespace origami;
+  ::testing::InitGoogleTest(&argc, argv);
+  comm::MpiRuntime runtime;
+  int rc = 0;
+  {
+    MemoryTracker tracker(fmt::format("rank {}", runtime.rank()));
+    comm::Communicator world = runtime.world(tracker);
+    parity::g_world = &world;
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    if (runtime.rank() != 0) {
+      delete listeners.Release(listeners.default_result_printer());
+      listeners.Append(new parity::FailurePrinter(runtime.rank()));
+    }
+    rc = RUN_ALL_TESTS();
+    std::vector<std::int32_t> v = {rc};  // every rank's verdict counts
+    world.all_reduce(v, v, comm::ReduceOp::Max);
+    rc = v[0];
+    if (runtime.rank() == 0)
+      std::printf("MPI world of %d ranks: %s\n", runtime.size(),
+                  rc == 0 ? "all ranks passed" : "a rank failed");
+    parity::g_world = nullptr;
+  }
+  return rc;
+}
