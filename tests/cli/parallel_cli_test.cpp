@@ -55,14 +55,16 @@ TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
   const std::vector<std::string> want = losses(single.output);
   ASSERT_EQ(want.size(), 3u) << single.output;
   for (const std::string flags :
-       {"--strategy dp --degree 2", "--strategy tp --degree 2 --recompute mlp",
+       {"--recompute full", "--strategy dp --degree 2", "--strategy tp --degree 2 --recompute mlp",
         "--strategy tpsp --degree 2 --recompute full", "--strategy tp --tp-sequence-parallel --degree 2",
         "--strategy cp --degree 2 --layout contiguous", "--strategy sp --degree 2",
         "--strategy tp --mesh tp=2,sp=2", "--strategy tp --mesh dp=2,tp=2 --grad-accum 1"}) {
     const CliRun r = origami(kJob + flags);
     ASSERT_EQ(r.code, 0) << flags << "\n" << r.output;
     EXPECT_EQ(losses(r.output), want) << flags << "\n" << r.output;
-    EXPECT_THAT(r.output, HasSubstr("peak memory per rank")) << flags;
+    if (std::string(flags).find("--strategy") != std::string::npos) {
+      EXPECT_THAT(r.output, HasSubstr("peak memory per rank")) << flags;
+    }
   }
 }
 
