@@ -66,7 +66,8 @@ class TokenDataset {
 };
 
 // Walks the steps of a run: next_batch returns the batch of step() and advances. Construct
-// it at the step a run resumes from to continue with the same batches.
+// it at the step a run resumes from to continue with the same batches. The dataset must
+// outlive the sampler.
 class BatchSampler {
  public:
   BatchSampler(const TokenDataset& dataset, std::uint64_t seed, std::int64_t start_step = 0)
