@@ -53,8 +53,8 @@ class TokenDataset {
 
   // Start of sequence b of step `step` in a batch of B sequences of S tokens (see top).
   // ConfigError if the dataset is shorter than S + 1 tokens.
-  std::int64_t window_start(std::uint64_t seed, std::int64_t step, std::int64_t B,
-                            std::int64_t b, std::int64_t S) const;
+  std::int64_t window_start(std::uint64_t seed, std::int64_t step, std::int64_t B, std::int64_t b,
+                            std::int64_t S) const;
   // The whole batch of a step, allocated under `category` on `tracker`.
   Batch batch(std::uint64_t seed, std::int64_t step, std::int64_t B, std::int64_t S,
               MemoryTracker& tracker, MemCategory category = MemCategory::Workspace) const;
