@@ -44,6 +44,7 @@ constexpr std::int64_t kKeyTile = 256;         // keys per tile (a multiple of k
 // Query rows x heads per query block: forward blocks are larger, since each key tile is read
 // once per block; the backward's working set (five tiles) favours smaller ones.
 constexpr std::int64_t kForwardRows = 128;
+constexpr std::int64_t kForwardBlocksPerUnit = 4;  // query blocks sharing each K/V tile copy
 constexpr std::int64_t kBackwardRows = 64;
 constexpr float kLog2e = 1.44269504088896340736f;
 constexpr float kLn2 = 0.69314718055994530942f;
@@ -267,58 +268,95 @@ void online_softmax_columns(std::int64_t n, std::int64_t mp, float* st, float* c
   }
 }
 
-// One query block against every key tile it can see. Scores are computed transposed,
-// S^T = K (scaled Q)^T: Q^T is packed (transposed) once per block, and per tile K and V rows
-// are only copied contiguous (a streaming copy, 3% of the tile's work; reading them in place
-// from the [B, kv_len, Hkv, d] layout measured 10% slower at S = 16K).
-void forward_block(const Geometry& G, const ForwardArgs& a, std::int64_t b, std::int64_t g,
-                   std::int64_t qb) {
+// Running state of one query block in the forward: Q^T, the output accumulator and the
+// per-query max, sum and rescale factor.
+struct ForwardBlock {
+  QueryBlock blk;
+  std::int64_t mp = 0;  // rows padded to whole vectors
+  float *qt, *acc, *col_max, *col_sum, *alpha;
+  std::int64_t* qpos;
+};
+
+// This block's share of one key tile (whose K and V rows are in krow, vrow).
+void forward_block_tile(const Geometry& G, const ForwardArgs& a, ForwardBlock& f,
+                        const KeyTile& t, const float* krow, const float* vrow, float* st) {
+  const std::int64_t rows = f.blk.rows, mp = f.mp, dp = G.dp;
+  tile_product(t.n, mp, G.s.head_dim, krow, dp, 1, f.qt, mp, st, mp, Init::Zero);
+  if (!all_visible(f.blk, t)) {
+    const std::int64_t* kpos = a.k_pos + t.j0;
+    for (std::int64_t j = 0; j < t.n; ++j) {
+      float* row = st + j * mp;
+      const std::int64_t p = kpos[j];
+      for (std::int64_t r = 0; r < rows; ++r) row[r] = p > f.qpos[r] ? kNegInf : row[r];
+    }
+  }
+  online_softmax_columns(t.n, mp, st, f.col_max, f.col_sum, f.alpha);
+  // acc = alpha * acc + P V, with P(r, j) = st[j, r].
+  tile_product(rows, dp, t.n, st, 1, mp, vrow, dp, f.acc, dp, Init::ScaleRows, f.alpha);
+}
+
+// Up to kForwardBlocksPerUnit consecutive query blocks of one (sequence, kv head) against every
+// key tile they can see. Scores are computed transposed, S^T = K (scaled Q)^T: Q^T is packed
+// once per block; each K/V tile is copied contiguous once and used by all the blocks (the
+// copy reads K/V from far memory: done per block, it took 19% of the forward at S = 4K).
+void forward_unit(const Geometry& G, const ForwardArgs& a, std::int64_t b, std::int64_t g,
+                  std::int64_t first_qb) {
   Scratch& sc = scratch();
-  const QueryBlock blk = query_block(G, a.q_pos, b, g, qb);
-  const std::int64_t rows = blk.rows, mp = attn::round_up_lanes(rows), dp = G.dp;
-  const std::int64_t d = G.s.head_dim;
-  float* qt = sized(sc.q, d * mp);
-  float* acc = sized(sc.acc, rows * dp);
-  float* col_max = sized(sc.row_max, mp);
-  float* col_sum = sized(sc.row_sum, mp);
-  float* alpha = sized(sc.alpha, mp);
-  std::int64_t* qpos = sized(sc.qpos, rows);
-  float* st = sized(sc.scores, kKeyTile * mp);
+  const std::int64_t count = std::min(kForwardBlocksPerUnit, G.q_blocks - first_qb);
+  const std::int64_t max_rows = G.block_rows * G.rep, max_mp = attn::round_up_lanes(max_rows);
+  const std::int64_t dp = G.dp, d = G.s.head_dim;
+  float* qt = sized(sc.q, count * d * max_mp);
+  float* acc = sized(sc.acc, count * max_rows * dp);
+  float* col_max = sized(sc.row_max, count * max_mp);
+  float* col_sum = sized(sc.row_sum, count * max_mp);
+  float* alpha = sized(sc.alpha, count * max_mp);
+  std::int64_t* qpos = sized(sc.qpos, count * max_rows);
+  float* st = sized(sc.scores, kKeyTile * max_mp);
+  float* krow = sized(sc.krow, kKeyTile * dp);
   float* vrow = sized(sc.vrow, kKeyTile * dp);
 
-  pack_query_columns(G, blk, a.q, a.scale * kLog2e, mp, qt);
-  query_positions(G, blk, a.q_pos, qpos);
-  std::fill(acc, acc + rows * dp, 0.0f);
-  std::fill(col_max, col_max + mp, kNegInf);
-  std::fill(col_sum, col_sum + mp, 0.0f);
+  ForwardBlock blocks[kForwardBlocksPerUnit];
+  for (std::int64_t u = 0; u < count; ++u) {
+    ForwardBlock& f = blocks[u];
+    f.blk = query_block(G, a.q_pos, b, g, first_qb + u);
+    f.mp = attn::round_up_lanes(f.blk.rows);
+    f.qt = qt + u * d * max_mp;
+    f.acc = acc + u * max_rows * dp;
+    f.col_max = col_max + u * max_mp;
+    f.col_sum = col_sum + u * max_mp;
+    f.alpha = alpha + u * max_mp;
+    f.qpos = qpos + u * max_rows;
+    pack_query_columns(G, f.blk, a.q, a.scale * kLog2e, f.mp, f.qt);
+    query_positions(G, f.blk, a.q_pos, f.qpos);
+    std::fill(f.acc, f.acc + f.blk.rows * dp, 0.0f);
+    std::fill(f.col_max, f.col_max + f.mp, kNegInf);
+    std::fill(f.col_sum, f.col_sum + f.mp, 0.0f);
+  }
 
   for (std::int64_t ti = 0; ti < G.k_tiles; ++ti) {
     const KeyTile t = key_tile(G, a.k_pos, b, g, ti);
-    if (none_visible(blk, t)) continue;
-    float* krow = sized(sc.krow, kKeyTile * dp);
-    pack_key_rows(G, t, a.k, krow);
-    tile_product(t.n, mp, d, krow, dp, 1, qt, mp, st, mp, Init::Zero);
-    if (!all_visible(blk, t)) {
-      const std::int64_t* kpos = a.k_pos + t.j0;
-      for (std::int64_t j = 0; j < t.n; ++j) {
-        float* row = st + j * mp;
-        const std::int64_t p = kpos[j];
-        for (std::int64_t r = 0; r < rows; ++r) row[r] = p > qpos[r] ? kNegInf : row[r];
+    bool packed = false;
+    for (std::int64_t u = 0; u < count; ++u) {
+      if (none_visible(blocks[u].blk, t)) continue;
+      if (!packed) {
+        pack_key_rows(G, t, a.k, krow);
+        pack_key_rows(G, t, a.v, vrow);
+        packed = true;
       }
+      forward_block_tile(G, a, blocks[u], t, krow, vrow, st);
     }
-    online_softmax_columns(t.n, mp, st, col_max, col_sum, alpha);
-    // acc = alpha * acc + P V, with P(r, j) = st[j, r].
-    pack_key_rows(G, t, a.v, vrow);
-    tile_product(rows, dp, t.n, st, 1, mp, vrow, dp, acc, dp, Init::ScaleRows, alpha);
   }
 
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t i = blk.i0 + r / G.rep, h = g * G.rep + r % G.rep;
-    const float l = col_sum[r];
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    float* o = a.out + G.q_offset(b, i, h);
-    for (std::int64_t c = 0; c < d; ++c) o[c] = acc[r * dp + c] * inv;
-    a.lse[G.lse_offset(b, h, i)] = l > 0.0f ? (col_max[r] + std::log2(l)) * kLn2 : kNegInf;
+  for (std::int64_t u = 0; u < count; ++u) {
+    const ForwardBlock& f = blocks[u];
+    for (std::int64_t r = 0; r < f.blk.rows; ++r) {
+      const std::int64_t i = f.blk.i0 + r / G.rep, h = g * G.rep + r % G.rep;
+      const float l = f.col_sum[r];
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      float* o = a.out + G.q_offset(b, i, h);
+      for (std::int64_t c = 0; c < d; ++c) o[c] = f.acc[r * dp + c] * inv;
+      a.lse[G.lse_offset(b, h, i)] = l > 0.0f ? (f.col_max[r] + std::log2(l)) * kLn2 : kNegInf;
+    }
   }
 }
 
@@ -489,12 +527,13 @@ void attention_forward(const AttentionShape& s, const float* q, const float* k, 
              (q_pos != nullptr || s.q_len == 0) && (k_pos != nullptr || s.kv_len == 0));
   const Geometry G(s, kForwardRows);
   const ForwardArgs a{q, k, v, q_pos, k_pos, scale, out, lse};
-  const std::int64_t units = s.batch * s.kv_heads * G.q_blocks;
+  const std::int64_t per_bg = (G.q_blocks + kForwardBlocksPerUnit - 1) / kForwardBlocksPerUnit;
+  const std::int64_t units = s.batch * s.kv_heads * per_bg;
   const int threads = thread_count();
 #pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1)
   for (std::int64_t u = 0; u < units; ++u) {
-    const std::int64_t qb = u % G.q_blocks, bg = u / G.q_blocks;
-    forward_block(G, a, bg / s.kv_heads, bg % s.kv_heads, qb);
+    const std::int64_t bg = u / per_bg;
+    forward_unit(G, a, bg / s.kv_heads, bg % s.kv_heads, (u % per_bg) * kForwardBlocksPerUnit);
   }
 }
 
