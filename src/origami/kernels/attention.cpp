@@ -46,6 +46,7 @@ constexpr std::int64_t kKeyTile = 256;         // keys per tile (a multiple of k
 constexpr std::int64_t kForwardRows = 128;
 constexpr std::int64_t kForwardBlocksPerUnit = 4;  // query blocks sharing each K/V tile copy
 constexpr std::int64_t kBackwardRows = 64;
+constexpr std::int64_t kBackwardTilesPerUnit = 2;  // key tiles sharing each query-side pack
 constexpr float kLog2e = 1.44269504088896340736f;
 constexpr float kLn2 = 0.69314718055994530942f;
 constexpr std::int64_t kPosMax = std::numeric_limits<std::int64_t>::max();
@@ -406,11 +407,13 @@ QuerySide pack_query_side(const Geometry& G, const BackwardArgs& a, const QueryB
 struct KeySide {
   float *kt, *vt, *krow;
 };
+// Packs into the `slot`-th set of key-side buffers of the thread.
 KeySide pack_key_side(const Geometry& G, const BackwardArgs& a, const KeyTile& t, Scratch& sc,
-                      bool want_dq) {
-  const std::int64_t d = G.s.head_dim;
-  KeySide ks{sized(sc.kt, d * kKeyTile), sized(sc.vt, d * kKeyTile),
-             sized(sc.krow, kKeyTile * G.dp)};
+                      std::int64_t slot, bool want_dq) {
+  const std::int64_t d = G.s.head_dim, slots = kBackwardTilesPerUnit;
+  KeySide ks{sized(sc.kt, slots * d * kKeyTile) + slot * d * kKeyTile,
+             sized(sc.vt, slots * d * kKeyTile) + slot * d * kKeyTile,
+             sized(sc.krow, slots * kKeyTile * G.dp) + slot * kKeyTile * G.dp};
   pack_key_columns(G, t, a.k, ks.kt);
   pack_key_columns(G, t, a.v, ks.vt);
   if (want_dq) pack_key_rows(G, t, a.k, ks.krow);
@@ -457,36 +460,56 @@ void backward_pair(const Geometry& G, const BackwardArgs& a, const QueryBlock& b
   }
 }
 
-// All query blocks against one key tile: the tile's dK/dV are complete afterwards. With
-// want_dq, dQ contributions are added on the way (the caller must own those dQ rows).
-void backward_key_tile(const Geometry& G, const BackwardArgs& a, std::int64_t b, std::int64_t g,
-                       std::int64_t ti, bool want_dq) {
+// All query blocks against up to kBackwardTilesPerUnit consecutive key tiles: their dK/dV are
+// complete afterwards. Each query block's tiles (q, dO, D, lse) are packed once for all those
+// key tiles (they come from far memory: packed per tile pair, they took 12% of the backward).
+// With want_dq, dQ contributions are added on the way (the caller must own those dQ rows);
+// each dQ row still receives its key tiles' contributions in increasing tile order.
+void backward_key_tiles(const Geometry& G, const BackwardArgs& a, std::int64_t b, std::int64_t g,
+                        std::int64_t first_tile, bool want_dq) {
   Scratch& sc = scratch();
-  const KeyTile t = key_tile(G, a.k_pos, b, g, ti);
-  const std::int64_t dp = G.dp, d = G.s.head_dim;
-  float* dk_tile = sized(sc.dk, kKeyTile * dp);
-  float* dv_tile = sized(sc.dv, kKeyTile * dp);
-  std::fill(dk_tile, dk_tile + t.n * dp, 0.0f);
-  std::fill(dv_tile, dv_tile + t.n * dp, 0.0f);
-  bool packed = false;
-  KeySide ks{};
+  const std::int64_t count = std::min(kBackwardTilesPerUnit, G.k_tiles - first_tile);
+  const std::int64_t dp = G.dp, d = G.s.head_dim, slots = kBackwardTilesPerUnit;
+  float* dk_tiles = sized(sc.dk, slots * kKeyTile * dp);
+  float* dv_tiles = sized(sc.dv, slots * kKeyTile * dp);
+  KeyTile tiles[kBackwardTilesPerUnit];
+  KeySide sides[kBackwardTilesPerUnit];
+  bool packed[kBackwardTilesPerUnit] = {};
+  for (std::int64_t u = 0; u < count; ++u) {
+    tiles[u] = key_tile(G, a.k_pos, b, g, first_tile + u);
+    std::fill(dk_tiles + u * kKeyTile * dp, dk_tiles + (u * kKeyTile + tiles[u].n) * dp, 0.0f);
+    std::fill(dv_tiles + u * kKeyTile * dp, dv_tiles + (u * kKeyTile + tiles[u].n) * dp, 0.0f);
+  }
   for (std::int64_t qb = 0; qb < G.q_blocks; ++qb) {
     const QueryBlock blk = query_block(G, a.q_pos, b, g, qb);
-    if (none_visible(blk, t)) continue;
-    if (!packed) {
-      ks = pack_key_side(G, a, t, sc, want_dq);
-      packed = true;
+    bool q_packed = false;
+    QuerySide qs{};
+    for (std::int64_t u = 0; u < count; ++u) {
+      if (none_visible(blk, tiles[u])) continue;
+      if (!packed[u]) {
+        sides[u] = pack_key_side(G, a, tiles[u], sc, u, want_dq);
+        packed[u] = true;
+      }
+      if (!q_packed) {
+        qs = pack_query_side(G, a, blk, sc);
+        q_packed = true;
+      }
+      backward_pair(G, a, blk, qs, tiles[u], sides[u], sc, dk_tiles + u * kKeyTile * dp,
+                    dv_tiles + u * kKeyTile * dp, want_dq);
     }
-    const QuerySide qs = pack_query_side(G, a, blk, sc);
-    backward_pair(G, a, blk, qs, t, ks, sc, dk_tile, dv_tile, want_dq);
   }
-  if (!packed) return;
-  for (std::int64_t j = 0; j < t.n; ++j) {
-    float* dkr = a.dk + G.kv_offset(b, t.j0 + j, g);
-    float* dvr = a.dv + G.kv_offset(b, t.j0 + j, g);
-    for (std::int64_t c = 0; c < d; ++c) {
-      dkr[c] += kLn2 * dk_tile[j * dp + c];  // undo the log2(e) folded into q
-      dvr[c] += dv_tile[j * dp + c];
+  for (std::int64_t u = 0; u < count; ++u) {
+    if (!packed[u]) continue;
+    const KeyTile& t = tiles[u];
+    const float* dk_tile = dk_tiles + u * kKeyTile * dp;
+    const float* dv_tile = dv_tiles + u * kKeyTile * dp;
+    for (std::int64_t j = 0; j < t.n; ++j) {
+      float* dkr = a.dk + G.kv_offset(b, t.j0 + j, g);
+      float* dvr = a.dv + G.kv_offset(b, t.j0 + j, g);
+      for (std::int64_t c = 0; c < d; ++c) {
+        dkr[c] += kLn2 * dk_tile[j * dp + c];  // undo the log2(e) folded into q
+        dvr[c] += dv_tile[j * dp + c];
+      }
     }
   }
 }
@@ -505,7 +528,7 @@ void backward_query_block(const Geometry& G, const BackwardArgs& a, std::int64_t
       qs = pack_query_side(G, a, blk, sc);
       packed = true;
     }
-    const KeySide ks = pack_key_side(G, a, t, sc, true);
+    const KeySide ks = pack_key_side(G, a, t, sc, 0, true);
     backward_pair(G, a, blk, qs, t, ks, sc, nullptr, nullptr, true);
   }
 }
@@ -552,17 +575,19 @@ void attention_backward(const AttentionShape& s, const float* q, const float* k,
   if (use_fused_backward(units, threads)) {
 #pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1)
     for (std::int64_t u = 0; u < units; ++u) {
-      for (std::int64_t ti = 0; ti < G.k_tiles; ++ti) {
-        backward_key_tile(G, a, u / s.kv_heads, u % s.kv_heads, ti, true);
+      for (std::int64_t ti = 0; ti < G.k_tiles; ti += kBackwardTilesPerUnit) {
+        backward_key_tiles(G, a, u / s.kv_heads, u % s.kv_heads, ti, true);
       }
     }
     return;
   }
-  const std::int64_t key_units = units * G.k_tiles;
+  const std::int64_t per_bg = (G.k_tiles + kBackwardTilesPerUnit - 1) / kBackwardTilesPerUnit;
+  const std::int64_t key_units = units * per_bg;
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
   for (std::int64_t u = 0; u < key_units; ++u) {
-    const std::int64_t ti = u % G.k_tiles, bg = u / G.k_tiles;
-    backward_key_tile(G, a, bg / s.kv_heads, bg % s.kv_heads, ti, false);
+    const std::int64_t bg = u / per_bg;
+    backward_key_tiles(G, a, bg / s.kv_heads, bg % s.kv_heads, (u % per_bg) * kBackwardTilesPerUnit,
+                       false);
   }
   const std::int64_t query_units = units * G.q_blocks;
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
