@@ -308,14 +308,14 @@ void forward_block_tile(const Geometry& G, const ForwardArgs& a, ForwardBlock& f
   tile_product(rows, dp, t.n, st, 1, mp, vrow, dp, f.acc, dp, Init::ScaleRows, f.alpha);
 }
 
-// Up to kForwardBlocksPerUnit consecutive query blocks of one (sequence, kv head) against every
+// Up to blocks_per_unit consecutive query blocks of one (sequence, kv head) against every
 // key tile they can see. Scores are computed transposed, S^T = K (scaled Q)^T: Q^T is packed
 // once per block; each K/V tile is copied contiguous once and used by all the blocks (the
 // copy reads K/V from far memory: done per block, it took 19% of the forward at S = 4K).
 void forward_unit(const Geometry& G, const ForwardArgs& a, std::int64_t b, std::int64_t g,
-                  std::int64_t first_qb) {
+                  std::int64_t first_qb, std::int64_t blocks_per_unit) {
   Scratch& sc = scratch();
-  const std::int64_t count = std::min(kForwardBlocksPerUnit, G.q_blocks - first_qb);
+  const std::int64_t count = std::min(blocks_per_unit, G.q_blocks - first_qb);
   const std::int64_t max_rows = G.block_rows * G.rep, max_mp = attn::round_up_lanes(max_rows);
   const std::int64_t dp = G.dp, d = G.s.head_dim;
   float* qt = sized(sc.q, count * d * max_mp);
@@ -562,13 +562,21 @@ void attention_forward(const AttentionShape& s, const float* q, const float* k, 
              (q_pos != nullptr || s.q_len == 0) && (k_pos != nullptr || s.kv_len == 0));
   const Geometry G(s, kForwardRows);
   const ForwardArgs a{q, k, v, q_pos, k_pos, scale, out, lse};
-  const std::int64_t per_bg = (G.q_blocks + kForwardBlocksPerUnit - 1) / kForwardBlocksPerUnit;
-  const std::int64_t units = s.batch * s.kv_heads * per_bg;
   const int threads = thread_count();
+  // Fewer query blocks per unit when the problem is small, so that every thread gets about
+  // eight units to balance the causal mask's uneven work (grouping blocks only shares K/V
+  // copies: it does not change any result).
+  std::int64_t per_unit = kForwardBlocksPerUnit, per_bg = 0, units = 0;
+  while (true) {
+    per_bg = (G.q_blocks + per_unit - 1) / per_unit;
+    units = s.batch * s.kv_heads * per_bg;
+    if (per_unit == 1 || units >= 8 * threads) break;
+    per_unit /= 2;
+  }
 #pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1)
   for (std::int64_t u = 0; u < units; ++u) {
     const std::int64_t bg = u / per_bg;
-    forward_unit(G, a, bg / s.kv_heads, bg % s.kv_heads, (u % per_bg) * kForwardBlocksPerUnit);
+    forward_unit(G, a, bg / s.kv_heads, bg % s.kv_heads, (u % per_bg) * per_unit, per_unit);
   }
 }
 
