@@ -3,7 +3,7 @@
 //   1 and 2 threads; GFLOP/s counted with attention_forward_flops (backward: 2.5x that).
 //   oneDNN sgemm on a square 1024 product, 1 and 2 threads, for the ratio; the attention's own
 //   tile product in cache, for the ceiling of one core.
-// Run: build/attention_bench --benchmark_counters_tabular=true
+// Run: build/bench/attention_bench --benchmark_counters_tabular=true (see docs/results-attention.md)
 #include <cmath>
 #include <cstdint>
 #include <ctime>
