@@ -172,6 +172,17 @@ KeyTile key_tile(const Geometry& G, const std::int64_t* k_pos, std::int64_t b, s
 bool none_visible(const QueryBlock& q, const KeyTile& k) { return k.pmin > q.pmax; }
 bool all_visible(const QueryBlock& q, const KeyTile& k) { return k.pmax <= q.pmin; }
 
+// The tile cut after the last key the block can see: later keys are masked for every query
+// of the block, so they are not computed at all (on sorted positions, most of the masked part
+// of a diagonal tile). Keeps the tile's position range, so the element mask still applies.
+KeyTile visible_part(const QueryBlock& q, const KeyTile& t, const std::int64_t* k_pos) {
+  KeyTile v = t;
+  if (all_visible(q, t)) return v;
+  while (v.n > 0 && k_pos[t.j0 + v.n - 1] > q.pmax) --v.n;
+  v.np = attn::round_up_lanes(v.n);
+  return v;
+}
+
 // Virtual rows of a query-side tensor ([B, q_len, H, d]) times `mult`, zero-padded to dp.
 void pack_query_rows(const Geometry& G, const QueryBlock& blk, const float* src, float mult,
                      float* dst) {
@@ -215,9 +226,9 @@ void query_positions(const Geometry& G, const QueryBlock& blk, const std::int64_
 // scores[rows, np] = (scaled q) k^T for one tile pair, with invisible pairs and the padding
 // columns set to -inf.
 void tile_scores(const Geometry& G, const QueryBlock& blk, const KeyTile& t, const float* q,
-                 const float* kt, const std::int64_t* qpos, const std::int64_t* kpos,
-                 float* scores) {
-  tile_product(blk.rows, t.np, G.s.head_dim, q, G.dp, 1, kt, t.np, scores, t.np, Init::Zero);
+                 const float* kt, std::int64_t ld_kt, const std::int64_t* qpos,
+                 const std::int64_t* kpos, float* scores) {
+  tile_product(blk.rows, t.np, G.s.head_dim, q, G.dp, 1, kt, ld_kt, scores, t.np, Init::Zero);
   const bool mask = !all_visible(blk, t);
   for (std::int64_t r = 0; r < blk.rows; ++r) {
     float* row = scores + r * t.np;
@@ -292,8 +303,9 @@ struct ForwardBlock {
 
 // This block's share of one key tile (whose K and V rows are in krow, vrow).
 void forward_block_tile(const Geometry& G, const ForwardArgs& a, ForwardBlock& f,
-                        const KeyTile& t, const float* krow, const float* vrow, float* st) {
+                        const KeyTile& tile, const float* krow, const float* vrow, float* st) {
   const std::int64_t rows = f.blk.rows, mp = f.mp, dp = G.dp;
+  const KeyTile t = visible_part(f.blk, tile, a.k_pos);
   tile_product(t.n, mp, G.s.head_dim, krow, dp, 1, f.qt, mp, st, mp, Init::Zero);
   if (!all_visible(f.blk, t)) {
     const std::int64_t* kpos = a.k_pos + t.j0;
@@ -435,15 +447,17 @@ KeySide pack_key_side(const Geometry& G, const BackwardArgs& a, const KeyTile& t
 // One (query block, key tile) pair of the backward. dk_tile/dv_tile ([n, dp]) accumulate the
 // key-side gradients (dK still without its ln 2 factor); dQ rows are added to a.dq directly.
 void backward_pair(const Geometry& G, const BackwardArgs& a, const QueryBlock& blk,
-                   const QuerySide& qs, const KeyTile& t, const KeySide& ks, Scratch& sc,
+                   const QuerySide& qs, const KeyTile& tile, const KeySide& ks, Scratch& sc,
                    float* dk_tile, float* dv_tile, bool want_dq) {
+  const KeyTile t = visible_part(blk, tile, a.k_pos);
   const std::int64_t rows = blk.rows, np = t.np, dp = G.dp, d = G.s.head_dim;
   float* p = sized(sc.scores, rows * kKeyTile);
   float* ds = sized(sc.dscores, rows * kKeyTile);
 
-  tile_scores(G, blk, t, qs.q, ks.kt, qs.qpos, a.k_pos + t.j0, p);
+  // K^T and V^T are packed for the whole tile (leading dimension tile.np).
+  tile_scores(G, blk, t, qs.q, ks.kt, tile.np, qs.qpos, a.k_pos + t.j0, p);
   // dP = dO V^T
-  tile_product(rows, np, d, qs.dout, dp, 1, ks.vt, np, ds, np, Init::Zero);
+  tile_product(rows, np, d, qs.dout, dp, 1, ks.vt, tile.np, ds, np, Init::Zero);
   for (std::int64_t r = 0; r < rows; ++r) {
     const VFloat shift = attn::splat(qs.lse2[r]);
     const VFloat delta = attn::splat(qs.delta[r]);
