@@ -188,7 +188,9 @@ Positions zigzag_all(std::int64_t D, std::int64_t chunk) {
 
 // ----- comparisons ------------------------------------------------------------------------
 
-// ||a - b|| / ||b||; when b is all zero, a must be all zero too (returns ||a||).
+// ||a - b|| / ||b||. When b is exactly zero (dq with a single visible key: the softmax of one
+// score has no gradient, and the reference cancels exactly) fp32 leaves rounding noise of the
+// O(1) inputs' size, so the error is then the RMS of a, an absolute error per element.
 double rel_error(const std::vector<float>& a, const std::vector<double>& b) {
   EXPECT_EQ(a.size(), b.size());
   double num = 0.0, den = 0.0;
@@ -197,7 +199,8 @@ double rel_error(const std::vector<float>& a, const std::vector<double>& b) {
     num += e * e;
     den += b[i] * b[i];
   }
-  return den == 0.0 ? std::sqrt(num) : std::sqrt(num / den);
+  if (den == 0.0) return a.empty() ? 0.0 : std::sqrt(num / static_cast<double>(a.size()));
+  return std::sqrt(num / den);
 }
 
 // lse: the -inf entries must match exactly, the finite ones within kTol.
@@ -377,7 +380,7 @@ TEST(Attention, HeadSizes) {
 TEST(Attention, SeveralTilesEachWay) {
   // 300 queries x 2 heads and 600 keys: several query blocks and key tiles, partial last
   // tiles, diagonal, skipped and fully visible tile pairs.
-  expect_matches_reference(make_problem("tiles", 1, 2, 1, 64, range(300, 600), range(0, 600),
+  expect_matches_reference(make_problem("tiles", 1, 2, 1, 32, range(300, 600), range(0, 600),
                                         31));
   // Zigzag with chunks longer than a tile: rank 0's late chunk sees every key tile, its early
   // chunk only the first.
@@ -394,9 +397,11 @@ TEST(Attention, ThreadCountDoesNotChangeResults) {
     std::int64_t B, H, Hkv;
   };
   for (const Case c : {Case{1, 2, 1}, Case{1, 6, 3}, Case{2, 2, 1}, Case{1, 8, 4}}) {
-    // 600 keys: three key tiles, so the split mode's units of two tiles end with a partial one.
-    const Problem p = make_problem("threads", c.B, c.H, c.Hkv, 16, zigzag_rank(2, 150, 1),
-                                   zigzag_all(2, 150), 77);
+    // The split case gets 600 keys: three key tiles, so that its units of two key tiles end
+    // with a partial one. The others are kept small for the sanitizer build.
+    const std::int64_t chunk = c.B * c.Hkv == 1 ? 150 : 40;
+    const Problem p = make_problem("threads", c.B, c.H, c.Hkv, 16, zigzag_rank(2, chunk, 1),
+                                   zigzag_all(2, chunk), 77);
     set_thread_count(1);
     const KernelResult one = run_kernels(p);
     set_thread_count(2);
