@@ -3,7 +3,8 @@
 //   1 and 2 threads; GFLOP/s counted with attention_forward_flops (backward: 2.5x that).
 //   oneDNN sgemm on a square 1024 product, 1 and 2 threads, for the ratio; the attention's own
 //   tile product in cache, for the ceiling of one core.
-// Run: build/bench/attention_bench --benchmark_counters_tabular=true (see docs/results-attention.md)
+// Run: build/bench/attention_bench --benchmark_counters_tabular=true (see
+// docs/results-attention.md)
 #include <cmath>
 #include <cstdint>
 #include <ctime>
@@ -40,7 +41,8 @@ struct Problem {
   Problem(std::int64_t S, std::int64_t H, std::int64_t Hkv) : s{1, S, S, H, Hkv, 64} {
     pos.resize(static_cast<std::size_t>(S));
     std::iota(pos.begin(), pos.end(), 0);
-    const auto nq = static_cast<std::size_t>(S * H * 64), nk = static_cast<std::size_t>(S * Hkv * 64);
+    const auto nq = static_cast<std::size_t>(S * H * 64),
+               nk = static_cast<std::size_t>(S * Hkv * 64);
     q = random_vector(nq, 1);
     k = random_vector(nk, 2);
     v = random_vector(nk, 3);

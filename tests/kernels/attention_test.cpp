@@ -146,12 +146,8 @@ Problem make_problem(std::string name, std::int64_t B, std::int64_t H, std::int6
                      std::int64_t d, Positions qp, Positions kp, unsigned seed = 1) {
   Problem p;
   p.name = std::move(name);
-  p.s = AttentionShape{B,
-                       static_cast<std::int64_t>(qp.size()),
-                       static_cast<std::int64_t>(kp.size()),
-                       H,
-                       Hkv,
-                       d};
+  p.s = AttentionShape{
+      B, static_cast<std::int64_t>(qp.size()), static_cast<std::int64_t>(kp.size()), H, Hkv, d};
   p.qp = std::move(qp);
   p.kp = std::move(kp);
   std::mt19937 gen(seed);
@@ -308,21 +304,20 @@ TEST(Attention, CausalOddLengths) {
 
 TEST(Attention, QueryAndKeyLengthsDiffer) {
   // The last 17 positions of a 130-long sequence against all its keys, and the reverse.
-  expect_matches_reference(make_problem("late queries", 1, 2, 2, 16, range(113, 130),
-                                        range(0, 130), 2));
-  expect_matches_reference(make_problem("many queries", 1, 2, 2, 16, range(0, 130),
-                                        range(0, 17), 3));
+  expect_matches_reference(
+      make_problem("late queries", 1, 2, 2, 16, range(113, 130), range(0, 130), 2));
+  expect_matches_reference(
+      make_problem("many queries", 1, 2, 2, 16, range(0, 130), range(0, 17), 3));
   // Keys of another rank's earlier chunk only.
-  expect_matches_reference(make_problem("past chunk", 2, 3, 1, 12, range(40, 71), range(0, 29),
-                                        4));
+  expect_matches_reference(make_problem("past chunk", 2, 3, 1, 12, range(40, 71), range(0, 29), 4));
 }
 
 TEST(Attention, ZigzagChunks) {
   for (std::int64_t D : {2, 3}) {
     for (std::int64_t chunk : {5, 37}) {  // 37: chunks straddle tiles of keys and queries
       for (std::int64_t r = 0; r < D; ++r) {
-        expect_matches_reference(make_problem(fmt::format("zigzag D={} rank {}", D, r), 1, 4, 2,
-                                              16, zigzag_rank(D, chunk, r), zigzag_all(D, chunk),
+        expect_matches_reference(make_problem(fmt::format("zigzag D={} rank {}", D, r), 1, 4, 2, 16,
+                                              zigzag_rank(D, chunk, r), zigzag_all(D, chunk),
                                               static_cast<unsigned>(10 * D + r)));
       }
     }
@@ -333,8 +328,8 @@ TEST(Attention, ContiguousChunks) {
   const std::int64_t D = 3, chunk = 45;
   for (std::int64_t r = 0; r < D; ++r) {
     expect_matches_reference(make_problem(fmt::format("contiguous rank {}", r), 1, 2, 1, 16,
-                                          range(r * chunk, (r + 1) * chunk),
-                                          range(0, D * chunk), static_cast<unsigned>(20 + r)));
+                                          range(r * chunk, (r + 1) * chunk), range(0, D * chunk),
+                                          static_cast<unsigned>(20 + r)));
   }
 }
 
@@ -355,8 +350,8 @@ TEST(Attention, KeysAllInTheFutureGiveZeroRowsAndGrads) {
     for (float x : *g) ASSERT_EQ(x, 0.0f);
   }
   // Mixed: the early queries see nothing, the later ones some keys.
-  expect_matches_reference(make_problem("partly future", 1, 2, 1, 16, range(0, 40),
-                                        range(25, 90), 9));
+  expect_matches_reference(
+      make_problem("partly future", 1, 2, 1, 16, range(0, 40), range(25, 90), 9));
 }
 
 TEST(Attention, GroupedQueryHeadsAndBatch) {
@@ -364,8 +359,8 @@ TEST(Attention, GroupedQueryHeadsAndBatch) {
     std::int64_t H, Hkv;
   };
   for (const Heads h : {Heads{6, 3}, Heads{8, 2}, Heads{4, 4}, Heads{5, 1}}) {
-    expect_matches_reference(make_problem(fmt::format("gqa {}/{}", h.H, h.Hkv), 3, h.H, h.Hkv,
-                                          16, range(0, 33), range(0, 33),
+    expect_matches_reference(make_problem(fmt::format("gqa {}/{}", h.H, h.Hkv), 3, h.H, h.Hkv, 16,
+                                          range(0, 33), range(0, 33),
                                           static_cast<unsigned>(h.H * 10 + h.Hkv)));
   }
 }
@@ -380,8 +375,7 @@ TEST(Attention, HeadSizes) {
 TEST(Attention, SeveralTilesEachWay) {
   // 300 queries x 2 heads and 600 keys: several query blocks and key tiles, partial last
   // tiles, diagonal, skipped and fully visible tile pairs.
-  expect_matches_reference(make_problem("tiles", 1, 2, 1, 32, range(300, 600), range(0, 600),
-                                        31));
+  expect_matches_reference(make_problem("tiles", 1, 2, 1, 32, range(300, 600), range(0, 600), 31));
   // Zigzag with chunks longer than a tile: rank 0's late chunk sees every key tile, its early
   // chunk only the first.
   for (std::int64_t r = 0; r < 2; ++r) {
@@ -454,13 +448,13 @@ TEST(Attention, SplitKeysMergeAndBackwardPerSubset) {
     part.v = key_rows(p.v, j0, j1);
     part.out.resize(p.q.size());
     part.lse.resize(static_cast<std::size_t>(s.batch * s.heads * s.q_len));
-    attention_forward(part.s, p.q.data(), part.k.data(), part.v.data(), qp.data(),
-                      part.kp.data(), p.scale, part.out.data(), part.lse.data());
+    attention_forward(part.s, p.q.data(), part.k.data(), part.v.data(), qp.data(), part.kp.data(),
+                      p.scale, part.out.data(), part.lse.data());
     parts.push_back(std::move(part));
   }
   // Some rows must really exercise the -inf side of the merge.
-  ASSERT_TRUE(std::any_of(parts[1].lse.begin(), parts[1].lse.end(),
-                          [](float x) { return std::isinf(x); }));
+  ASSERT_TRUE(
+      std::any_of(parts[1].lse.begin(), parts[1].lse.end(), [](float x) { return std::isinf(x); }));
   std::vector<float> out = parts[0].out, lse = parts[0].lse;
   attention_merge(s.batch, s.q_len, s.heads, d, out.data(), lse.data(), parts[1].out.data(),
                   parts[1].lse.data());
@@ -473,9 +467,9 @@ TEST(Attention, SplitKeysMergeAndBackwardPerSubset) {
   for (Part& part : parts) {
     part.dk.assign(part.k.size(), 0.0f);
     part.dv.assign(part.v.size(), 0.0f);
-    attention_backward(part.s, p.q.data(), part.k.data(), part.v.data(), qp.data(),
-                       part.kp.data(), p.scale, out.data(), lse.data(), p.dout.data(), dq.data(),
-                       part.dk.data(), part.dv.data());
+    attention_backward(part.s, p.q.data(), part.k.data(), part.v.data(), qp.data(), part.kp.data(),
+                       p.scale, out.data(), lse.data(), p.dout.data(), dq.data(), part.dk.data(),
+                       part.dv.data());
   }
   // Reassemble dk/dv in the full key order (per sequence: part 0 rows, then part 1 rows).
   for (std::int64_t b = 0; b < s.batch; ++b) {

@@ -50,7 +50,7 @@ using attn::kNegInf;
 using attn::tile_product;
 using attn::VFloat;
 
-constexpr std::int64_t kKeyTile = 256;         // keys per tile (a multiple of kLanes)
+constexpr std::int64_t kKeyTile = 256;  // keys per tile (a multiple of kLanes)
 // Query rows x heads per query block: forward blocks are larger, since each key tile is read
 // once per block; the backward's working set (five tiles) favours smaller ones.
 constexpr std::int64_t kForwardRows = 128;
@@ -70,8 +70,7 @@ void check_shape(const AttentionShape& s) {
                 "attention: heads {}, kv_heads {} and head_dim {} must be >= 1", s.heads,
                 s.kv_heads, s.head_dim);
   ORIGAMI_CHECK(s.heads % s.kv_heads == 0,
-                "attention: query heads {} must be a multiple of kv heads {}", s.heads,
-                s.kv_heads);
+                "attention: query heads {} must be a multiple of kv heads {}", s.heads, s.kv_heads);
 }
 
 void check_call(const AttentionShape& s, float scale, bool has_q, bool has_kv, bool has_pos) {
@@ -135,8 +134,8 @@ struct QueryBlock {
   std::int64_t b = 0, g = 0, i0 = 0, n = 0, rows = 0;
   std::int64_t pmin = kPosMax, pmax = kPosMin;
 };
-QueryBlock query_block(const Geometry& G, const std::int64_t* q_pos, std::int64_t b,
-                       std::int64_t g, std::int64_t qb) {
+QueryBlock query_block(const Geometry& G, const std::int64_t* q_pos, std::int64_t b, std::int64_t g,
+                       std::int64_t qb) {
   QueryBlock blk;
   blk.b = b;
   blk.g = g;
@@ -169,8 +168,12 @@ KeyTile key_tile(const Geometry& G, const std::int64_t* k_pos, std::int64_t b, s
   }
   return t;
 }
-bool none_visible(const QueryBlock& q, const KeyTile& k) { return k.pmin > q.pmax; }
-bool all_visible(const QueryBlock& q, const KeyTile& k) { return k.pmax <= q.pmin; }
+bool none_visible(const QueryBlock& q, const KeyTile& k) {
+  return k.pmin > q.pmax;
+}
+bool all_visible(const QueryBlock& q, const KeyTile& k) {
+  return k.pmax <= q.pmin;
+}
 
 // The tile cut after the last key the block can see: later keys are masked for every query
 // of the block, so they are not computed at all (on sorted positions, most of the masked part
@@ -541,8 +544,8 @@ void backward_key_tiles(const Geometry& G, const BackwardArgs& a, std::int64_t b
 }
 
 // dQ of one query block against all key tiles (the split mode's second pass).
-void backward_query_block(const Geometry& G, const BackwardArgs& a, std::int64_t b,
-                          std::int64_t g, std::int64_t qb) {
+void backward_query_block(const Geometry& G, const BackwardArgs& a, std::int64_t b, std::int64_t g,
+                          std::int64_t qb) {
   Scratch& sc = scratch();
   const QueryBlock blk = query_block(G, a.q_pos, b, g, qb);
   bool packed = false;
@@ -596,8 +599,8 @@ void attention_forward(const AttentionShape& s, const float* q, const float* k, 
 
 void attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
                         const std::int64_t* q_pos, const std::int64_t* k_pos, float scale,
-                        const float* out, const float* lse, const float* dout, float* dq,
-                        float* dk, float* dv) {
+                        const float* out, const float* lse, const float* dout, float* dq, float* dk,
+                        float* dv) {
   check_call(s, scale,
              q != nullptr && out != nullptr && lse != nullptr && dout != nullptr && dq != nullptr,
              k != nullptr && v != nullptr && dk != nullptr && dv != nullptr,
@@ -677,8 +680,8 @@ double attention_forward_flops(const AttentionShape& s, const std::int64_t* q_po
   std::sort(keys.begin(), keys.end());
   double pairs = 0.0;
   for (std::int64_t i = 0; i < s.q_len; ++i) {
-    pairs += static_cast<double>(std::upper_bound(keys.begin(), keys.end(), q_pos[i]) -
-                                 keys.begin());
+    pairs +=
+        static_cast<double>(std::upper_bound(keys.begin(), keys.end(), q_pos[i]) - keys.begin());
   }
   return 4.0 * static_cast<double>(s.head_dim) * static_cast<double>(s.heads) *
          static_cast<double>(s.batch) * pairs;

@@ -19,6 +19,8 @@ void set_thread_count(int n) {
   omp_set_num_threads(n);
 }
 
-int thread_count() { return g_thread_count; }
+int thread_count() {
+  return g_thread_count;
+}
 
 }  // namespace origami::kernels
