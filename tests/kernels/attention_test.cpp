@@ -384,6 +384,32 @@ TEST(Attention, SeveralTilesEachWay) {
   }
 }
 
+// Random shapes and positions (sorted, shuffled, repeated, negative), 1 or 2 threads: the
+// combinations the fixed cases above do not reach.
+TEST(Attention, RandomShapesAndPositions) {
+  ThreadCountGuard guard;
+  std::mt19937 gen(2024);
+  auto uniform = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(gen);
+  };
+  for (int trial = 0; trial < 12; ++trial) {
+    const std::int64_t Hkv = uniform(1, 3), H = Hkv * uniform(1, 3), d = uniform(1, 40);
+    const std::int64_t q_len = uniform(1, 90), kv_len = uniform(1, trial % 3 == 0 ? 600 : 120);
+    Positions qp(static_cast<std::size_t>(q_len)), kp(static_cast<std::size_t>(kv_len));
+    const std::int64_t span = uniform(1, 700);
+    for (auto& x : qp) x = uniform(-50, span);
+    for (auto& x : kp) x = uniform(-50, span);
+    if (trial % 2 == 0) {  // sorted, as real layouts are
+      std::sort(qp.begin(), qp.end());
+      std::sort(kp.begin(), kp.end());
+    }
+    set_thread_count(static_cast<int>(uniform(1, 2)));
+    expect_matches_reference(
+        make_problem(fmt::format("random {} threads {}", trial, thread_count()), uniform(1, 2), H,
+                     Hkv, d, qp, kp, static_cast<unsigned>(100 + trial)));
+  }
+}
+
 TEST(Attention, ThreadCountDoesNotChangeResults) {
   ThreadCountGuard guard;
   // kv-head units 1 and 3 use the split backward on 2 threads, 2 and 4 the fused one.
