@@ -37,6 +37,16 @@ TEST(Mpi, EveryOperationGivesTheClosedFormAnswer) { testing::check_everything(*g
 
 TEST(Mpi, MeasuredBytesEqualTheFormulas) { testing::check_bytes_equal_formulas(*g_world); }
 
+TEST(Mpi, MessagesOfSeveralChunksArriveWhole) {
+  // The MPI transport moves messages in 1 MiB chunks: odd sizes around and above that.
+  for (std::int64_t count : {std::int64_t{262144}, std::int64_t{262145}, std::int64_t{1000003}}) {
+    testing::check_p2p(*g_world, count, true);
+    testing::check_p2p(*g_world, count, false);
+  }
+  testing::check_all_gather(*g_world, 300001, true);
+  testing::check_all_reduce<double>(*g_world, 200001, ReduceOp::Sum, true);
+}
+
 TEST(Mpi, MeshSubGroups) {
   Communicator& w = *g_world;
   const int n = w.size();
