@@ -67,11 +67,12 @@ TEST(Mpi, PostedReceiveCompletesWhileTheReceiverComputes) {
   Communicator& c = *g_world;
   if (c.size() < 2) GTEST_SKIP() << "needs two ranks";
   std::vector<float> buf(1 << 18, static_cast<float>(c.rank()));
+  c.barrier();  // ranks leave the previous test at different times
   if (c.rank() == 0) {
     c.send(buf, 1, 3);
   } else if (c.rank() == 1) {
     Handle h = c.irecv(buf, 0, 3);
-    volatile double sink = compute_for(0.3);
+    volatile double sink = compute_for(0.5);
     (void)sink;
     EXPECT_TRUE(h.test()) << "the receive did not progress while rank 1 computed";
     h.wait();
@@ -88,6 +89,8 @@ TEST(Mpi, ThreeOutstandingOperationsCompleteInAnyOrder) {
     for (auto& x : big) x = 1.f;
     for (auto& x : mid) x = 2.f;
     for (auto& x : small) x = 3.f;
+    std::vector<std::int32_t> go(1);
+    c.recv(go, 1, 9);  // the receiver has posted all three
     Handle a = c.isend(big, 1, 0);
     Handle b = c.isend(mid, 1, 1);
     Handle s = c.isend(small, 1, 2);
@@ -102,6 +105,8 @@ TEST(Mpi, ThreeOutstandingOperationsCompleteInAnyOrder) {
     Handle b = c.irecv(mid, 0, 1);
     Handle s = c.irecv(small, 0, 2);
     s.then([&] { done_small = order++; });
+    std::vector<std::int32_t> go(1);
+    c.send(go, 0, 9);
     s.wait();
     b.wait();
     a.wait();
