@@ -1,8 +1,10 @@
 // Flash-attention throughput against this machine's GEMM rate.
 //   attention forward/backward, causal, B = 1, d = 64, S = 1K, 4K, 16K, H/Hkv = 4/4 and 8/2,
 //   1 and 2 threads; GFLOP/s counted with attention_forward_flops (backward: 2.5x that).
-//   oneDNN sgemm on a square 1024 product, 1 and 2 threads, for the ratio.
-// Run: build/attention_bench --benchmark_counters_tabular=true
+//   oneDNN sgemm on a square 1024 product, 1 and 2 threads, for the ratio; the attention's own
+//   tile product in cache, for the ceiling of one core.
+// Run: build/bench/attention_bench --benchmark_counters_tabular=true (see
+// docs/results-attention.md)
 #include <cmath>
 #include <cstdint>
 #include <ctime>
@@ -14,6 +16,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "origami/kernels/attention.h"
+#include "origami/kernels/attention_simd.h"
 #include "origami/kernels/threads.h"
 
 namespace {
@@ -38,7 +41,8 @@ struct Problem {
   Problem(std::int64_t S, std::int64_t H, std::int64_t Hkv) : s{1, S, S, H, Hkv, 64} {
     pos.resize(static_cast<std::size_t>(S));
     std::iota(pos.begin(), pos.end(), 0);
-    const auto nq = static_cast<std::size_t>(S * H * 64), nk = static_cast<std::size_t>(S * Hkv * 64);
+    const auto nq = static_cast<std::size_t>(S * H * 64),
+               nk = static_cast<std::size_t>(S * Hkv * 64);
     q = random_vector(nq, 1);
     k = random_vector(nk, 2);
     v = random_vector(nk, 3);
@@ -142,6 +146,25 @@ BENCHMARK(BM_OneDnnSgemm)
     ->Args({1024, 2})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// The attention's own register-blocked tile product on an L1-resident 64 x 256 x 64 problem
+// (the shape of its score products): what one core's FMA units give this code, the ceiling
+// for the attention kernels.
+void BM_TileProduct(benchmark::State& state) {
+  namespace attn = origami::kernels::attn;
+  const std::int64_t m = 64, n = 256, k = 64;
+  const auto a = random_vector(static_cast<std::size_t>(m * k), 7);
+  const auto b = random_vector(static_cast<std::size_t>(k * n), 8);
+  std::vector<float> c(static_cast<std::size_t>(m * n));
+  const double cpu0 = process_cpu_seconds();
+  for (auto _ : state) {
+    attn::tile_product(m, n, k, a.data(), k, 1, b.data(), n, c.data(), n, attn::Init::Zero);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  set_rates(state, 2.0 * static_cast<double>(m * n * k), process_cpu_seconds() - cpu0);
+}
+BENCHMARK(BM_TileProduct)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 

@@ -30,7 +30,7 @@ TEST_P(ThreadsWorldSize, StagingIsAccountedAsCommBuffersAndReleased) {
   for (auto* t : trackers) {
     EXPECT_EQ(t->current(MemCategory::CommBuffers), 0);
     const auto counts = balanced_counts(1001, n);
-    // Out-of-place reduce-scatter stages two blocks of the largest count (none for one rank).
+    // Reduce-scatter stages two chunk slots of min(1 MiB, largest block) (none for one rank).
     EXPECT_EQ(t->peak(MemCategory::CommBuffers), n == 1 ? 0 : 2 * counts[0] * 4);
   }
 }
@@ -52,6 +52,12 @@ TEST(ThreadsCollectives, TensorOverloadsAndGatherStats) {
     for (auto& x : t.span()) x = static_cast<float>(c.rank());
     c.all_reduce(t, t);
     for (float x : t.span()) EXPECT_EQ(x, 3.0f);
+    const auto mine = c.stats().op("all_reduce");
+    EXPECT_GT(mine.time_s, 0.0);
+    EXPECT_GE(mine.exposed_s, 0.0);
+    // Exposed time also counts the waiter's wake-up after completion, so it may exceed time_s.
+    EXPECT_LT(mine.exposed_s, mine.time_s + 0.5);
+    EXPECT_EQ(mine.messages_sent, 2 * (3 - 1));
     auto all = c.gather_stats();
     if (c.rank() == 0) {
       ASSERT_EQ(all.size(), 3u);

@@ -57,7 +57,8 @@ TEST(Robustness, TimeoutOnPointToPointNamesOperationRankAndPeer) {
   const std::string msg = message_of([&] {
     run_ranks(3, [](Communicator& c) {
       std::vector<float> v(5);
-      if (c.rank() == 2) c.recv(v, 1, 9);  // rank 1 never sends
+      if (c.rank() == 2) c.recv(v, 1, 9);  // rank 1 never sends...
+      if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(800));  // ...and stalls
     }, o);
   });
   EXPECT_NE(msg.find("rank 2: communication timeout"), std::string::npos) << msg;
@@ -84,6 +85,22 @@ TEST(Robustness, ARankThatThrowsMakesTheOthersFailFast) {
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
   EXPECT_EQ(msg.rfind("rank 2: boom", 0), 0u) << msg;
   EXPECT_EQ(comm_errors.load(), 3);
+}
+
+TEST(Robustness, ARankThatReturnsEarlyIsNamedAtOnce) {
+  RunOptions o;
+  o.timeout_s = 60;  // must not be what ends the test
+  const auto t0 = Clock::now();
+  const std::string msg = message_of([&] {
+    run_ranks(3, [](Communicator& c) {
+      if (c.rank() == 1) return;  // skips the all-reduce
+      std::vector<float> v(10, 1.f);
+      c.all_reduce(v, v);
+    }, o);
+  });
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
+  EXPECT_NE(msg.find("world rank 1 (peer 1) has already returned from its function"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("all_reduce"), std::string::npos) << msg;
 }
 
 TEST(Robustness, RunRanksKeepsTheErrorType) {

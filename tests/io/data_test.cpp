@@ -106,7 +106,8 @@ TEST(TokenDataset, BatchesAreShiftedWindowsOfTheData) {
       const auto in = row(batch.input_ids, b), lab = row(batch.labels, b);
       for (std::int64_t s = 0; s < S; ++s) {
         EXPECT_EQ(in[static_cast<std::size_t>(s)], d.tokens()[static_cast<std::size_t>(start + s)]);
-        EXPECT_EQ(lab[static_cast<std::size_t>(s)], d.tokens()[static_cast<std::size_t>(start + s + 1)]);
+        EXPECT_EQ(lab[static_cast<std::size_t>(s)],
+                  d.tokens()[static_cast<std::size_t>(start + s + 1)]);
       }
     }
   }
@@ -132,7 +133,8 @@ TEST(TokenDataset, BatchesDependOnlyOnSeedAndStep) {
   for (int i = 0; i < 6; ++i) seen.push_back(row(full.next_batch(B, S, tracker).input_ids, 1));
   EXPECT_EQ(full.step(), 6);
   for (int i = 3; i < 6; ++i)
-    EXPECT_EQ(row(resumed.next_batch(B, S, tracker).input_ids, 1), seen[static_cast<std::size_t>(i)]);
+    EXPECT_EQ(row(resumed.next_batch(B, S, tracker).input_ids, 1),
+              seen[static_cast<std::size_t>(i)]);
   EXPECT_EQ(row(d.batch(7, 4, B, S, tracker).input_ids, 1), seen[4]);
 }
 

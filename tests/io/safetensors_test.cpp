@@ -33,7 +33,8 @@ std::vector<std::uint8_t> make_image(const std::string& header, std::size_t data
   // Sized once and filled with memcpy (GCC 12 misreports vector::insert on small vectors).
   const std::uint64_t n = header.size();
   std::vector<std::uint8_t> out(8 + header.size() + data_bytes);
-  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(n >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(n >> (8 * i));
   if (!header.empty()) std::memcpy(out.data() + 8, header.data(), header.size());
   const auto data = random_bytes(data_bytes, 7);
   if (data_bytes > 0) std::memcpy(out.data() + 8 + header.size(), data.data(), data_bytes);
@@ -60,7 +61,8 @@ std::vector<std::string> files_in(const std::string& dir) {
   std::vector<std::string> names;
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d))
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..")
+        names.push_back(e->d_name);
     closedir(d);
   }
   return names;
@@ -80,17 +82,18 @@ TEST(Safetensors, RoundTripsEveryDtypeShapeAndMetadata) {
     Shape shape;
   };
   const std::vector<Case> cases = {
-      {"a.f32", DType::F32, {3, 5}},  {"b.bf16", DType::BF16, {7}},
+      {"a.f32", DType::F32, {3, 5}},    {"b.bf16", DType::BF16, {7}},
       {"c.f64", DType::F64, {2, 3, 4}}, {"d.i32", DType::I32, {1, 1}},
-      {"e.i64", DType::I64, {5}},     {"scalar", DType::F64, {}},
-      {"empty", DType::F32, {0}},     {"empty2", DType::I32, {4, 0, 3}},
+      {"e.i64", DType::I64, {5}},       {"scalar", DType::F64, {}},
+      {"empty", DType::F32, {0}},       {"empty2", DType::I32, {4, 0, 3}},
       {"one", DType::BF16, {1}}};
   std::vector<std::vector<std::uint8_t>> data;
   SafetensorsWriter w;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
-    data.push_back(random_bytes(static_cast<std::size_t>(shape_numel(c.shape)) * dtype_size(c.dtype),
-                                static_cast<std::uint32_t>(100 + i)));
+    data.push_back(
+        random_bytes(static_cast<std::size_t>(shape_numel(c.shape)) * dtype_size(c.dtype),
+                     static_cast<std::uint32_t>(100 + i)));
     w.add(c.name, c.dtype, c.shape, data.back().data());
   }
   w.set_metadata("format", "pt");
@@ -102,8 +105,8 @@ TEST(Safetensors, RoundTripsEveryDtypeShapeAndMetadata) {
   EXPECT_EQ(files_in(dir), std::vector<std::string>{"model.safetensors"});  // no temp left
 
   for (int source = 0; source < 2; ++source) {
-    const SafetensorsFile f = source == 0 ? SafetensorsFile::open(path)
-                                          : SafetensorsFile::from_bytes(w.serialize());
+    const SafetensorsFile f =
+        source == 0 ? SafetensorsFile::open(path) : SafetensorsFile::from_bytes(w.serialize());
     ASSERT_EQ(f.tensors().size(), cases.size());
     EXPECT_EQ(f.metadata().at("format"), "pt");
     EXPECT_EQ(f.metadata().at("note"), "quotes \" and unicode \xc3\xa9");
@@ -316,21 +319,23 @@ TEST(Safetensors, RefusesCorruptedHeaders) {
   expect_invalid_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[\"2\"],\"data_offsets\":[0,8]}}", 8,
                         "non-negative");
   // Shapes whose product overflows 64 bits, or only the data section.
-  expect_invalid_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],"
-                        "\"data_offsets\":[0,8]}}",
-                        8, "larger than the data section");
-  expect_invalid_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[18446744073709551615],"
-                        "\"data_offsets\":[0,8]}}",
-                        8, "too large");
+  expect_invalid_header(
+      "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],"
+      "\"data_offsets\":[0,8]}}",
+      8, "larger than the data section");
+  expect_invalid_header(
+      "{\"a\":{\"dtype\":\"F32\",\"shape\":[18446744073709551615],"
+      "\"data_offsets\":[0,8]}}",
+      8, "too large");
   expect_invalid_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "data_offsets");
   expect_invalid_header("{\"a\":{" + t + "[0]}}", 8, "data_offsets");
   expect_invalid_header("{\"a\":{" + t + "[0,8,16]}}", 8, "data_offsets");
   expect_invalid_header("{\"a\":{" + t + "[-1,7]}}", 8, "data_offsets");
   expect_invalid_header("{\"a\":{" + t + "[8,0]}}", 8, "outside the data section");
-  expect_invalid_header("{\"a\":{" + t + "[0,8]}}", 7, "truncated");  // truncated
-  expect_invalid_header("{\"a\":{" + t + "[0,12]}}", 12, "needs 8");                  // size
-  expect_invalid_header("{\"a\":{" + t + "[0,8]}}", 9, "extra bytes");                // trailing
-  expect_invalid_header("{\"a\":{" + t + "[8,16]}}", 16, "expected 0");               // hole
+  expect_invalid_header("{\"a\":{" + t + "[0,8]}}", 7, "truncated");     // truncated
+  expect_invalid_header("{\"a\":{" + t + "[0,12]}}", 12, "needs 8");     // size
+  expect_invalid_header("{\"a\":{" + t + "[0,8]}}", 9, "extra bytes");   // trailing
+  expect_invalid_header("{\"a\":{" + t + "[8,16]}}", 16, "expected 0");  // hole
   expect_invalid_header("{\"a\":{" + t + "[0,8]},\"b\":{" + t + "[4,12]}}", 12,
                         "overlapping");  // overlap
   expect_invalid_header("{\"a\":{" + t + "[0,8]},\"b\":{" + t + "[0,8]}}", 8, "overlapping");
@@ -339,8 +344,8 @@ TEST(Safetensors, RefusesCorruptedHeaders) {
       "{\"a\":{" + t + "[0,8]},\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}",
       8)));
   expect_invalid_header(
-      "{\"a\":{" + t + "[0,8]},\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}",
-      8, "overlapping");
+      "{\"a\":{" + t + "[0,8]},\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}", 8,
+      "overlapping");
 }
 
 // Every prefix of a valid file, and random byte corruptions of it, either parse or throw
@@ -354,7 +359,8 @@ TEST(Safetensors, TruncationsAndRandomCorruptionsNeverCrash) {
   w.set_metadata("format", "pt");
   const auto image = w.serialize();
   for (std::size_t len = 0; len < image.size(); ++len) {
-    const std::vector<std::uint8_t> prefix(image.begin(), image.begin() + static_cast<std::ptrdiff_t>(len));
+    const std::vector<std::uint8_t> prefix(image.begin(),
+                                           image.begin() + static_cast<std::ptrdiff_t>(len));
     EXPECT_THROW(SafetensorsFile::from_bytes(prefix), Error) << "prefix of " << len << " bytes";
   }
   std::mt19937 gen(11);

@@ -32,9 +32,9 @@ std::string fresh_dir(const std::string& name) {
 TEST(Oracle, SelfTestPasses) {
   ASSERT_NO_FATAL_FAILURE(require_torch());
   std::string output;
-  EXPECT_EQ(run_captured(fmt::format("{} {} --self-test", kPython, shell_quote(script_path())),
-                         &output),
-            0)
+  EXPECT_EQ(
+      run_captured(fmt::format("{} {} --self-test", kPython, shell_quote(script_path())), &output),
+      0)
       << output;
   EXPECT_THAT(output, HasSubstr("self-test passed"));
   EXPECT_THAT(output, HasSubstr("gradcheck of every parameter"));
@@ -59,9 +59,10 @@ class OracleClosedForm : public ::testing::Test {
     for (const auto& [name, shape] : hf_parameter_shapes(cfg_)) {
       std::vector<float>& v = params_[name];
       v.resize(static_cast<std::size_t>(shape_numel(shape)));
-      const bool zero = name.find("o_proj") != std::string::npos ||
-                        name.find("down_proj") != std::string::npos;
-      for (auto& x : v) x = zero ? 0.0f : (shape.size() == 1 ? 1.0f + 0.2f * normal(gen) : normal(gen));
+      const bool zero =
+          name.find("o_proj") != std::string::npos || name.find("down_proj") != std::string::npos;
+      for (auto& x : v)
+        x = zero ? 0.0f : (shape.size() == 1 ? 1.0f + 0.2f * normal(gen) : normal(gen));
       w.add(name, DType::F32, shape, v.data());
     }
     w.write(dir_ + "/model.safetensors");
@@ -96,7 +97,8 @@ TEST_F(OracleClosedForm, LossAndHeadGradientsMatchTheClosedForm) {
   int count = 0;
   for (int l : labels_) count += l != -100;
   double loss = 0;
-  std::vector<double> dW(static_cast<std::size_t>(V * h), 0.0), dg(static_cast<std::size_t>(h), 0.0);
+  std::vector<double> dW(static_cast<std::size_t>(V * h), 0.0),
+      dg(static_cast<std::size_t>(h), 0.0);
   for (std::size_t t = 0; t < ids_.size(); ++t) {
     if (labels_[t] == -100) continue;
     const float* e = &E[static_cast<std::size_t>(ids_[t] * h)];

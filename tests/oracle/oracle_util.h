@@ -51,8 +51,8 @@ inline std::string shell_quote(const std::string& s) {
 // not exit normally).
 inline int run_captured(const std::string& command, std::string* output) {
   static int counter = 0;
-  const std::string log = fmt::format("{}origami_oracle_{}_{}.log", ::testing::TempDir(),
-                                      ::getpid(), counter++);
+  const std::string log =
+      fmt::format("{}origami_oracle_{}_{}.log", ::testing::TempDir(), ::getpid(), counter++);
   const int status = std::system((command + " > " + shell_quote(log) + " 2>&1").c_str());
   std::ifstream in(log);
   std::stringstream text;
@@ -66,32 +66,33 @@ inline int run_captured(const std::string& command, std::string* output) {
 // Use as ASSERT_NO_FATAL_FAILURE(require_torch()).
 inline void require_torch() {
   std::string output;
-  if (run_captured(fmt::format("test -x {} && {} -c 'import torch'", kPython, kPython),
-                   &output) != 0)
+  if (run_captured(fmt::format("test -x {} && {} -c 'import torch'", kPython, kPython), &output) !=
+      0)
     GTEST_FAIL() << "the PyTorch oracle needs " << kPython
                  << " with torch (Debian: apt-get install python3-torch); it said:\n"
                  << output;
 }
 
 struct OracleRun {
-  std::string config;               // config.json
-  std::string weights;              // model.safetensors, Hugging Face names
-  std::vector<std::string> batches; // batch.safetensors files (step k uses k mod count)
-  std::string out;                  // out.safetensors
-  int steps = 0;                    // AdamW steps (0: loss and gradients only)
+  std::string config;                // config.json
+  std::string weights;               // model.safetensors, Hugging Face names
+  std::vector<std::string> batches;  // batch.safetensors files (step k uses k mod count)
+  std::string out;                   // out.safetensors
+  int steps = 0;                     // AdamW steps (0: loss and gradients only)
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
-  double max_grad_norm = 0.0;       // > 0: clip_grad_norm_ before each step
+  double max_grad_norm = 0.0;  // > 0: clip_grad_norm_ before each step
 };
 
 inline std::string oracle_command(const OracleRun& r) {
-  std::string cmd = fmt::format("{} {} --config {} --weights {} --out {}", kPython,
-                                shell_quote(script_path()), shell_quote(r.config),
-                                shell_quote(r.weights), shell_quote(r.out));
+  std::string cmd =
+      fmt::format("{} {} --config {} --weights {} --out {}", kPython, shell_quote(script_path()),
+                  shell_quote(r.config), shell_quote(r.weights), shell_quote(r.out));
   for (const auto& b : r.batches) cmd += " --batch " + shell_quote(b);
   if (r.steps > 0)
-    cmd += fmt::format(" --steps {} --lr {} --beta1 {} --beta2 {} --eps {} --weight-decay {} "
-                       "--max-grad-norm {}",
-                       r.steps, r.lr, r.beta1, r.beta2, r.eps, r.weight_decay, r.max_grad_norm);
+    cmd += fmt::format(
+        " --steps {} --lr {} --beta1 {} --beta2 {} --eps {} --weight-decay {} "
+        "--max-grad-norm {}",
+        r.steps, r.lr, r.beta1, r.beta2, r.eps, r.weight_decay, r.max_grad_norm);
   return cmd;
 }
 
@@ -107,7 +108,8 @@ inline void run_oracle(const OracleRun& r) {
   std::string output;
   const int code = run_oracle_status(r, &output);
   if (code != 0)
-    GTEST_FAIL() << "the oracle exited with " << code << ":\n" << oracle_command(r) << "\n"
+    GTEST_FAIL() << "the oracle exited with " << code << ":\n"
+                 << oracle_command(r) << "\n"
                  << output;
 }
 
@@ -144,8 +146,7 @@ inline double relative_error(const Tensor& a, const std::vector<double>& b) {
 
 // The parameters of a Llama model in Hugging Face order, names and shapes ([out, in]).
 inline std::vector<std::pair<std::string, Shape>> hf_parameter_shapes(const ModelConfig& c) {
-  const std::int64_t V = c.vocab_size, h = c.hidden_size, f = c.intermediate_size,
-                     kv = c.kv_dim();
+  const std::int64_t V = c.vocab_size, h = c.hidden_size, f = c.intermediate_size, kv = c.kv_dim();
   std::vector<std::pair<std::string, Shape>> out = {{"model.embed_tokens.weight", {V, h}}};
   for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string p = fmt::format("model.layers.{}.", i);

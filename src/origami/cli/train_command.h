@@ -11,7 +11,7 @@ namespace origami::cli {
 
 // The stated peak MFU is reported against, per kernel thread: the fp32 rate of oneDNN's sgemm
 // measured on one core of this machine (docs/results.md). Override with --peak-gflops.
-inline constexpr double kCpuPeakGflopsPerThread = 250.0;
+inline constexpr double kCpuPeakGflopsPerThread = 110.0;
 
 class TrainCommand {
  public:

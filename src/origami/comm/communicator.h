@@ -8,6 +8,8 @@
 // each with its cost); every rank must issue the same collectives in the same order with
 // matching sizes -- a size mismatch is reported as CommError, not a hang.
 //
+// Threads: a communicator is driven by its rank's thread (one thread at a time); every rank
+// issues the collectives of a communicator in the same order.
 // Memory: staging buffers are tensors in MemCategory::CommBuffers on this rank's tracker.
 // Buffers passed in must stay alive until the handle completes.
 // Timeout: every wait on a message is bounded (default 120 s, env ORIGAMI_COMM_TIMEOUT_S,

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -15,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -93,16 +93,31 @@ class MpiFunnel final : public Transport, public std::enable_shared_from_this<Mp
   }
 
  private:
-  struct Entry {
+  // One message, moved as chunks of at most kChunkBytes (each its own MPI message, same
+  // tag, matched in order). A send keeps at most kSendWindow chunks in flight, so a small
+  // message posted later on another tag is not queued behind every fragment of a large one.
+  struct Group {
     P2POp op;
     bool is_recv = false;
+    int nchunks = 1;
+    int next = 0;       // next chunk to post
+    int remaining = 1;  // chunks not yet retired (or never to be posted)
+    std::exception_ptr error;
     Clock::time_point posted;
-    std::vector<std::shared_ptr<std::promise<void>>> retire_waiters;
+    std::shared_ptr<std::promise<void>> cancel_waiter;  // set once everything is retired
+  };
+  using SendKey = std::tuple<std::uint64_t, int, std::int64_t>;  // comm, peer, tag
+  struct Entry {
+    std::shared_ptr<Group> group;
+    int chunk = 0;
   };
   struct Delayed {
     Clock::time_point deadline;
     std::shared_ptr<detail::OpState> state;
   };
+
+  static constexpr std::int64_t kChunkBytes = 1 << 20;
+  static constexpr int kSendWindow = 2;
 
   // Queues fn for the funnel; with wait, blocks until it ran (rethrowing its failure).
   void command(std::function<void()> fn, bool wait) {
@@ -124,51 +139,142 @@ class MpiFunnel final : public Transport, public std::enable_shared_from_this<Mp
   }
 
   void post(P2POp op, bool is_recv) {
-    if (op.bytes > INT_MAX) {
-      op.state->complete(std::make_exception_ptr(CommError(fmt::format(
-          "{}: {} B exceeds the 2^31 - 1 bytes one MPI message can carry; split the transfer",
-          op.state->describe(), op.bytes))));
-      return;
-    }
     auto state = op.state;
     std::weak_ptr<MpiFunnel> weak = shared_from_this();
     state->cancel = [weak, s = state.get()] {
       if (auto f = weak.lock()) f->cancel(s);
     };
-    const auto posted = Clock::now();
-    command([this, op = std::move(op), is_recv, posted]() mutable {
-      MPI_Request req = MPI_REQUEST_NULL;
-      auto it = comms_.find(op.comm);
-      if (it == comms_.end()) throw CommError("MPI transport: unknown communicator id");
-      const int tag = static_cast<int>(op.tag);
-      const int rc = is_recv ? MPI_Irecv(op.recv_data, static_cast<int>(op.bytes), MPI_BYTE, op.peer_group, tag,
-                                         it->second, &req)
-                             : MPI_Isend(op.send_data, static_cast<int>(op.bytes), MPI_BYTE, op.peer_group, tag,
-                                         it->second, &req);
-      if (rc != MPI_SUCCESS) {
-        op.state->complete(std::make_exception_ptr(
-            CommError(fmt::format("{}: MPI refused the post: {}", op.state->describe(), mpi_error_string(rc)))));
+    auto g = std::make_shared<Group>();
+    g->is_recv = is_recv;
+    g->nchunks = static_cast<int>(std::max<std::int64_t>(1, (op.bytes + kChunkBytes - 1) / kChunkBytes));
+    g->remaining = g->nchunks;
+    g->posted = Clock::now();
+    g->op = std::move(op);
+    command([this, g] {
+      if (comms_.find(g->op.comm) == comms_.end()) {
+        g->op.state->complete(std::make_exception_ptr(
+            CommError(fmt::format("{}: the MPI transport does not know this communicator", g->op.state->describe()))));
         return;
       }
-      reqs_.push_back(req);
-      entries_.push_back(Entry{std::move(op), is_recv, posted, {}});
+      if (g->is_recv) {
+        for (int k = 0; k < g->nchunks; ++k) post_chunk(g, k);
+        g->next = g->nchunks;
+      } else {
+        auto& q = send_queues_[key_of(*g)];
+        q.push_back(g);
+        if (q.size() == 1) pump(g);
+      }
     }, false);
   }
 
-  // Withdraws a request; returns once MPI no longer uses its buffer (or after 2 s for a send
+  static SendKey key_of(const Group& g) { return {g.op.comm, g.op.peer_group, g.op.tag}; }
+  std::int64_t chunk_len(const Group& g, int k) const {
+    return std::min(kChunkBytes, g.op.bytes - static_cast<std::int64_t>(k) * kChunkBytes);
+  }
+
+  void post_chunk(const std::shared_ptr<Group>& g, int k) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    const std::int64_t off = static_cast<std::int64_t>(k) * kChunkBytes;
+    const int len = static_cast<int>(chunk_len(*g, k));
+    const int tag = static_cast<int>(g->op.tag);
+    MPI_Comm comm = comms_.at(g->op.comm);
+    const int rc = g->is_recv ? MPI_Irecv(static_cast<char*>(g->op.recv_data) + off, len, MPI_BYTE,
+                                          g->op.peer_group, tag, comm, &req)
+                              : MPI_Isend(static_cast<const char*>(g->op.send_data) + off, len, MPI_BYTE,
+                                          g->op.peer_group, tag, comm, &req);
+    if (rc != MPI_SUCCESS) {
+      if (!g->error) {
+        g->error = std::make_exception_ptr(
+            CommError(fmt::format("{}: MPI refused the post: {}", g->op.state->describe(), mpi_error_string(rc))));
+      }
+      chunk_retired(g);
+      return;
+    }
+    reqs_.push_back(req);
+    entries_.push_back(Entry{g, k});
+  }
+
+  // Posts the next chunks of the send at the head of its (comm, peer, tag) queue; once all
+  // are posted, the next message on that key may start (messages on one key stay in order).
+  void pump(std::shared_ptr<Group> g) {
+    while (g) {
+      while (g->next < g->nchunks && !g->error && g->next - (g->nchunks - g->remaining) < kSendWindow) {
+        post_chunk(g, g->next++);
+      }
+      if (g->next < g->nchunks && !g->error) return;  // more to post as chunks retire
+      // Fully posted (or failed): the next message on this key may start.
+      abandon_unposted(g);
+      auto it = send_queues_.find(key_of(*g));
+      if (it == send_queues_.end() || it->second.empty() || it->second.front() != g) return;
+      it->second.pop_front();
+      if (it->second.empty()) {
+        send_queues_.erase(it);
+        return;
+      }
+      g = it->second.front();
+    }
+  }
+
+  // Chunks that will never be posted count as retired.
+  void abandon_unposted(const std::shared_ptr<Group>& g) {
+    if (g->next >= g->nchunks) return;
+    const int never = g->nchunks - g->next;
+    g->next = g->nchunks;
+    g->remaining -= never - 1;
+    chunk_retired(g);
+  }
+
+  void chunk_retired(const std::shared_ptr<Group>& g) {
+    g->remaining -= 1;
+    if (g->remaining > 0) return;
+    if (g->cancel_waiter) g->cancel_waiter->set_value();
+    const auto deadline = g->posted + link_.hop_time(rank_, g->op.peer_world, g->op.bytes);
+    if (!g->error && deadline > Clock::now()) {
+      delayed_.push_back({deadline, g->op.state});
+    } else {
+      g->op.state->complete(g->error);
+    }
+  }
+
+  // Withdraws a message; returns once MPI no longer uses its buffer (or after 2 s for a send
   // MPI cannot cancel -- an error path: the job is about to fail anyway).
   void cancel(detail::OpState* s) {
     auto retired = std::make_shared<std::promise<void>>();
     auto fut = retired->get_future();
     command([this, s, retired] {
+      std::shared_ptr<Group> g;
       for (std::size_t i = 0; i < entries_.size(); ++i) {
-        if (entries_[i].op.state.get() == s) {
+        if (entries_[i].group->op.state.get() == s) {
+          g = entries_[i].group;
           MPI_Cancel(&reqs_[i]);
-          entries_[i].retire_waiters.push_back(retired);
-          return;
         }
       }
-      retired->set_value();  // not outstanding (done, or not posted yet and never will be)
+      if (!g) {
+        // Maybe queued behind another send on its key and not started.
+        for (auto& [key, q] : send_queues_) {
+          for (auto& x : q) {
+            if (x->op.state.get() == s) g = x;
+          }
+        }
+      }
+      if (!g || g->remaining == 0) {
+        retired->set_value();
+        return;
+      }
+      if (!g->error) {
+        g->error = std::make_exception_ptr(CommError(fmt::format("{} was cancelled by its rank", s->describe())));
+      }
+      g->cancel_waiter = retired;
+      if (!g->is_recv) {
+        auto it = send_queues_.find(key_of(*g));
+        const bool head = it != send_queues_.end() && !it->second.empty() && it->second.front() == g;
+        if (head) {
+          pump(g);  // stops posting (error set) and starts the next message on the key
+        } else if (it != send_queues_.end()) {
+          std::erase(it->second, g);
+          abandon_unposted(g);
+        }
+      }
     }, false);
     fut.wait_for(std::chrono::seconds(2));
   }
@@ -177,37 +283,35 @@ class MpiFunnel final : public Transport, public std::enable_shared_from_this<Mp
     Entry e = std::move(entries_[i]);
     entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
     reqs_.erase(reqs_.begin() + static_cast<std::ptrdiff_t>(i));
+    auto& g = e.group;
+    const auto& op = g->op;
+    const std::int64_t expected = chunk_len(*g, e.chunk);
     std::exception_ptr error;
     int cancelled = 0;
     if (err == MPI_SUCCESS) MPI_Test_cancelled(&st, &cancelled);
+    auto mismatch = [&](const std::string& got) {
+      return std::make_exception_ptr(CommError(fmt::format(
+          "mismatched message: rank {} expected {} B for {} from peer {} but {} -- the ranks called the operation "
+          "with different counts or dtypes",
+          op.state->core ? op.state->core->rank : rank_, op.bytes, op.state->describe(), op.peer_group, got)));
+    };
     if (cancelled) {
-      error = std::make_exception_ptr(CommError(fmt::format("{} was cancelled by its rank", e.op.state->describe())));
+      error = std::make_exception_ptr(CommError(fmt::format("{} was cancelled by its rank", op.state->describe())));
     } else if (err == MPI_ERR_TRUNCATE) {
-      error = std::make_exception_ptr(CommError(fmt::format(
-          "mismatched message: rank {} expected {} B for {} from peer {} but a larger message arrived -- the ranks "
-          "called the operation with different counts or dtypes",
-          e.op.state->core ? e.op.state->core->rank : rank_, e.op.bytes, e.op.state->describe(), e.op.peer_group)));
+      error = mismatch("a larger message arrived");
     } else if (err != MPI_SUCCESS) {
-      error = std::make_exception_ptr(
-          CommError(fmt::format("{} failed in MPI: {}", e.op.state->describe(), mpi_error_string(err))));
-    } else if (e.is_recv) {
+      error = std::make_exception_ptr(CommError(fmt::format("{} failed in MPI: {}", op.state->describe(), mpi_error_string(err))));
+    } else if (g->is_recv) {
       int count = 0;
       MPI_Get_count(&st, MPI_BYTE, &count);
-      if (count != e.op.bytes) {
-        error = std::make_exception_ptr(CommError(fmt::format(
-            "mismatched message: rank {} expected {} B for {} from peer {} but received {} B -- the ranks called "
-            "the operation with different counts or dtypes",
-            e.op.state->core ? e.op.state->core->rank : rank_, e.op.bytes, e.op.state->describe(), e.op.peer_group,
-            count)));
+      if (count != expected) {
+        const std::int64_t got = static_cast<std::int64_t>(e.chunk) * kChunkBytes + count;
+        error = mismatch(fmt::format("received {} B", got));
       }
     }
-    for (auto& w : e.retire_waiters) w->set_value();
-    const auto deadline = e.posted + link_.hop_time(rank_, e.op.peer_world, e.op.bytes);
-    if (!error && deadline > Clock::now()) {
-      delayed_.push_back({deadline, e.op.state});
-    } else {
-      e.op.state->complete(error);
-    }
+    if (error && !g->error) g->error = error;
+    chunk_retired(g);
+    if (!g->is_recv) pump(g);
   }
 
   void run(std::promise<void>& ready) {
@@ -267,7 +371,7 @@ class MpiFunnel final : public Transport, public std::enable_shared_from_this<Mp
           ++it;
         }
       }
-      if (stopping && reqs_.empty()) break;
+      if (stopping && reqs_.empty() && send_queues_.empty()) break;
       if (stopping) {
         // Requests nobody will complete (a receive whose sender is gone, a dropped handle):
         // cancel them after a grace period so MPI_Finalize is reached; give up after a longer one.
@@ -279,7 +383,11 @@ class MpiFunnel final : public Transport, public std::enable_shared_from_this<Mp
         }
         if (waited > std::chrono::seconds(3)) {
           auto e = std::make_exception_ptr(CommError("the MPI runtime shut down with the operation pending"));
-          for (auto& en : entries_) en.op.state->complete(e);
+          for (auto& en : entries_) en.group->op.state->complete(e);
+          for (auto& [key, q] : send_queues_) {
+            for (auto& g : q) g->op.state->complete(e);
+          }
+          send_queues_.clear();
           for (auto& r : reqs_) MPI_Request_free(&r);
           reqs_.clear();
           entries_.clear();
@@ -295,7 +403,7 @@ class MpiFunnel final : public Transport, public std::enable_shared_from_this<Mp
       if (!commands_.empty() || stop_ != stopping) continue;
       if (!reqs_.empty()) {
         std::int64_t outstanding = 0;
-        for (const auto& e : entries_) outstanding += e.op.bytes;
+        for (const auto& e : entries_) outstanding += chunk_len(*e.group, e.chunk);
         const auto window = kPollWindow + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
                                               static_cast<double>(outstanding) / kPollBytesPerSecond));
         if (Clock::now() - last_activity < window) {
@@ -332,6 +440,7 @@ class MpiFunnel final : public Transport, public std::enable_shared_from_this<Mp
   std::map<std::uint64_t, MPI_Comm> comms_;
   std::vector<MPI_Request> reqs_;
   std::vector<Entry> entries_;
+  std::map<SendKey, std::deque<std::shared_ptr<Group>>> send_queues_;
   std::vector<Delayed> delayed_;
   Clock::time_point stop_seen_{};
   bool cancelled_at_stop_ = false;

@@ -19,8 +19,13 @@
 //
 // Groups: Communicator::split creates a matching MPI communicator (MPI_Comm_split with the
 // same color and key, so the rank order agrees). Matching is MPI's: (communicator, source,
-// tag), non-overtaking. Errors: MPI_ERRORS_RETURN on every communicator; a message of the
-// wrong size becomes a CommError naming both sizes. Messages are limited to 2^31 - 1 bytes.
+// tag), non-overtaking. Chunking: a message moves as MPI messages of at most 1 MiB on its
+// tag; a send keeps at most two chunks in flight and messages on one (communicator, peer,
+// tag) start in order, so a small message on another tag is never queued behind all of a
+// large one (measured: with whole messages, Open MPI's CMA path copied a 32 MiB message
+// before delivering a 12-byte one posted after it), and no message size limit of MPI's int
+// counts applies. Errors: MPI_ERRORS_RETURN on every communicator; a message of the wrong
+// size becomes a CommError naming both sizes.
 // The link model applies per message: completion is held until post time + alpha + bytes/beta
 // (the post time of each side, since the two sides' clocks are not shared across machines).
 #pragma once

@@ -63,6 +63,7 @@ void run_ranks(const std::vector<MemoryTracker*>& trackers, const RankFn& fn, co
         Communicator comm = Communicator::world(world->transport(r), *trackers[static_cast<std::size_t>(r)]);
         if (options.timeout_s) comm.set_timeout(*options.timeout_s);
         fn(comm);
+        world->rank_finished(r);
       } catch (...) {
         auto e = std::current_exception();
         bool is_first = false;

@@ -6,7 +6,9 @@
 // tracker named "rank r" (created here, or one of the caller's trackers with the overload
 // taking them, so the caller can read peaks afterwards). If any rank throws, the world is
 // aborted at once: every pending and later communication of the other ranks fails with a
-// CommError naming the failed rank, so nobody hangs. After all threads are joined, the first
+// CommError naming the failed rank, so nobody hangs. A rank that returns while others still
+// wait for it (it skipped a call) makes those waits fail at once, naming it. After all
+// threads are joined, the first
 // failure is rethrown with "rank r: " prefixed to its message, keeping its type for
 // origami::Error and its subclasses (ConfigError, OutOfBudget, CommError); any other
 // exception becomes an origami::Error.

@@ -58,6 +58,13 @@ class ThreadsTransport final : public Transport {
 
 std::exception_ptr comm_error(const std::string& msg) { return std::make_exception_ptr(CommError(msg)); }
 
+std::string finished_message(const detail::OpState& s, int peer_world) {
+  return fmt::format("{} on rank {} of communicator '{}' can never complete: world rank {} (peer {}) has already "
+                     "returned from its function -- a rank skipped or added a communication call",
+                     s.describe(), s.core ? s.core->rank : -1, s.core ? s.core->name : std::string("?"), peer_world,
+                     s.peer);
+}
+
 }  // namespace
 
 std::shared_ptr<ThreadsWorld> ThreadsWorld::create(int size, LinkModel link) {
@@ -68,7 +75,7 @@ std::shared_ptr<ThreadsWorld> ThreadsWorld::create(int size, LinkModel link) {
   return w;
 }
 
-ThreadsWorld::ThreadsWorld(int size, LinkModel link) : size_(size), link_(link) {
+ThreadsWorld::ThreadsWorld(int size, LinkModel link) : size_(size), link_(link), finished_(static_cast<std::size_t>(size), false) {
   for (int r = 0; r < size; ++r) ranks_.push_back(std::make_unique<RankQueues>());
 }
 
@@ -179,7 +186,9 @@ void ThreadsWorld::post(int self, P2POp op, bool is_send) {
         return o->op.comm == req->op.comm && o->op.tag == req->op.tag &&
                (is_send ? o->op.peer_world == sender : o->self == sender);
       });
-      if (it == opposite.end()) {
+      if (it == opposite.end() && finished_[static_cast<std::size_t>(req->op.peer_world)]) {
+        done.emplace_back(req->op.state, comm_error(finished_message(*req->op.state, req->op.peer_world)));
+      } else if (it == opposite.end()) {
         (is_send ? q.unmatched_sends : q.unmatched_recvs).push_back(req);
       } else {
         auto other = *it;
@@ -217,6 +226,31 @@ void ThreadsWorld::post(int self, P2POp op, bool is_send) {
           q.cv.notify_one();
         }
       }
+    }
+  }
+  flush(done);
+}
+
+void ThreadsWorld::rank_finished(int rank) {
+  std::vector<Completion> done;
+  {
+    std::lock_guard lock(mutex_);
+    finished_[static_cast<std::size_t>(rank)] = true;
+    for (int q = 0; q < size_; ++q) {
+      auto& rq = *ranks_[static_cast<std::size_t>(q)];
+      // Receives posted by others from `rank`, and sends others addressed to `rank`.
+      auto fail_if = [&](std::list<std::shared_ptr<Request>>& l, auto pred) {
+        for (auto it = l.begin(); it != l.end();) {
+          if (pred(**it)) {
+            done.emplace_back((*it)->op.state, comm_error(finished_message(*(*it)->op.state, rank)));
+            it = l.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      };
+      fail_if(rq.unmatched_recvs, [&](const Request& r) { return r.op.peer_world == rank && r.self != rank; });
+      if (q == rank) fail_if(rq.unmatched_sends, [&](const Request& r) { return r.self != rank; });
     }
   }
   flush(done);

@@ -12,6 +12,8 @@
 // when idle and on a deadline while the link model holds a finished transfer: it never spins.
 // The sender's buffer is read until the send completes (rendezvous, like a large MPI send);
 // no zero-copy aliasing of it is ever handed to the receiver.
+// A rank whose function returned (rank_finished) can match nothing more: operations waiting
+// on it fail at once with a message saying so.
 // Abort: when a rank fails, abort() fails every pending and future operation of every rank
 // with a message naming the failed rank, so the others stop instead of hanging.
 #pragma once
@@ -51,6 +53,10 @@ class ThreadsWorld : public std::enable_shared_from_this<ThreadsWorld> {
   bool aborted(std::string* why) const;
 
   void post(int self, P2POp op, bool is_send);
+  // The rank's function returned: nothing it has not posted can ever match, so every
+  // unmatched operation that waits on it (and every later one) fails at once instead of
+  // timing out -- a rank that skipped a collective is reported immediately.
+  void rank_finished(int rank);
 
  private:
   struct Request;
@@ -74,6 +80,7 @@ class ThreadsWorld : public std::enable_shared_from_this<ThreadsWorld> {
   std::vector<std::thread> threads_;
   bool stopping_ = false;
   bool aborted_ = false;
+  std::vector<bool> finished_;
   std::string abort_reason_;
 };
 

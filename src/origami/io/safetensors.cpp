@@ -27,7 +27,9 @@ using nlohmann::json;
   throw Error(fmt::format("safetensors file '{}': {}", label, problem));
 }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 // JSON text for an error message, cut short: names and values in a hostile header can be
 // megabytes long.
@@ -114,8 +116,8 @@ void SafetensorsFile::parse() {
                              "or not a safetensors file)",
                              n, size - 8));
   if (n > kMaxSafetensorsHeader)
-    fail(label_, fmt::format("header length {} exceeds the limit of {} bytes", n,
-                             kMaxSafetensorsHeader));
+    fail(label_,
+         fmt::format("header length {} exceeds the limit of {} bytes", n, kMaxSafetensorsHeader));
   if (n < 2 || p[8] != '{')
     fail(label_, "the header does not start with '{' (not a safetensors file)");
   data_offset_ = 8 + n;
@@ -211,9 +213,9 @@ void SafetensorsFile::parse() {
                                "{} bytes (truncated file?)",
                                quoted, e.begin, e.end, data_size));
     if (e.end - e.begin != numel * elem)
-      fail(label_, fmt::format("entry {} has {} bytes but shape {} of {} needs {}", quoted,
-                               e.end - e.begin, shape_str(e.shape), dtype_name(e.dtype),
-                               numel * elem));
+      fail(label_,
+           fmt::format("entry {} has {} bytes but shape {} of {} needs {}", quoted, e.end - e.begin,
+                       shape_str(e.shape), dtype_name(e.dtype), numel * elem));
     entries_.push_back(std::move(e));
   }
 
@@ -263,15 +265,14 @@ Tensor SafetensorsFile::read(const std::string& name, MemoryTracker& tracker,
 void SafetensorsFile::read_into(const std::string& name, Tensor& dst) const {
   const SafetensorsEntry& e = entry(name);
   if (dst.dtype() != e.dtype || dst.shape() != e.shape)
-    fail(label_, fmt::format("tensor '{}' is {} {} but the destination is {} {}", name,
-                             dtype_name(e.dtype), shape_str(e.shape), dtype_name(dst.dtype()),
-                             shape_str(dst.shape())));
+    fail(label_,
+         fmt::format("tensor '{}' is {} {} but the destination is {} {}", name, dtype_name(e.dtype),
+                     shape_str(e.shape), dtype_name(dst.dtype()), shape_str(dst.shape())));
   if (dst.raw() != nullptr && e.end > e.begin)
     std::memcpy(dst.raw(), data_section() + e.begin, static_cast<std::size_t>(e.end - e.begin));
 }
 
-void SafetensorsFile::read_block(const std::string& name, const Shape& offsets,
-                                 Tensor& dst) const {
+void SafetensorsFile::read_block(const std::string& name, const Shape& offsets, Tensor& dst) const {
   const SafetensorsEntry& e = entry(name);
   const std::size_t rank = e.shape.size();
   if (dst.dtype() != e.dtype)
@@ -279,14 +280,13 @@ void SafetensorsFile::read_block(const std::string& name, const Shape& offsets,
                              dtype_name(e.dtype), dtype_name(dst.dtype())));
   if (static_cast<std::size_t>(dst.ndim()) != rank || offsets.size() != rank)
     fail(label_, fmt::format("block {} at offsets {} does not have the rank of tensor '{}' {}",
-                             shape_str(dst.shape()), shape_str(offsets), name,
-                             shape_str(e.shape)));
+                             shape_str(dst.shape()), shape_str(offsets), name, shape_str(e.shape)));
   for (std::size_t i = 0; i < rank; ++i) {
     const std::int64_t o = offsets[i], b = dst.shape()[i];
     if (o < 0 || o > e.shape[i] || b > e.shape[i] - o)
-      fail(label_, fmt::format("block {} at offsets {} does not fit in tensor '{}' {}",
-                               shape_str(dst.shape()), shape_str(offsets), name,
-                               shape_str(e.shape)));
+      fail(label_,
+           fmt::format("block {} at offsets {} does not fit in tensor '{}' {}",
+                       shape_str(dst.shape()), shape_str(offsets), name, shape_str(e.shape)));
   }
   if (dst.numel() == 0 || dst.raw() == nullptr) return;
   const std::size_t elem = dtype_size(e.dtype);
@@ -322,10 +322,30 @@ std::vector<double> SafetensorsFile::read_as_f64(const std::string& name) const 
   for (std::size_t i = 0; i < out.size(); ++i) {
     const std::byte* s = src + i * dtype_size(e.dtype);
     switch (e.dtype) {
-      case DType::F32: { float v; std::memcpy(&v, s, 4); out[i] = v; break; }
-      case DType::F64: { double v; std::memcpy(&v, s, 8); out[i] = v; break; }
-      case DType::I32: { std::int32_t v; std::memcpy(&v, s, 4); out[i] = v; break; }
-      case DType::I64: { std::int64_t v; std::memcpy(&v, s, 8); out[i] = static_cast<double>(v); break; }
+      case DType::F32: {
+        float v;
+        std::memcpy(&v, s, 4);
+        out[i] = v;
+        break;
+      }
+      case DType::F64: {
+        double v;
+        std::memcpy(&v, s, 8);
+        out[i] = v;
+        break;
+      }
+      case DType::I32: {
+        std::int32_t v;
+        std::memcpy(&v, s, 4);
+        out[i] = v;
+        break;
+      }
+      case DType::I64: {
+        std::int64_t v;
+        std::memcpy(&v, s, 8);
+        out[i] = static_cast<double>(v);
+        break;
+      }
       case DType::BF16: {  // the top half of an fp32
         std::uint16_t h;
         std::memcpy(&h, s, 2);
@@ -350,8 +370,7 @@ void SafetensorsWriter::add(std::string name, DType dtype, Shape shape, const vo
     ORIGAMI_CHECK(it.name != name, "safetensors writer: tensor '{}' added twice", name);
   const std::int64_t numel = shape_numel(shape);  // refuses negative dimensions
   const std::uint64_t bytes = static_cast<std::uint64_t>(numel) * dtype_size(dtype);
-  ORIGAMI_CHECK(bytes == 0 || data != nullptr, "safetensors writer: tensor '{}' has no data",
-                name);
+  ORIGAMI_CHECK(bytes == 0 || data != nullptr, "safetensors writer: tensor '{}' has no data", name);
   items_.push_back({std::move(name), dtype, std::move(shape), bytes, data});
 }
 
@@ -384,7 +403,8 @@ std::string make_header(const Items& items, const std::map<std::string, std::str
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');
   std::string out(8, '\0');
   const std::uint64_t n = text.size();
-  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + text;
 }
 
@@ -424,7 +444,8 @@ void atomic_write(const std::string& path, const std::function<void(int fd)>& bo
   }
   // Make the rename itself durable.
   const std::size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);

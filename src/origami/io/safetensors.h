@@ -42,6 +42,8 @@ struct SafetensorsEntry {
 class SafetensorsFile {
  public:
   // Maps the file read-only. Throws Error naming `path` if it cannot be opened or is invalid.
+  // The file must not be truncated while mapped (that would fault on access); the writer
+  // below never does that: it replaces files by rename, which leaves old mappings intact.
   static SafetensorsFile open(const std::string& path);
   // Parses an in-memory copy (the fuzzer's entry point); `label` names it in errors.
   static SafetensorsFile from_bytes(std::vector<std::uint8_t> bytes,

@@ -20,19 +20,31 @@ constexpr int kLanes = 16;
 typedef float VFloat __attribute__((vector_size(64)));
 typedef std::int32_t VInt __attribute__((vector_size(64)));
 
-inline std::int64_t round_up_lanes(std::int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+inline std::int64_t round_up_lanes(std::int64_t n) {
+  return (n + kLanes - 1) / kLanes * kLanes;
+}
 
 inline VFloat load(const float* p) {
   VFloat v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline void store(float* p, VFloat v) { std::memcpy(p, &v, sizeof v); }
-inline VFloat splat(float x) { return VFloat{} + x; }
+inline void store(float* p, VFloat v) {
+  std::memcpy(p, &v, sizeof v);
+}
+inline VFloat splat(float x) {
+  return VFloat{} + x;
+}
 // Bit reinterpretations (a cast between vector types of one size keeps the bits).
-inline VInt as_int(VFloat v) { return (VInt)v; }
-inline VFloat as_float(VInt v) { return (VFloat)v; }
-inline VFloat vmax(VFloat a, VFloat b) { return a > b ? a : b; }
+inline VInt as_int(VFloat v) {
+  return (VInt)v;
+}
+inline VFloat as_float(VInt v) {
+  return (VFloat)v;
+}
+inline VFloat vmax(VFloat a, VFloat b) {
+  return a > b ? a : b;
+}
 
 inline float hmax(VFloat v) {
   float m = v[0];
@@ -141,8 +153,8 @@ inline void tile_product_columns(std::int64_t rows, std::int64_t K, const float*
                          row_scale == nullptr ? nullptr : row_scale + r);
   }
   if (r < rows) {
-    micro_kernel_rows<MR - 1, NV>(static_cast<int>(rows - r), K, A + r * a_rs, a_rs, a_ks, B,
-                                  ldb, C + r * ldc, ldc, init,
+    micro_kernel_rows<MR - 1, NV>(static_cast<int>(rows - r), K, A + r * a_rs, a_rs, a_ks, B, ldb,
+                                  C + r * ldc, ldc, init,
                                   row_scale == nullptr ? nullptr : row_scale + r);
   }
 }
@@ -152,8 +164,7 @@ inline void tile_product_columns(std::int64_t rows, std::int64_t K, const float*
 // accumulators either way, out of the 32 vector registers of AVX-512.
 inline void tile_product(std::int64_t rows, std::int64_t cols, std::int64_t K, const float* A,
                          std::int64_t a_rs, std::int64_t a_ks, const float* B, std::int64_t ldb,
-                         float* C, std::int64_t ldc, Init init,
-                         const float* row_scale = nullptr) {
+                         float* C, std::int64_t ldc, Init init, const float* row_scale = nullptr) {
   std::int64_t c = 0;
   for (; c + 4 * kLanes <= cols; c += 4 * kLanes) {
     tile_product_columns<6, 4>(rows, K, A, a_rs, a_ks, B + c, ldb, C + c, ldc, init, row_scale);

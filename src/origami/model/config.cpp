@@ -25,7 +25,9 @@ using nlohmann::json;
 // places, and a larger value is certainly a typo.
 constexpr std::int64_t kMaxDim = std::numeric_limits<std::int32_t>::max();
 
-[[noreturn]] void refuse(const std::string& message) { throw ConfigError("config: " + message); }
+[[noreturn]] void refuse(const std::string& message) {
+  throw ConfigError("config: " + message);
+}
 
 void check_positive(const char* field, std::int64_t value) {
   if (value <= 0) refuse(fmt::format("{} is {}; it must be a positive integer", field, value));
@@ -48,18 +50,17 @@ std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what) {
 }
 
 // Fields Origami reads into ModelConfig.
-constexpr const char* kIntFields[] = {"vocab_size",          "hidden_size",
-                                      "intermediate_size",   "num_hidden_layers",
-                                      "num_attention_heads", "num_key_value_heads",
-                                      "max_position_embeddings"};
+constexpr const char* kIntFields[] = {
+    "vocab_size",          "hidden_size",         "intermediate_size",      "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "max_position_embeddings"};
 constexpr const char* kFloatFields[] = {"rope_theta", "rms_norm_eps", "initializer_range"};
 // Fields required in a config.json: without them the file does not describe a model.
 constexpr const char* kRequired[] = {"vocab_size", "hidden_size", "intermediate_size",
                                      "num_hidden_layers", "num_attention_heads"};
 // Fields that only describe the file or the tokenizer; they do not change the computation.
-constexpr const char* kInformational[] = {
-    "architectures", "model_type",     "torch_dtype",          "bos_token_id", "eos_token_id",
-    "pad_token_id",  "transformers_version", "use_cache", "_name_or_path"};
+constexpr const char* kInformational[] = {"architectures",        "model_type",   "torch_dtype",
+                                          "bos_token_id",         "eos_token_id", "pad_token_id",
+                                          "transformers_version", "use_cache",    "_name_or_path"};
 
 template <std::size_t N>
 bool contains(const char* const (&list)[N], const std::string& key) {
@@ -96,7 +97,8 @@ std::string show(const json& v) {
 std::int64_t get_int(const json& v, const std::string& field) {
   if (v.is_number_integer()) {
     if (v.is_number_unsigned() &&
-        v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        v.get<std::uint64_t>() >
+            static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
       refuse(fmt::format("{} is {}, too large; it must be at most {}", field, show(v), kMaxDim));
     return v.get<std::int64_t>();
   }
@@ -124,36 +126,38 @@ std::string join(const std::vector<std::string>& names) {
 void check_meaningful(const std::string& key, const json& v, const ModelConfig& c) {
   if (key == "rope_scaling") {
     if (!v.is_null())
-      refuse(fmt::format("rope_scaling is {}; Origami implements plain RoPE only: remove the "
-                         "field or set it to null",
-                         show(v)));
+      refuse(
+          fmt::format("rope_scaling is {}; Origami implements plain RoPE only: remove the "
+                      "field or set it to null",
+                      show(v)));
   } else if (key == "head_dim") {
     if (v.is_null()) return;
     const std::int64_t d = get_int(v, key);
     if (d != c.head_dim())
-      refuse(fmt::format("head_dim is {} but hidden_size / num_attention_heads is {}; Origami "
-                         "requires head_dim == hidden_size / num_attention_heads: remove "
-                         "head_dim or set it to {}",
-                         d, c.head_dim(), c.head_dim()));
+      refuse(
+          fmt::format("head_dim is {} but hidden_size / num_attention_heads is {}; Origami "
+                      "requires head_dim == hidden_size / num_attention_heads: remove "
+                      "head_dim or set it to {}",
+                      d, c.head_dim(), c.head_dim()));
   } else if (key == "attention_bias" || key == "mlp_bias") {
     if (get_bool(v, key))
-      refuse(fmt::format("{} is true; Origami's projections have no bias: set it to false",
-                         key));
+      refuse(fmt::format("{} is true; Origami's projections have no bias: set it to false", key));
   } else if (key == "hidden_act") {
     if (!v.is_string())
       refuse(fmt::format("hidden_act must be a string, got {} {}", json_type(v), show(v)));
     if (v.get<std::string>() != "silu")
-      refuse(fmt::format("hidden_act is {}; Origami's gated MLP uses silu only: set it to "
-                         "\"silu\"",
-                         show(v)));
+      refuse(
+          fmt::format("hidden_act is {}; Origami's gated MLP uses silu only: set it to "
+                      "\"silu\"",
+                      show(v)));
   } else if (key == "tie_word_embeddings") {
     if (get_bool(v, key))
-      refuse("tie_word_embeddings is true; Origami's LM head is a separate matrix: set it to "
-             "false");
+      refuse(
+          "tie_word_embeddings is true; Origami's LM head is a separate matrix: set it to "
+          "false");
   } else if (key == "pretraining_tp") {
     const std::int64_t tp = get_int(v, key);
-    if (tp != 1)
-      refuse(fmt::format("pretraining_tp is {}; only 1 is supported: set it to 1", tp));
+    if (tp != 1) refuse(fmt::format("pretraining_tp is {}; only 1 is supported: set it to 1", tp));
   } else if (key == "attention_dropout") {
     const double p = get_number(v, key);
     if (p != 0.0)
@@ -161,9 +165,9 @@ void check_meaningful(const std::string& key, const json& v, const ModelConfig& 
   }
 }
 
-constexpr const char* kMeaningful[] = {"rope_scaling", "head_dim", "attention_bias", "mlp_bias",
-                                       "hidden_act", "tie_word_embeddings", "pretraining_tp",
-                                       "attention_dropout"};
+constexpr const char* kMeaningful[] = {"rope_scaling",   "head_dim",         "attention_bias",
+                                       "mlp_bias",       "hidden_act",       "tie_word_embeddings",
+                                       "pretraining_tp", "attention_dropout"};
 
 std::int64_t& int_field(ModelConfig& c, const std::string& key) {
   if (key == "vocab_size") return c.vocab_size;
@@ -186,7 +190,7 @@ double& float_field(ModelConfig& c, const std::string& key) {
 std::int64_t ModelConfig::num_parameters() const {
   const std::int64_t h = hidden_size;
   const std::int64_t embed = checked_mul(vocab_size, h, "embedding");
-  std::int64_t layer = checked_mul(h, h, "q_proj");                  // q_proj
+  std::int64_t layer = checked_mul(h, h, "q_proj");                   // q_proj
   layer = checked_add(layer, checked_mul(h, h, "o_proj"), "o_proj");  // o_proj
   layer = checked_add(layer, checked_mul(2 * h, kv_dim(), "k/v_proj"), "k/v_proj");
   layer = checked_add(layer, checked_mul(3 * h, intermediate_size, "mlp"), "mlp");
@@ -205,17 +209,20 @@ void validate(const ModelConfig& c) {
   check_positive("num_key_value_heads", c.num_key_value_heads);
   check_positive("max_position_embeddings", c.max_position_embeddings);
   if (c.hidden_size % c.num_attention_heads != 0)
-    refuse(fmt::format("hidden_size ({}) is not divisible by num_attention_heads ({}); choose "
-                       "a hidden_size that is a multiple of num_attention_heads",
-                       c.hidden_size, c.num_attention_heads));
+    refuse(
+        fmt::format("hidden_size ({}) is not divisible by num_attention_heads ({}); choose "
+                    "a hidden_size that is a multiple of num_attention_heads",
+                    c.hidden_size, c.num_attention_heads));
   if (c.num_attention_heads % c.num_key_value_heads != 0)
-    refuse(fmt::format("num_attention_heads ({}) is not divisible by num_key_value_heads ({}); "
-                       "choose num_key_value_heads dividing num_attention_heads",
-                       c.num_attention_heads, c.num_key_value_heads));
+    refuse(
+        fmt::format("num_attention_heads ({}) is not divisible by num_key_value_heads ({}); "
+                    "choose num_key_value_heads dividing num_attention_heads",
+                    c.num_attention_heads, c.num_key_value_heads));
   if (c.head_dim() % 2 != 0)
-    refuse(fmt::format("the head size hidden_size / num_attention_heads = {} / {} = {} is odd; "
-                       "RoPE rotates pairs of dimensions, so it must be even",
-                       c.hidden_size, c.num_attention_heads, c.head_dim()));
+    refuse(
+        fmt::format("the head size hidden_size / num_attention_heads = {} / {} = {} is odd; "
+                    "RoPE rotates pairs of dimensions, so it must be even",
+                    c.hidden_size, c.num_attention_heads, c.head_dim()));
   if (!(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps > 0))
     refuse(fmt::format("rms_norm_eps is {}; it must be a positive finite number (e.g. 1e-5)",
                        c.rms_norm_eps));
@@ -223,9 +230,10 @@ void validate(const ModelConfig& c) {
     refuse(fmt::format("rope_theta is {}; it must be a positive finite number (e.g. 10000)",
                        c.rope_theta));
   if (!(std::isfinite(c.initializer_range) && c.initializer_range > 0))
-    refuse(fmt::format("initializer_range is {}; it must be a positive finite number (e.g. "
-                       "0.02)",
-                       c.initializer_range));
+    refuse(
+        fmt::format("initializer_range is {}; it must be a positive finite number (e.g. "
+                    "0.02)",
+                    c.initializer_range));
   (void)c.num_parameters();  // refuses sizes whose parameter count overflows
 }
 
@@ -241,8 +249,7 @@ ModelConfig parse_model_config(const std::string& json_text, std::vector<std::st
     refuse(fmt::format("the top level must be a JSON object, got {}", json_type(root)));
 
   for (const char* field : kRequired)
-    if (!root.contains(field))
-      refuse(fmt::format("required field {} is missing; add it", field));
+    if (!root.contains(field)) refuse(fmt::format("required field {} is missing; add it", field));
 
   ModelConfig c;
   std::vector<std::string> defaulted, informational, unknown;
@@ -284,9 +291,9 @@ ModelConfig parse_model_config(const std::string& json_text, std::vector<std::st
           "rms_norm_eps 1e-6, max_position_embeddings 2048)",
           join(defaulted)));
     if (!informational.empty())
-      warnings->push_back(fmt::format(
-          "config: informational fields ignored (they do not change the model): {}",
-          join(informational)));
+      warnings->push_back(
+          fmt::format("config: informational fields ignored (they do not change the model): {}",
+                      join(informational)));
     if (!unknown.empty())
       warnings->push_back(fmt::format(
           "config: unknown fields ignored (not part of a Llama config that Origami knows; "

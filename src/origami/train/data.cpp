@@ -38,9 +38,10 @@ TokenDataset TokenDataset::from_file(const std::string& path) {
   if (in.bad()) throw ConfigError(fmt::format("data: cannot read the data file '{}'", path));
   const std::string s = text.str();
   if (s.empty())
-    throw ConfigError(fmt::format("data: the data file '{}' is empty; give a text file with "
-                                  "at least one sequence of tokens",
-                                  path));
+    throw ConfigError(
+        fmt::format("data: the data file '{}' is empty; give a text file with "
+                    "at least one sequence of tokens",
+                    path));
   return TokenDataset(ByteTokenizer::encode(s), path);
 }
 
@@ -75,17 +76,17 @@ std::int64_t TokenDataset::window_start(std::uint64_t seed, std::int64_t step, s
         "data: '{}' has {} tokens but a sequence of {} needs at least {} (inputs plus the next "
         "token); use a shorter sequence or a larger data file",
         label_, size(), S, S + 1));
-  ORIGAMI_CHECK(step >= 0 && b >= 0 && b < B, "data: sequence {} of step {} in a batch of {}",
-                b, step, B);
+  ORIGAMI_CHECK(step >= 0 && b >= 0 && b < B, "data: sequence {} of step {} in a batch of {}", b,
+                step, B);
   static constexpr std::string_view kStream = "data.windows";
   const rng::Key key = rng::make_key(seed, kStream);
-  const std::uint64_t index =
-      static_cast<std::uint64_t>(step) * static_cast<std::uint64_t>(B) + static_cast<std::uint64_t>(b);
+  const std::uint64_t index = static_cast<std::uint64_t>(step) * static_cast<std::uint64_t>(B) +
+                              static_cast<std::uint64_t>(b);
   // N - S possible starts (0 .. N-S-1), each window holding S + 1 tokens. u < 1 strictly,
   // so the floor stays below N - S; the min guards the last double rounding.
   const std::int64_t starts = size() - S;
-  const auto start = static_cast<std::int64_t>(std::floor(rng::uniform(key, index) *
-                                                          static_cast<double>(starts)));
+  const auto start =
+      static_cast<std::int64_t>(std::floor(rng::uniform(key, index) * static_cast<double>(starts)));
   return std::min(start, starts - 1);
 }
 

@@ -53,8 +53,8 @@ class TokenDataset {
 
   // Start of sequence b of step `step` in a batch of B sequences of S tokens (see top).
   // ConfigError if the dataset is shorter than S + 1 tokens.
-  std::int64_t window_start(std::uint64_t seed, std::int64_t step, std::int64_t B,
-                            std::int64_t b, std::int64_t S) const;
+  std::int64_t window_start(std::uint64_t seed, std::int64_t step, std::int64_t B, std::int64_t b,
+                            std::int64_t S) const;
   // The whole batch of a step, allocated under `category` on `tracker`.
   Batch batch(std::uint64_t seed, std::int64_t step, std::int64_t B, std::int64_t S,
               MemoryTracker& tracker, MemCategory category = MemCategory::Workspace) const;
@@ -66,7 +66,8 @@ class TokenDataset {
 };
 
 // Walks the steps of a run: next_batch returns the batch of step() and advances. Construct
-// it at the step a run resumes from to continue with the same batches.
+// it at the step a run resumes from to continue with the same batches. The dataset must
+// outlive the sampler.
 class BatchSampler {
  public:
   BatchSampler(const TokenDataset& dataset, std::uint64_t seed, std::int64_t start_step = 0)

@@ -42,8 +42,8 @@ struct TrainOptions {
   std::int64_t seq = 256;
   std::int64_t batch = 8;        // sequences per micro-batch
   std::int64_t grad_accum = 1;   // micro-batches per step
-  std::int64_t steps = 200;
-  std::int64_t warmup = 20;
+  std::int64_t steps = 120;
+  std::int64_t warmup = 10;
   float lr = 2e-3f;
   float min_lr_ratio = 0.1f;
   float weight_decay = 0.1f;

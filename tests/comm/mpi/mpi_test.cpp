@@ -37,6 +37,16 @@ TEST(Mpi, EveryOperationGivesTheClosedFormAnswer) { testing::check_everything(*g
 
 TEST(Mpi, MeasuredBytesEqualTheFormulas) { testing::check_bytes_equal_formulas(*g_world); }
 
+TEST(Mpi, MessagesOfSeveralChunksArriveWhole) {
+  // The MPI transport moves messages in 1 MiB chunks: odd sizes around and above that.
+  for (std::int64_t count : {std::int64_t{262144}, std::int64_t{262145}, std::int64_t{1000003}}) {
+    testing::check_p2p(*g_world, count, true);
+    testing::check_p2p(*g_world, count, false);
+  }
+  testing::check_all_gather(*g_world, 300001, true);
+  testing::check_all_reduce<double>(*g_world, 200001, ReduceOp::Sum, true);
+}
+
 TEST(Mpi, MeshSubGroups) {
   Communicator& w = *g_world;
   const int n = w.size();
@@ -57,11 +67,12 @@ TEST(Mpi, PostedReceiveCompletesWhileTheReceiverComputes) {
   Communicator& c = *g_world;
   if (c.size() < 2) GTEST_SKIP() << "needs two ranks";
   std::vector<float> buf(1 << 18, static_cast<float>(c.rank()));
+  c.barrier();  // ranks leave the previous test at different times
   if (c.rank() == 0) {
     c.send(buf, 1, 3);
   } else if (c.rank() == 1) {
     Handle h = c.irecv(buf, 0, 3);
-    volatile double sink = compute_for(0.3);
+    volatile double sink = compute_for(0.5);
     (void)sink;
     EXPECT_TRUE(h.test()) << "the receive did not progress while rank 1 computed";
     h.wait();
@@ -78,6 +89,8 @@ TEST(Mpi, ThreeOutstandingOperationsCompleteInAnyOrder) {
     for (auto& x : big) x = 1.f;
     for (auto& x : mid) x = 2.f;
     for (auto& x : small) x = 3.f;
+    std::vector<std::int32_t> go(1);
+    c.recv(go, 1, 9);  // the receiver has posted all three
     Handle a = c.isend(big, 1, 0);
     Handle b = c.isend(mid, 1, 1);
     Handle s = c.isend(small, 1, 2);
@@ -92,6 +105,8 @@ TEST(Mpi, ThreeOutstandingOperationsCompleteInAnyOrder) {
     Handle b = c.irecv(mid, 0, 1);
     Handle s = c.irecv(small, 0, 2);
     s.then([&] { done_small = order++; });
+    std::vector<std::int32_t> go(1);
+    c.send(go, 0, 9);
     s.wait();
     b.wait();
     a.wait();

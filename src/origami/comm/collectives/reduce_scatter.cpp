@@ -6,9 +6,10 @@
 // holds the full reduction of block r.
 // Cost per rank r (bytes):   sent = T - c_r     received = T - c_{(r-1) mod n}
 // (equal blocks of c: (n-1) c each way).
-// Out of place, each block is one message and the staging two blocks of max_i c_i; in place
-// (all-reduce), each block moves in max(1, ceil(c_i / kReduceChunkBytes)) messages through
-// two staging slots of min(kReduceChunkBytes, max_i c_i) bytes.
+// Chunking (kReduceChunkBytes) bounds the staging to two slots of min(chunk, max_i c_i)
+// bytes. Out of place, the ring runs once per chunk column: (n-1) * max(1, ceil(max_i c_i /
+// chunk)) messages each way (exhausted blocks send empty ones). In place (all-reduce), each
+// block moves in max(1, ceil(c_i / chunk)) messages per step.
 #include <algorithm>
 #include <cstring>
 
@@ -29,22 +30,34 @@ void ring_reduce_scatter(CollectiveContext& c, const void* in, void* out,
     if (block_bytes[0] > 0 && out != in) std::memmove(out, in, block_bytes[0]);
     return;
   }
+  // The ring runs once per chunk column j (chunk j of every block), so the partial sums in
+  // flight are one chunk, not one block: staging is two chunks whatever the size.
+  const std::int64_t chunk = std::max<std::int64_t>(red.elem_bytes, kReduceChunkBytes / red.elem_bytes * red.elem_bytes);
   const std::int64_t max_block = *std::max_element(block_bytes.begin(), block_bytes.end());
-  Tensor stage[2] = {c.staging(max_block), c.staging(max_block)};
+  const std::int64_t slot_bytes = std::min(chunk, max_block);
+  Tensor stage = c.staging(2 * slot_bytes);
+  auto slot = [&](int i) { return at(raw(stage), (i % 2) * slot_bytes); };
+  const std::int64_t columns = std::max<std::int64_t>(1, (max_block + chunk - 1) / chunk);
+  // Bytes of chunk j of block b (zero once the block is exhausted).
+  auto len = [&](int b, std::int64_t j) {
+    return std::clamp<std::int64_t>(block_bytes[b] - j * chunk, 0, chunk);
+  };
   const int next = (r + 1) % n;
   const int prev = mod(r - 1, n);
-  for (int s = 0; s < n - 1; ++s) {
-    const int send_block = mod(r - s - 1, n);
-    const int recv_block = mod(r - s - 2, n);
-    const bool last = s == n - 2;
-    // Step 0 sends the raw input; later steps forward the partial sum received just before.
-    const void* src = s == 0 ? static_cast<const void*>(at(in, off[send_block])) : raw(stage[(s - 1) % 2]);
-    void* dst = last ? out : raw(stage[s % 2]);
-    std::vector<Handle> hs;
-    hs.push_back(c.recv(dst, block_bytes[recv_block], prev));
-    hs.push_back(c.send(src, block_bytes[send_block], next));
-    c.wait_all(hs);
-    red.combine(dst, at(in, off[recv_block]), block_bytes[recv_block] / red.elem_bytes);
+  for (std::int64_t j = 0; j < columns; ++j) {
+    for (int s = 0; s < n - 1; ++s) {
+      const int send_block = mod(r - s - 1, n);
+      const int recv_block = mod(r - s - 2, n);
+      const bool last = s == n - 2;
+      // Step 0 sends the raw input; later steps forward the partial sum received just before.
+      const void* src = s == 0 ? static_cast<const void*>(at(in, off[send_block] + j * chunk)) : slot(s - 1);
+      void* dst = last ? at(out, j * chunk) : slot(s);
+      std::vector<Handle> hs;
+      hs.push_back(c.recv(dst, len(recv_block, j), prev));
+      hs.push_back(c.send(src, len(send_block, j), next));
+      c.wait_all(hs);
+      red.combine(dst, at(in, off[recv_block] + j * chunk), len(recv_block, j) / red.elem_bytes);
+    }
   }
 }
 

@@ -1,0 +1,206 @@
+// Private to the attention kernels (attention.cpp, attention_backward.cpp): the geometry of
+// one call, tiles of queries and keys with their position ranges, packing into per-thread
+// buffers, and the masked score tile. Layouts and conventions: attention.h and attention.cpp.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "origami/core/error.h"
+#include "origami/kernels/attention.h"
+#include "origami/kernels/attention_simd.h"
+
+namespace origami::kernels::attn {
+
+constexpr std::int64_t kKeyTile = 256;  // keys per tile (a multiple of kLanes)
+constexpr float kLog2e = 1.44269504088896340736f;
+constexpr float kLn2 = 0.69314718055994530942f;
+constexpr std::int64_t kPosMax = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kPosMin = std::numeric_limits<std::int64_t>::min();
+
+inline void check_shape(const AttentionShape& s) {
+  ORIGAMI_CHECK(s.batch >= 0 && s.q_len >= 0 && s.kv_len >= 0,
+                "attention: batch {}, q_len {} and kv_len {} must be >= 0", s.batch, s.q_len,
+                s.kv_len);
+  ORIGAMI_CHECK(s.heads >= 1 && s.kv_heads >= 1 && s.head_dim >= 1,
+                "attention: heads {}, kv_heads {} and head_dim {} must be >= 1", s.heads,
+                s.kv_heads, s.head_dim);
+  ORIGAMI_CHECK(s.heads % s.kv_heads == 0,
+                "attention: query heads {} must be a multiple of kv heads {}", s.heads, s.kv_heads);
+}
+
+inline void check_call(const AttentionShape& s, float scale, bool has_q, bool has_kv,
+                       bool has_pos) {
+  check_shape(s);
+  ORIGAMI_CHECK(std::isfinite(scale), "attention: scale must be finite, got {}", scale);
+  ORIGAMI_CHECK(has_q || s.batch * s.q_len == 0, "attention: null query-side pointer");
+  ORIGAMI_CHECK(has_kv || s.batch * s.kv_len == 0, "attention: null key/value-side pointer");
+  ORIGAMI_CHECK(has_pos, "attention: null position pointer with q_len {} and kv_len {}", s.q_len,
+                s.kv_len);
+}
+
+// Sizes derived once per call.
+struct Geometry {
+  AttentionShape s;
+  std::int64_t rep = 1;         // query heads per kv head
+  std::int64_t dp = kLanes;     // head_dim padded to whole vectors
+  std::int64_t block_rows = 1;  // query positions per query block
+  std::int64_t q_blocks = 0;
+  std::int64_t k_tiles = 0;
+
+  Geometry(const AttentionShape& shape, std::int64_t rows_target) : s(shape) {
+    rep = s.heads / s.kv_heads;
+    dp = attn::round_up_lanes(s.head_dim);
+    block_rows = std::max<std::int64_t>(1, rows_target / rep);
+    q_blocks = (s.q_len + block_rows - 1) / block_rows;
+    k_tiles = (s.kv_len + kKeyTile - 1) / kKeyTile;
+  }
+  // Offset of head h of query row i of sequence b in q/out/dq ([B, q_len, H, d]).
+  std::int64_t q_offset(std::int64_t b, std::int64_t i, std::int64_t h) const {
+    return ((b * s.q_len + i) * s.heads + h) * s.head_dim;
+  }
+  std::int64_t kv_offset(std::int64_t b, std::int64_t j, std::int64_t g) const {
+    return ((b * s.kv_len + j) * s.kv_heads + g) * s.head_dim;
+  }
+  std::int64_t lse_offset(std::int64_t b, std::int64_t h, std::int64_t i) const {
+    return (b * s.heads + h) * s.q_len + i;
+  }
+};
+
+// Per-thread tile buffers, grown on first use and kept: their size depends on d only, never on
+// the sequence (at d = 64 about 0.5 MiB for the forward, 0.8 MiB for the backward, sized to
+// stay within the 1 MiB L2 cache of the machine measured).
+struct Scratch {
+  std::vector<float> q, dout, kt, vt, krow, vrow, scores, dscores, acc, dk, dv;
+  std::vector<float> row_max, row_sum, alpha, lse2, delta;
+  std::vector<std::int64_t> qpos;
+};
+inline Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+template <class T>
+inline T* sized(std::vector<T>& v, std::int64_t n) {
+  if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+  return v.data();
+}
+
+// A query block: positions [i0, i0 + n) of sequence b, heads of kv head g; virtual row
+// r = (i - i0) * rep + (h - g * rep).
+struct QueryBlock {
+  std::int64_t b = 0, g = 0, i0 = 0, n = 0, rows = 0;
+  std::int64_t pmin = kPosMax, pmax = kPosMin;
+};
+inline QueryBlock query_block(const Geometry& G, const std::int64_t* q_pos, std::int64_t b,
+                              std::int64_t g, std::int64_t qb) {
+  QueryBlock blk;
+  blk.b = b;
+  blk.g = g;
+  blk.i0 = qb * G.block_rows;
+  blk.n = std::min(G.block_rows, G.s.q_len - blk.i0);
+  blk.rows = blk.n * G.rep;
+  for (std::int64_t i = blk.i0; i < blk.i0 + blk.n; ++i) {
+    blk.pmin = std::min(blk.pmin, q_pos[i]);
+    blk.pmax = std::max(blk.pmax, q_pos[i]);
+  }
+  return blk;
+}
+
+// A key tile: keys [j0, j0 + n) of sequence b, kv head g, padded to np columns.
+struct KeyTile {
+  std::int64_t b = 0, g = 0, j0 = 0, n = 0, np = 0;
+  std::int64_t pmin = kPosMax, pmax = kPosMin;
+};
+inline KeyTile key_tile(const Geometry& G, const std::int64_t* k_pos, std::int64_t b,
+                        std::int64_t g, std::int64_t kt) {
+  KeyTile t;
+  t.b = b;
+  t.g = g;
+  t.j0 = kt * kKeyTile;
+  t.n = std::min(kKeyTile, G.s.kv_len - t.j0);
+  t.np = attn::round_up_lanes(t.n);
+  for (std::int64_t j = t.j0; j < t.j0 + t.n; ++j) {
+    t.pmin = std::min(t.pmin, k_pos[j]);
+    t.pmax = std::max(t.pmax, k_pos[j]);
+  }
+  return t;
+}
+inline bool none_visible(const QueryBlock& q, const KeyTile& k) {
+  return k.pmin > q.pmax;
+}
+inline bool all_visible(const QueryBlock& q, const KeyTile& k) {
+  return k.pmax <= q.pmin;
+}
+
+// The tile cut after the last key the block can see: later keys are masked for every query
+// of the block, so they are not computed at all (on sorted positions, most of the masked part
+// of a diagonal tile). Keeps the tile's position range, so the element mask still applies.
+inline KeyTile visible_part(const QueryBlock& q, const KeyTile& t, const std::int64_t* k_pos) {
+  KeyTile v = t;
+  if (all_visible(q, t)) return v;
+  while (v.n > 0 && k_pos[t.j0 + v.n - 1] > q.pmax) --v.n;
+  v.np = attn::round_up_lanes(v.n);
+  return v;
+}
+
+// Virtual rows of a query-side tensor ([B, q_len, H, d]) times `mult`, zero-padded to dp.
+inline void pack_query_rows(const Geometry& G, const QueryBlock& blk, const float* src, float mult,
+                            float* dst) {
+  const std::int64_t d = G.s.head_dim;
+  for (std::int64_t i = 0; i < blk.n; ++i) {
+    for (std::int64_t hh = 0; hh < G.rep; ++hh) {
+      const float* from = src + G.q_offset(blk.b, blk.i0 + i, blk.g * G.rep + hh);
+      float* to = dst + (i * G.rep + hh) * G.dp;
+      for (std::int64_t c = 0; c < d; ++c) to[c] = from[c] * mult;
+      std::fill(to + d, to + G.dp, 0.0f);
+    }
+  }
+}
+
+// Key-side rows ([B, kv_len, Hkv, d]) transposed to [d, np], zero columns past n.
+inline void pack_key_columns(const Geometry& G, const KeyTile& t, const float* src, float* dst) {
+  const std::int64_t d = G.s.head_dim;
+  for (std::int64_t j = 0; j < t.n; ++j) {
+    const float* from = src + G.kv_offset(t.b, t.j0 + j, t.g);
+    for (std::int64_t c = 0; c < d; ++c) dst[c * t.np + j] = from[c];
+  }
+  for (std::int64_t c = 0; c < d; ++c) std::fill(dst + c * t.np + t.n, dst + (c + 1) * t.np, 0.0f);
+}
+
+// Key-side rows as [n, dp], zero-padded columns.
+inline void pack_key_rows(const Geometry& G, const KeyTile& t, const float* src, float* dst) {
+  const std::int64_t d = G.s.head_dim;
+  for (std::int64_t j = 0; j < t.n; ++j) {
+    const float* from = src + G.kv_offset(t.b, t.j0 + j, t.g);
+    std::copy(from, from + d, dst + j * G.dp);
+    std::fill(dst + j * G.dp + d, dst + (j + 1) * G.dp, 0.0f);
+  }
+}
+
+// Positions of the virtual rows of a query block.
+inline void query_positions(const Geometry& G, const QueryBlock& blk, const std::int64_t* q_pos,
+                            std::int64_t* dst) {
+  for (std::int64_t r = 0; r < blk.rows; ++r) dst[r] = q_pos[blk.i0 + r / G.rep];
+}
+
+// scores[rows, np] = (scaled q) k^T for one tile pair, with invisible pairs and the padding
+// columns set to -inf.
+inline void tile_scores(const Geometry& G, const QueryBlock& blk, const KeyTile& t, const float* q,
+                        const float* kt, std::int64_t ld_kt, const std::int64_t* qpos,
+                        const std::int64_t* kpos, float* scores) {
+  tile_product(blk.rows, t.np, G.s.head_dim, q, G.dp, 1, kt, ld_kt, scores, t.np, Init::Zero);
+  const bool mask = !all_visible(blk, t);
+  for (std::int64_t r = 0; r < blk.rows; ++r) {
+    float* row = scores + r * t.np;
+    if (mask) {
+      const std::int64_t p = qpos[r];
+      for (std::int64_t j = 0; j < t.n; ++j) row[j] = kpos[j] > p ? kNegInf : row[j];
+    }
+    std::fill(row + t.n, row + t.np, kNegInf);
+  }
+}
+
+}  // namespace origami::kernels::attn
