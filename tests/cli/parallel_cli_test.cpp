@@ -27,8 +27,8 @@ CliRun origami(const std::string& args, const std::string& launcher = "") {
   static int counter = 0;
   const std::string log = ::testing::TempDir() + "origami_pcli_" + std::to_string(::getpid()) +
                           "_" + std::to_string(counter++);
-  const std::string cmd = launcher + std::string(ORIGAMI_BINARY_DIR) + "/origami " + args +
-                          " > " + log + " 2>&1";
+  const std::string cmd =
+      launcher + std::string(ORIGAMI_BINARY_DIR) + "/origami " + args + " > " + log + " 2>&1";
   const int status = std::system(cmd.c_str());
   std::ifstream in(log);
   std::stringstream text;
@@ -41,13 +41,15 @@ CliRun origami(const std::string& args, const std::string& launcher = "") {
 std::vector<std::string> losses(const std::string& out) {
   std::vector<std::string> v;
   const std::regex re("step +[0-9]+ +loss ([0-9.]+)");
-  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it)
     v.push_back((*it)[1]);
   return v;
 }
 
-const std::string kJob = "train --model tiny --seq 32 --batch 2 --steps 3 --log-every 1 "
-                         "--threads 1 --seed 5 ";
+const std::string kJob =
+    "train --model tiny --seq 32 --batch 2 --steps 3 --log-every 1 "
+    "--threads 1 --seed 5 ";
 
 TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
   const CliRun single = origami(kJob);
@@ -56,7 +58,8 @@ TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
   ASSERT_EQ(want.size(), 3u) << single.output;
   for (const std::string flags :
        {"--recompute full", "--strategy dp --degree 2", "--strategy tp --degree 2 --recompute mlp",
-        "--strategy tpsp --degree 2 --recompute full", "--strategy tp --tp-sequence-parallel --degree 2",
+        "--strategy tpsp --degree 2 --recompute full",
+        "--strategy tp --tp-sequence-parallel --degree 2",
         "--strategy cp --degree 2 --layout contiguous", "--strategy sp --degree 2",
         "--strategy tp --mesh tp=2,sp=2", "--strategy tp --mesh dp=2,tp=2 --grad-accum 1"}) {
     const CliRun r = origami(kJob + flags);
@@ -70,10 +73,11 @@ TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
 
 TEST(ParallelCli, UnderMpirunTheMpiTransportIsChosen) {
   const CliRun single = origami(kJob);
-  const CliRun r = origami(kJob + "--strategy tp --mesh tp=2,sp=2",
-                        // Open MPI keeps allocations until exit (as in tests/comm): no leak check.
-                        "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
-                            "/tests/comm/origami_mpirun 4 ");
+  const CliRun r =
+      origami(kJob + "--strategy tp --mesh tp=2,sp=2",
+              // Open MPI keeps allocations until exit (as in tests/comm): no leak check.
+              "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
+                  "/tests/comm/origami_mpirun 4 ");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("on 4 ranks (mpi)"));
   EXPECT_EQ(losses(r.output), losses(single.output)) << r.output;

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <ostream>
 #include <random>
 #include <string>
@@ -45,12 +45,14 @@ struct Case {
   int micro = 1;                     // micro-batches per step (gradient accumulation)
   Recompute recompute = Recompute::None;
   std::int64_t masked_prefix = 0;
-  int steps = 0;                     // AdamW steps compared after the gradient check
-  double max_grad_norm = 0;          // clipping threshold in the steps (0: none)
+  int steps = 0;             // AdamW steps compared after the gradient check
+  double max_grad_norm = 0;  // clipping threshold in the steps (0: none)
 };
 
 // gtest prints a case by its name.
-inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+inline void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
 
 struct Data {
   std::vector<std::int32_t> ids, labels;  // [micro * batch, seq] per step, steps+1 sets
@@ -64,8 +66,9 @@ inline Data make_data(const Case& c, int sets, unsigned seed = 7) {
     d.ids.push_back(static_cast<std::int32_t>(gen() % static_cast<unsigned>(c.model.vocab_size)));
     const std::int64_t pos = i % c.seq;
     const bool masked = c.masked_prefix > 0 ? pos < c.masked_prefix : i % 5 == 0;
-    d.labels.push_back(masked ? kernels::kIgnoreLabel
-                              : static_cast<std::int32_t>(gen() % static_cast<unsigned>(c.model.vocab_size)));
+    d.labels.push_back(
+        masked ? kernels::kIgnoreLabel
+               : static_cast<std::int32_t>(gen() % static_cast<unsigned>(c.model.vocab_size)));
   }
   return d;
 }
@@ -77,17 +80,19 @@ inline TokenBatch micro_batch(const Case& c, const Data& d, int set, int m) {
 }
 
 struct Result {
-  double loss = 0;                  // mean loss of the gradient check
+  double loss = 0;  // mean loss of the gradient check
   double grad_norm = 0;
   std::vector<std::string> names;
-  std::vector<std::vector<float>> grads;   // full tensors, named_tensors() order
-  std::vector<double> step_losses;         // the AdamW steps' losses
+  std::vector<std::vector<float>> grads;  // full tensors, named_tensors() order
+  std::vector<double> step_losses;        // the AdamW steps' losses
   std::vector<float> clip_coefficients;
   std::vector<std::vector<float>> params;  // after the steps
   MemoryStats memory;
 };
 
-inline std::vector<float> to_vector(const Tensor& t) { return {t.f32(), t.f32() + t.numel()}; }
+inline std::vector<float> to_vector(const Tensor& t) {
+  return {t.f32(), t.f32() + t.numel()};
+}
 
 // lr 2e-3: AdamW divides by sqrt(v), which amplifies the ~1e-6 relative rounding differences
 // of gradients whose running mean nearly cancels; at lr 1e-2 the worst tensor after five
@@ -169,8 +174,8 @@ inline Result run_parallel(const Case& c, const Data& d, comm::Communicator& wor
   if (c.steps > 0) {
     AdamW opt(model.params(), tracker, test_hyper());
     for (int s = 1; s <= c.steps; ++s) {
-      const parallel::ParallelStepStats st =
-          parallel::parallel_train_step(model, opt, local_micro(s), test_hyper().lr, c.max_grad_norm);
+      const parallel::ParallelStepStats st = parallel::parallel_train_step(
+          model, opt, local_micro(s), test_hyper().lr, c.max_grad_norm);
       r.step_losses.push_back(st.loss);
       r.clip_coefficients.push_back(st.clip_coefficient);
     }
@@ -233,7 +238,8 @@ inline void expect_equal(const Case& c, const Result& par, const Result& ref) {
         << c.name << ": parameter " << ref.names[i] << " after " << c.steps << " steps";
   }
   if (!ref.params.empty())
-    std::printf("  %s: worst parameter difference after %d steps %.2e\n", c.name.c_str(), c.steps, worst);
+    std::printf("  %s: worst parameter difference after %d steps %.2e\n", c.name.c_str(), c.steps,
+                worst);
 }
 
 }  // namespace origami::parity

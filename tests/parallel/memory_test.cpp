@@ -9,7 +9,6 @@
 namespace origami::parity {
 namespace {
 
-
 struct Measured {
   std::int64_t params = 0, grads = 0, optimizer = 0, activations_peak = 0;
 };
@@ -83,7 +82,8 @@ TEST_F(Memory, RecomputePoliciesShrinkSavedActivations) {
     // mlp drops exactly the gate and up pre-activations of every layer but the one being
     // recomputed at the peak ([rows, f/T] each).
     EXPECT_LT(mlp, none);
-    EXPECT_GE(none - mlp, 2 * (m.num_hidden_layers - 1) * block_rows * (m.intermediate_size / p.tp) * 4);
+    EXPECT_GE(none - mlp,
+              2 * (m.num_hidden_layers - 1) * block_rows * (m.intermediate_size / p.tp) * 4);
     // full keeps one [rows, h] input per layer plus one layer's full set at a time.
     EXPECT_LT(full, mlp);
     EXPECT_LT(full, none / 2);

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <mutex>
 
-#include "threads_util.h"
 #include "origami/kernels/threads.h"
+#include "threads_util.h"
 
 namespace origami::parity {
 namespace {
@@ -20,9 +20,15 @@ using parallel::TokenLayoutKind;
 
 // Models: "mha" 4 heads; "gqa" 4 heads over 2 kv heads, vocabulary 97 (prime: padded at
 // every degree > 1); "six" 6 heads / 3 kv heads (degree 3; vocabulary 100 not divisible by 3).
-ModelConfig mha() { return make_model(100, 64, 96, 4, 4); }
-ModelConfig gqa() { return make_model(97, 64, 96, 4, 2); }
-ModelConfig six() { return make_model(100, 48, 96, 6, 3); }
+ModelConfig mha() {
+  return make_model(100, 64, 96, 4, 4);
+}
+ModelConfig gqa() {
+  return make_model(97, 64, 96, 4, 2);
+}
+ModelConfig six() {
+  return make_model(100, 48, 96, 6, 3);
+}
 
 ParallelConfig plan(int dp, int tp, int sp, bool seqpar = false,
                     TokenLayoutKind layout = TokenLayoutKind::Zigzag) {
@@ -84,7 +90,9 @@ std::vector<Case> matrix() {
   return v;
 }
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.name;
+}
 
 class Parity : public ::testing::TestWithParam<Case> {
  protected:
@@ -103,8 +111,8 @@ INSTANTIATE_TEST_SUITE_P(Matrix, Parity, ::testing::ValuesIn(matrix()), case_nam
 std::vector<Case> step_cases() {
   std::vector<Case> v;
   for (Case c : matrix()) {
-    static const std::vector<std::string> chosen = {"single", "dp2", "tp2_gqa", "tpsp2",
-                                                    "sp2_zigzag", "tp2xsp2_zigzag",
+    static const std::vector<std::string> chosen = {"single",  "dp2",           "tp2_gqa",
+                                                    "tpsp2",   "sp2_zigzag",    "tp2xsp2_zigzag",
                                                     "dp2xtp2", "sp2_full_accum"};
     if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
     c.steps = 5;

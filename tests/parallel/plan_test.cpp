@@ -126,6 +126,33 @@ TEST(Plan, StrategyNamesMapToDegrees) {
   EXPECT_THROW(make_parallel_config("single", 2, "", false, TokenLayoutKind::Zigzag), ConfigError);
 }
 
+TEST(Plan, ReductionAxesAreStatedPerTensor) {
+  const ModelConfig c = small_model();
+  auto axes_of = [&](const ParallelConfig& p, const std::string& name) {
+    std::vector<ShardSpec> specs = make_shard_specs(c, p.tp, 0);
+    assign_reduction_axes(p, specs);
+    for (const ShardSpec& s : specs)
+      if (s.name == name) return std::pair{s.grad_sum_axes, s.norm_sum_axes};
+    ADD_FAILURE() << name;
+    return std::pair<std::vector<std::string>, std::vector<std::string>>{};
+  };
+  using V = std::vector<std::string>;
+  const std::string norm = "model.layers.0.input_layernorm.weight";
+  const std::string wq = "model.layers.0.self_attn.q_proj.weight";
+  ParallelConfig tp;  // plain TP with dp and sp around it
+  tp.dp = 2;
+  tp.tp = 2;
+  tp.sp = 2;
+  EXPECT_EQ(axes_of(tp, norm), std::pair(V{"sp", "dp"}, V{}));
+  EXPECT_EQ(axes_of(tp, wq), std::pair(V{"sp", "dp"}, V{"tp"}));
+  ParallelConfig tpsp = tp;
+  tpsp.sequence_parallel = true;
+  EXPECT_EQ(axes_of(tpsp, norm), std::pair(V{"sp", "dp", "tp"}, V{}));
+  EXPECT_EQ(axes_of(tpsp, "lm_head.weight"), std::pair(V{"sp", "dp"}, V{"tp"}));
+  ParallelConfig one;  // single device: nothing to reduce
+  EXPECT_EQ(axes_of(one, wq), std::pair(V{}, V{}));
+}
+
 TEST(Plan, RefusesPlansThatCannotRunBeforeAnyWork) {
   const ModelConfig c = small_model();
   ParallelConfig p;

@@ -22,9 +22,9 @@ inline Result run_threads(const Case& c, const Data& d) {
   return out;
 }
 
-inline parallel::ParallelConfig make_plan(int dp, int tp, int sp, bool seqpar = false,
-                                          parallel::TokenLayoutKind layout =
-                                              parallel::TokenLayoutKind::Zigzag) {
+inline parallel::ParallelConfig make_plan(
+    int dp, int tp, int sp, bool seqpar = false,
+    parallel::TokenLayoutKind layout = parallel::TokenLayoutKind::Zigzag) {
   parallel::ParallelConfig p;
   p.dp = dp;
   p.tp = tp;

@@ -93,7 +93,8 @@ TEST_F(Traps, ClippingActuallyScalesTheGradients) {
   const Result par = run_threads(c, d), ref = run_single(c, d);
   for (float coef : par.clip_coefficients) EXPECT_LT(coef, 0.5f);
   for (std::size_t s = 0; s < ref.clip_coefficients.size(); ++s)
-    EXPECT_NEAR(par.clip_coefficients[s], ref.clip_coefficients[s], 1e-5 * ref.clip_coefficients[s]);
+    EXPECT_NEAR(par.clip_coefficients[s], ref.clip_coefficients[s],
+                1e-5 * ref.clip_coefficients[s]);
   expect_equal(c, par, ref);
   // AdamW is nearly invariant to a constant gradient scale, so the parameters alone would
   // barely show a clip that was computed but never applied: check the gradients themselves.
@@ -103,7 +104,8 @@ TEST_F(Traps, ClippingActuallyScalesTheGradients) {
     parallel::RankModel model(c.model, groups, c.seq, Recompute::None, world.tracker(), kSeed);
     AdamW opt(model.params(), world.tracker(), test_hyper());
     std::vector<parallel::LocalBatch> micro{model.localize(micro_batch(c, d, 1, 0))};
-    const parallel::ParallelStepStats st = parallel::parallel_train_step(model, opt, micro, 1e-3f, 0.05);
+    const parallel::ParallelStepStats st =
+        parallel::parallel_train_step(model, opt, micro, 1e-3f, 0.05);
     EXPECT_GT(st.grad_norm, 0.5);
     EXPECT_NEAR(model.grad_norm(), 0.05, 0.05 * 1e-5);
   });

@@ -17,9 +17,12 @@ Recompute parse_recompute(const std::string& name) {
 
 std::string recompute_name(Recompute r) {
   switch (r) {
-    case Recompute::None: return "none";
-    case Recompute::Mlp: return "mlp";
-    case Recompute::Full: return "full";
+    case Recompute::None:
+      return "none";
+    case Recompute::Mlp:
+      return "mlp";
+    case Recompute::Full:
+      return "full";
   }
   return "?";
 }
@@ -37,7 +40,11 @@ void apply_saved_norm(std::int64_t rows, std::int64_t h, const float* x, const f
 
 ModelDriver::ModelDriver(const ModelConfig& config, ModelTensors& params, ModelTensors& grads,
                          BlockOps& ops, MemoryTracker& tracker, Recompute recompute)
-    : config_(config), params_(params), grads_(grads), ops_(ops), tracker_(tracker),
+    : config_(config),
+      params_(params),
+      grads_(grads),
+      ops_(ops),
+      tracker_(tracker),
       recompute_(recompute) {}
 
 void ModelDriver::layer_forward(std::int64_t l, Tensor& x, LayerSaved& s, Save save) {
@@ -51,8 +58,10 @@ void ModelDriver::layer_forward(std::int64_t l, Tensor& x, LayerSaved& s, Save s
     Tensor n(tracker_, MemCategory::Workspace, {rows, h});
     kernels::rmsnorm_forward(rows, h, x.f32(), L.input_norm.f32(), eps, n.f32(), rstd.f32());
     ops_.attention_forward(l, n.f32(), s.attention, x.f32());
-    if (keep) s.rstd1 = std::move(rstd);
-    else s.attention = AttentionSaved();
+    if (keep)
+      s.rstd1 = std::move(rstd);
+    else
+      s.attention = AttentionSaved();
   }
   if (keep) s.x_mid = x.clone(MemCategory::Activations);
   {
@@ -103,7 +112,7 @@ kernels::LossSum ModelDriver::run(bool backward, double grad_scale) {
   Tensor x(tracker_, MemCategory::Workspace, {rows, h});
   ops_.embed_forward(x.f32());
   std::vector<LayerSaved> saved(static_cast<std::size_t>(layers));
-  const Save save = !backward ? Save::Nothing
+  const Save save = !backward                       ? Save::Nothing
                     : recompute_ == Recompute::Full ? Save::InputOnly
                                                     : Save::Policy;
   for (std::int64_t l = 0; l < layers; ++l)
@@ -111,8 +120,7 @@ kernels::LossSum ModelDriver::run(bool backward, double grad_scale) {
 
   Tensor rstd_f(tracker_, MemCategory::Activations, {rows});
   Tensor nf(tracker_, MemCategory::Workspace, {rows, h});
-  kernels::rmsnorm_forward(rows, h, x.f32(), params_.final_norm.f32(), eps, nf.f32(),
-                           rstd_f.f32());
+  kernels::rmsnorm_forward(rows, h, x.f32(), params_.final_norm.f32(), eps, nf.f32(), rstd_f.f32());
   const kernels::LossSum loss = ops_.head_forward(nf.f32(), backward);
   if (!backward) return loss;
 
@@ -120,8 +128,8 @@ kernels::LossSum ModelDriver::run(bool backward, double grad_scale) {
   {
     Tensor dnf(tracker_, MemCategory::Workspace, {rows, h});
     ops_.head_backward(static_cast<float>(grad_scale), dnf.f32());
-    kernels::rmsnorm_backward(rows, h, x.f32(), params_.final_norm.f32(), rstd_f.f32(),
-                              dnf.f32(), dx.f32(), grads_.final_norm.f32());
+    kernels::rmsnorm_backward(rows, h, x.f32(), params_.final_norm.f32(), rstd_f.f32(), dnf.f32(),
+                              dx.f32(), grads_.final_norm.f32());
   }
   nf = Tensor();
   x = Tensor();

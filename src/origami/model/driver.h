@@ -13,9 +13,9 @@
 
 #include <string>
 
+#include "origami/model/block_ops.h"
 #include "origami/model/config.h"
 #include "origami/model/weights.h"
-#include "origami/model/block_ops.h"
 
 namespace origami {
 
@@ -27,8 +27,8 @@ class ModelDriver {
  public:
   // params/grads: the rank's (possibly sharded) tensors; only the RMSNorm weights are read
   // here (replicated), the rest is the BlockOps' business.
-  ModelDriver(const ModelConfig& config, ModelTensors& params, ModelTensors& grads,
-              BlockOps& ops, MemoryTracker& tracker, Recompute recompute);
+  ModelDriver(const ModelConfig& config, ModelTensors& params, ModelTensors& grads, BlockOps& ops,
+              MemoryTracker& tracker, Recompute recompute);
 
   // One micro-batch (already handed to the BlockOps). With backward, gradients accumulate and
   // the gradient of the loss sum is scaled by grad_scale. Returns the head's local loss sum.

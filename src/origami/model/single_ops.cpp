@@ -17,14 +17,19 @@ AttentionGrads attention_grads(LayerTensors& G) {
 MlpWeights mlp_weights(const LayerTensors& L) {
   return {L.w_gate.f32(), L.w_up.f32(), L.w_down.f32()};
 }
-MlpGrads mlp_grads(LayerTensors& G) { return {G.w_gate.f32(), G.w_up.f32(), G.w_down.f32()}; }
+MlpGrads mlp_grads(LayerTensors& G) {
+  return {G.w_gate.f32(), G.w_up.f32(), G.w_down.f32()};
+}
 }  // namespace
 
 SingleOps::SingleOps(const ModelConfig& config, ModelTensors& params, ModelTensors& grads,
                      MemoryTracker& tracker)
-    : config_(config), params_(params), grads_(grads), tracker_(tracker),
-      rope_(make_rope_tables(config.max_position_embeddings, config.head_dim(),
-                             config.rope_theta, tracker)) {}
+    : config_(config),
+      params_(params),
+      grads_(grads),
+      tracker_(tracker),
+      rope_(make_rope_tables(config.max_position_embeddings, config.head_dim(), config.rope_theta,
+                             tracker)) {}
 
 void SingleOps::set_batch(std::int64_t batch, std::int64_t seq, const std::int32_t* ids,
                           const std::int32_t* labels) {
@@ -37,8 +42,11 @@ void SingleOps::set_batch(std::int64_t batch, std::int64_t seq, const std::int32
 }
 
 AttentionDims SingleOps::attention_dims() const {
-  return {.batch = batch_, .seq = seq_, .hidden = config_.hidden_size,
-          .heads = config_.num_attention_heads, .kv_heads = config_.num_key_value_heads,
+  return {.batch = batch_,
+          .seq = seq_,
+          .hidden = config_.hidden_size,
+          .heads = config_.num_attention_heads,
+          .kv_heads = config_.num_key_value_heads,
           .head_dim = config_.head_dim()};
 }
 MlpDims SingleOps::mlp_dims() const {
@@ -50,12 +58,13 @@ void SingleOps::embed_forward(float* x) {
                              config_.vocab_size, x);
 }
 void SingleOps::embed_backward(const float* dx) {
-  kernels::embedding_backward(stream_rows(), config_.hidden_size, ids_, dx, 0,
-                              config_.vocab_size, grads_.embed.f32());
+  kernels::embedding_backward(stream_rows(), config_.hidden_size, ids_, dx, 0, config_.vocab_size,
+                              grads_.embed.f32());
 }
 
 void SingleOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x) {
-  attention_block_forward(attention_dims(), n, attention_weights(params_.layers[static_cast<std::size_t>(l)]),
+  attention_block_forward(attention_dims(), n,
+                          attention_weights(params_.layers[static_cast<std::size_t>(l)]),
                           positions_.data(), rope_, tracker_, s, x);
 }
 void SingleOps::attention_backward(std::int64_t l, const float* n, const AttentionSaved& s,
@@ -83,7 +92,8 @@ kernels::LossSum SingleOps::head_forward(const float* nf, bool with_backward) {
   const std::int64_t rows = stream_rows(), h = config_.hidden_size, V = config_.vocab_size;
   logits_ = Tensor(tracker_, MemCategory::Logits, {rows, V});
   kernels::linear_forward(rows, h, V, nf, params_.lm_head.f32(), logits_.f32());
-  lse_ = Tensor(tracker_, MemCategory::Workspace, {rows});  // as before the driver: not counted as saved
+  lse_ = Tensor(tracker_, MemCategory::Workspace,
+                {rows});  // as before the driver: not counted as saved
   const kernels::LossSum loss =
       kernels::cross_entropy_forward(rows, V, logits_.f32(), labels_, lse_.f32());
   head_input_ = nf;

@@ -23,8 +23,8 @@ class SingleOps final : public BlockOps {
   void embed_forward(float* x) override;
   void embed_backward(const float* dx) override;
   void attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x) override;
-  void attention_backward(std::int64_t l, const float* n, const AttentionSaved& s,
-                          const float* dx, float* dn) override;
+  void attention_backward(std::int64_t l, const float* n, const AttentionSaved& s, const float* dx,
+                          float* dn) override;
   void mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) override;
   void mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dx,
                     float* dn) override;

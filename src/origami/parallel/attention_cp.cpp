@@ -50,15 +50,19 @@ Gathered gather_kv(const AttentionDims& d, const SequenceAxis& axis, const Tenso
 }
 
 kernels::AttentionShape shape_of(const AttentionDims& d, int parts) {
-  return {.batch = d.batch, .q_len = d.seq, .kv_len = parts * d.seq, .heads = d.heads,
-          .kv_heads = d.kv_heads, .head_dim = d.head_dim};
+  return {.batch = d.batch,
+          .q_len = d.seq,
+          .kv_len = parts * d.seq,
+          .heads = d.heads,
+          .kv_heads = d.kv_heads,
+          .head_dim = d.head_dim};
 }
 
 }  // namespace
 
 void cp_attention_forward(const AttentionDims& d, const float* n, const AttentionWeights& w,
-                          const SequenceAxis& axis, const RopeTables& rope,
-                          MemoryTracker& tracker, AttentionSaved& s, float* y) {
+                          const SequenceAxis& axis, const RopeTables& rope, MemoryTracker& tracker,
+                          AttentionSaved& s, float* y) {
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
   s.q = Tensor(tracker, MemCategory::Activations, {rows, qd});
   s.k = Tensor(tracker, MemCategory::Activations, {rows, kvd});

@@ -19,15 +19,15 @@
 namespace origami::parallel {
 
 struct SequenceAxis {
-  comm::Communicator* comm = nullptr;     // the sequence-parallel group
-  const std::int64_t* q_pos = nullptr;    // [Sl] this rank's positions
+  comm::Communicator* comm = nullptr;                 // the sequence-parallel group
+  const std::int64_t* q_pos = nullptr;                // [Sl] this rank's positions
   const std::vector<std::int64_t>* kv_pos = nullptr;  // [Σ*Sl] every rank's, in rank order
 };
 
 // y[rows, h] += attention over the whole sequence.
 void cp_attention_forward(const AttentionDims& dims, const float* n, const AttentionWeights& w,
-                          const SequenceAxis& axis, const RopeTables& rope,
-                          MemoryTracker& tracker, AttentionSaved& saved, float* y);
+                          const SequenceAxis& axis, const RopeTables& rope, MemoryTracker& tracker,
+                          AttentionSaved& saved, float* y);
 void cp_attention_backward(const AttentionDims& dims, const float* n, const AttentionWeights& w,
                            const SequenceAxis& axis, const RopeTables& rope,
                            const AttentionSaved& saved, const float* dy, MemoryTracker& tracker,

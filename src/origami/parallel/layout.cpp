@@ -18,9 +18,12 @@ TokenLayoutKind parse_token_layout(const std::string& name) {
 
 std::string token_layout_name(TokenLayoutKind kind) {
   switch (kind) {
-    case TokenLayoutKind::Zigzag: return "zigzag";
-    case TokenLayoutKind::Contiguous: return "contiguous";
-    case TokenLayoutKind::Full: return "full";
+    case TokenLayoutKind::Zigzag:
+      return "zigzag";
+    case TokenLayoutKind::Contiguous:
+      return "contiguous";
+    case TokenLayoutKind::Full:
+      return "full";
   }
   return "?";
 }
@@ -49,11 +52,13 @@ void check_token_split(TokenLayoutKind kind, std::int64_t seq, int degree) {
         "zigzag layout needs the sequence length divisible by 2 x degree: {} % (2 x {}) = {}; "
         "use a sequence length that is a multiple of {} or degree {}{}",
         seq, degree, seq % chunks, chunks, works,
-        seq % 2 == 0 ? "" : " (an odd length cannot be zigzagged at all: try --layout contiguous)"));
+        seq % 2 == 0 ? ""
+                     : " (an odd length cannot be zigzagged at all: try --layout contiguous)"));
   }
   throw ConfigError(fmt::format(
       "contiguous layout needs the sequence length divisible by the degree: {} % {} = {}; use "
-      "a multiple of {} or degree {}", seq, degree, seq % chunks, degree, works));
+      "a multiple of {} or degree {}",
+      seq, degree, seq % chunks, degree, works));
 }
 
 TokenLayout::TokenLayout(TokenLayoutKind kind, std::int64_t seq, int degree, int rank)
@@ -70,7 +75,9 @@ std::vector<std::int64_t> TokenLayout::positions_of(int r) const {
     for (std::int64_t i = 0; i < n; ++i) p.push_back(begin + i);
   };
   switch (kind_) {
-    case TokenLayoutKind::Full: add(0, seq_); break;
+    case TokenLayoutKind::Full:
+      add(0, seq_);
+      break;
     case TokenLayoutKind::Contiguous: {
       const std::int64_t n = seq_ / degree_;
       add(r * n, n);
@@ -91,7 +98,8 @@ void TokenLayout::scatter_rows(const float* local, std::int64_t batch, std::int6
   for (std::int64_t b = 0; b < batch; ++b)
     for (std::int64_t i = 0; i < local_seq(); ++i)
       std::memcpy(global + (b * seq_ + positions_[static_cast<std::size_t>(i)]) * width,
-                  local + (b * local_seq() + i) * width, static_cast<std::size_t>(width) * sizeof(float));
+                  local + (b * local_seq() + i) * width,
+                  static_cast<std::size_t>(width) * sizeof(float));
 }
 
 Range even_range(std::int64_t total, int parts, int index) {
@@ -107,17 +115,19 @@ void check_tensor_split(const ModelConfig& c, int degree, const std::string& axi
     if (n % degree == 0) return;
     throw ConfigError(fmt::format(
         "{} degree {} must divide the number of {} ({}); the largest degree <= {} that divides "
-        "it is {}", axis, degree, what, n, degree, largest_divisor_at_most(n, degree)));
+        "it is {}",
+        axis, degree, what, n, degree, largest_divisor_at_most(n, degree)));
   };
   need(c.num_attention_heads, "attention heads (num_attention_heads)");
   if (c.num_key_value_heads % degree != 0) {
     throw ConfigError(fmt::format(
         "{} degree {} must divide the number of key/value heads (num_key_value_heads = {}); "
         "grouped-query models with fewer kv heads than the degree are not supported: the "
-        "largest degree that works is {}", axis, degree, c.num_key_value_heads,
-        largest_divisor_at_most(std::gcd(c.num_key_value_heads,
-                                         std::gcd(c.num_attention_heads, c.intermediate_size)),
-                                degree)));
+        "largest degree that works is {}",
+        axis, degree, c.num_key_value_heads,
+        largest_divisor_at_most(
+            std::gcd(c.num_key_value_heads, std::gcd(c.num_attention_heads, c.intermediate_size)),
+            degree)));
   }
   need(c.intermediate_size, "MLP columns (intermediate_size)");
 }

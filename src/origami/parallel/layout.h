@@ -53,7 +53,8 @@ class TokenLayout {
     std::vector<T> out(static_cast<std::size_t>(batch * local_seq()));
     for (std::int64_t b = 0; b < batch; ++b)
       for (std::int64_t i = 0; i < local_seq(); ++i)
-        out[static_cast<std::size_t>(b * local_seq() + i)] = global[b * seq_ + positions_[static_cast<std::size_t>(i)]];
+        out[static_cast<std::size_t>(b * local_seq() + i)] =
+            global[b * seq_ + positions_[static_cast<std::size_t>(i)]];
     return out;
   }
   // Writes this rank's local rows (each `width` floats) into their places of a global

@@ -9,11 +9,16 @@ namespace origami::parallel {
 
 MeshOps::MeshOps(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
                  ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker)
-    : config_(config), groups_(groups), layout_(layout), params_(params), grads_(grads),
+    : config_(config),
+      groups_(groups),
+      layout_(layout),
+      params_(params),
+      grads_(grads),
       tracker_(tracker),
-      rope_(make_rope_tables(config.max_position_embeddings, config.head_dim(),
-                             config.rope_theta, tracker)),
-      tp_size_(groups.tp().size()), tp_rank_(groups.tp().rank()),
+      rope_(make_rope_tables(config.max_position_embeddings, config.head_dim(), config.rope_theta,
+                             tracker)),
+      tp_size_(groups.tp().size()),
+      tp_rank_(groups.tp().rank()),
       seqpar_(groups.plan().sequence_parallel) {
   ORIGAMI_CHECK(layout.degree() == groups.sp().size(),
                 "token layout over {} ranks on a sequence axis of {}", layout.degree(),
@@ -29,18 +34,23 @@ void MeshOps::set_batch(const LocalBatch* batch) {
     batch_ = nullptr;
     return;
   }
-  ORIGAMI_CHECK(batch->batch >= 1 &&
-                    static_cast<std::int64_t>(batch->ids.size()) == batch->batch * layout_.local_seq() &&
-                    batch->labels.size() == batch->ids.size(),
-                "a local batch must hold batch x {} ids and labels", layout_.local_seq());
+  ORIGAMI_CHECK(
+      batch->batch >= 1 &&
+          static_cast<std::int64_t>(batch->ids.size()) == batch->batch * layout_.local_seq() &&
+          batch->labels.size() == batch->ids.size(),
+      "a local batch must hold batch x {} ids and labels", layout_.local_seq());
   ORIGAMI_CHECK(!split_stream() || rows_of(*batch) % tp_size_ == 0,
                 "sequence-parallel regions need the rank's {} rows divisible by tp={}",
                 rows_of(*batch), tp_size_);
   batch_ = batch;
 }
 
-std::int64_t MeshOps::rows_of(const LocalBatch& b) const { return b.batch * layout_.local_seq(); }
-std::int64_t MeshOps::rows() const { return rows_of(*batch_); }
+std::int64_t MeshOps::rows_of(const LocalBatch& b) const {
+  return b.batch * layout_.local_seq();
+}
+std::int64_t MeshOps::rows() const {
+  return rows_of(*batch_);
+}
 std::int64_t MeshOps::stream_rows() const {
   return split_stream() ? rows() / tp_size_ : rows();
 }
@@ -48,8 +58,8 @@ std::int64_t MeshOps::stream_rows() const {
 const float* MeshOps::gather_rows(const float* stream, Tensor& holder) {
   if (!split_stream()) return stream;
   holder = Tensor(tracker_, MemCategory::CommBuffers, {rows(), config_.hidden_size});
-  groups_.tp().all_gather(comm::ConstBuffer(stream, stream_rows() * config_.hidden_size, DType::F32),
-                          holder);
+  groups_.tp().all_gather(
+      comm::ConstBuffer(stream, stream_rows() * config_.hidden_size, DType::F32), holder);
   return holder.f32();
 }
 
@@ -74,9 +84,12 @@ void MeshOps::reduce_rows_into(Tensor& partial, float* stream) {
 }
 
 AttentionDims MeshOps::attention_dims() const {
-  return {.batch = batch_->batch, .seq = layout_.local_seq(), .hidden = config_.hidden_size,
+  return {.batch = batch_->batch,
+          .seq = layout_.local_seq(),
+          .hidden = config_.hidden_size,
           .heads = config_.num_attention_heads / tp_size_,
-          .kv_heads = config_.num_key_value_heads / tp_size_, .head_dim = config_.head_dim()};
+          .kv_heads = config_.num_key_value_heads / tp_size_,
+          .head_dim = config_.head_dim()};
 }
 
 namespace {
@@ -129,12 +142,11 @@ void MeshOps::attention_backward(std::int64_t l, const float* n, const Attention
   float* dnp = partial_target(dn_holder, dn);
   if (groups_.sp().size() > 1) {
     const SequenceAxis axis{&groups_.sp(), layout_.positions().data(), &kv_positions_};
-    cp_attention_backward(attention_dims(), in, attention_weights(L), axis, rope_, s, dy,
-                          tracker_, dnp, attention_grads(G));
+    cp_attention_backward(attention_dims(), in, attention_weights(L), axis, rope_, s, dy, tracker_,
+                          dnp, attention_grads(G));
   } else {
-    attention_block_backward(attention_dims(), in, attention_weights(L),
-                             layout_.positions().data(), rope_, s, dy, tracker_, dnp,
-                             attention_grads(G));
+    attention_block_backward(attention_dims(), in, attention_weights(L), layout_.positions().data(),
+                             rope_, s, dy, tracker_, dnp, attention_grads(G));
   }
   reduce_rows_into(dn_holder, dn);
 }
@@ -144,8 +156,8 @@ void MeshOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x)
   Tensor in_holder, out_holder;
   const float* in = gather_rows(n, in_holder);
   float* y = partial_target(out_holder, x);
-  const MlpDims dims{.rows = rows(), .hidden = config_.hidden_size,
-                     .ffn = config_.intermediate_size / tp_size_};
+  const MlpDims dims{
+      .rows = rows(), .hidden = config_.hidden_size, .ffn = config_.intermediate_size / tp_size_};
   mlp_block_forward(dims, in, {L.w_gate.f32(), L.w_up.f32(), L.w_down.f32()}, tracker_, s, y);
   in_holder = Tensor();
   reduce_rows_into(out_holder, x);
@@ -155,16 +167,16 @@ void MeshOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const fl
                            float* dn) {
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
-  const MlpDims dims{.rows = rows(), .hidden = config_.hidden_size,
-                     .ffn = config_.intermediate_size / tp_size_};
+  const MlpDims dims{
+      .rows = rows(), .hidden = config_.hidden_size, .ffn = config_.intermediate_size / tp_size_};
   Tensor dy_holder, in_holder, dn_holder;
   const float* dy = gather_rows(dx, dy_holder);
   const float* in = gather_rows(n, in_holder);
   const MlpWeights w{L.w_gate.f32(), L.w_up.f32(), L.w_down.f32()};
   if (!s.a.defined()) mlp_block_recompute(dims, in, w, tracker_, s);  // recompute policy
   float* dnp = partial_target(dn_holder, dn);
-  mlp_block_backward(dims, in, w, s, dy, tracker_,
-                     dnp, {G.w_gate.f32(), G.w_up.f32(), G.w_down.f32()});
+  mlp_block_backward(dims, in, w, s, dy, tracker_, dnp,
+                     {G.w_gate.f32(), G.w_up.f32(), G.w_down.f32()});
   s = MlpSaved();
   reduce_rows_into(dn_holder, dn);
 }
@@ -196,9 +208,8 @@ kernels::LossSum MeshOps::head_forward(const float* nf, bool with_backward) {
                             comm::Buffer(target, R, DType::F32));
   }
   head_lse_ = Tensor(tracker_, MemCategory::Workspace, {R});  // as the single-device head
-  const kernels::LossSum loss = kernels::softmax_stats_finish(R, run_max, run_sum, target,
-                                                              batch_->labels.data(),
-                                                              head_lse_.f32());
+  const kernels::LossSum loss = kernels::softmax_stats_finish(
+      R, run_max, run_sum, target, batch_->labels.data(), head_lse_.f32());
   if (!with_backward) {
     head_logits_ = Tensor();
     head_lse_ = Tensor();

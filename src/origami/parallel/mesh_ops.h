@@ -2,21 +2,27 @@
 // DP), as one BlockOps over the tensor (T), sequence (Σ) and data (P) axes. Per rank, with
 // R = B*S/Σ token rows (the rank's sequence shard of its data shard), T | heads, kv heads, f:
 //
-//   tensor                 shape on a rank        forward comm          backward comm (conjugate)
-//   residual stream x      [R, h] or [R/T, h]*    -                     -
-//   embedding (vocab-par.) [Vp/T, h]              all-reduce tp         (identity) / all-gather*
-//                                                 / reduce-scatter tp*
-//   attention in           [R, h]                 identity / all-gather tp*   all-reduce / reduce-scatter tp*
-//   W_Q/W_K/W_V (columns)  [H/T*d | Kv/T*d, h]    K/V all-gather sp     K/V re-gather, dK/dV reduce-scatter sp
-//   W_O (rows)             [h, H/T*d]             all-reduce / reduce-scatter tp*   identity / all-gather tp*
-//   MLP W_gate/W_up, W_down [f/T, h], [h, f/T]    as attention (no sp traffic)
-//   LM head (vocab-par.)   [Vp/T, h]              all-gather* of the normed rows; max/sum-exp
-//                                                 and target logit combined over tp
-//                                                 backward: dX all-reduce / reduce-scatter tp*
-//   RMSNorm weights        [h] replicated         -                     -
+// clang-format off
+//   tensor / block          shape on a rank       forward comm            backward (conjugate)
+//   residual stream x       [R,h] or [R/T,h]*     -                       -
+//   embedding (vocab-par.)  [Vp/T, h]             all-reduce tp /         identity /
+//                                                 reduce-scatter tp*      all-gather tp*
+//   block input             [R, h]                identity /              all-reduce tp /
+//                                                 all-gather tp*          reduce-scatter tp*
+//   W_Q/W_K/W_V (column)    [H/T*d|Kv/T*d, h]     K/V all-gather sp       K/V re-gather sp,
+//                                                                         dK/dV reduce-scatter sp
+//   W_O (row-parallel)      [h, H/T*d]            all-reduce tp /         identity /
+//                                                 reduce-scatter tp*      all-gather tp*
+//   W_gate/W_up, W_down     [f/T, h], [h, f/T]    as W_Q / W_O, no sp traffic
+//   LM head (vocab-par.)    [Vp/T, h]             all-gather tp* of the   dX all-reduce tp /
+//                                                 normed rows; max/sum    reduce-scatter tp*
+//                                                 and target logit
+//                                                 combined over tp
+//   RMSNorm weights         [h] replicated        -                       -
 //   (* = with sequence-parallel regions, TP-SP: the stream holds rows [t*R/T, (t+1)*R/T))
+// clang-format on
 //
-// Reduction groups (reduce_gradients / the step in train_step.h):
+// Reduction groups (assign_reduction_axes in plan.h, used by rank_model.h):
 //   loss numerator, unmasked count   sum over sp x dp (tp ranks hold the same tokens' loss)
 //   every weight gradient            sum over sp x dp (replicas see different tokens)
 //   RMSNorm weight gradients         sum over sp x dp, and over tp under TP-SP (each tp rank
@@ -27,8 +33,8 @@
 
 #include <vector>
 
-#include "origami/parallel/attention_cp.h"
 #include "origami/model/block_ops.h"
+#include "origami/parallel/attention_cp.h"
 #include "origami/parallel/plan.h"
 #include "origami/parallel/shard_spec.h"
 
@@ -51,8 +57,8 @@ class MeshOps final : public BlockOps {
   void embed_forward(float* x) override;
   void embed_backward(const float* dx) override;
   void attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x) override;
-  void attention_backward(std::int64_t l, const float* n, const AttentionSaved& s,
-                          const float* dx, float* dn) override;
+  void attention_backward(std::int64_t l, const float* n, const AttentionSaved& s, const float* dx,
+                          float* dn) override;
   void mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) override;
   void mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dx,
                     float* dn) override;

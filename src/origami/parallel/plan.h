@@ -12,6 +12,7 @@
 #include "origami/comm/mesh.h"
 #include "origami/model/config.h"
 #include "origami/parallel/layout.h"
+#include "origami/parallel/shard_spec.h"
 
 namespace origami::parallel {
 
@@ -40,6 +41,13 @@ ParallelConfig make_parallel_config(const std::string& strategy, int degree,
 void validate_plan(const ParallelConfig& plan, const ModelConfig& model, std::int64_t seq,
                    std::int64_t global_batch, int world_size);
 
+// States every tensor's reduction groups for this plan (only axes of size > 1 are named):
+//   gradient sum   sp, dp for every tensor (replicas of a block saw other tokens); and tp for
+//                  the RMSNorm weights under TP-SP (each tp rank normed different rows; under
+//                  plain TP every tp rank saw every row, so their gradients are already equal)
+//   gradient norm  tp for the tensors sharded over tp; nothing for replicated ones (counted once)
+void assign_reduction_axes(const ParallelConfig& plan, std::vector<ShardSpec>& specs);
+
 // This rank's communicators on each axis (collective to build: every rank of the world).
 class ParallelGroups {
  public:
@@ -49,6 +57,7 @@ class ParallelGroups {
   comm::Communicator& dp() { return mesh_.axis("dp"); }  // different sequences
   comm::Communicator& tp() { return mesh_.axis("tp"); }  // weight shards, same tokens
   comm::Communicator& sp() { return mesh_.axis("sp"); }  // token shards, same weights
+  comm::Communicator& axis(const std::string& name) { return mesh_.axis(name); }
 
  private:
   ParallelConfig plan_;

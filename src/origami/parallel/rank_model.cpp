@@ -1,6 +1,7 @@
 #include "origami/parallel/rank_model.h"
 
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -30,6 +31,7 @@ RankModel::RankModel(const ModelConfig& config, ParallelGroups& groups, std::int
   if (seq > config_.max_position_embeddings)
     throw ConfigError(fmt::format("sequence length {} exceeds max_position_embeddings {}", seq,
                                   config_.max_position_embeddings));
+  assign_reduction_axes(groups.plan(), specs_);
   initialize_sharded(params_, specs_, config_, seed);
 }
 
@@ -38,12 +40,13 @@ LocalBatch RankModel::localize(const TokenBatch& b) const {
                 b.seq, layout_.seq());
   for (std::int64_t i = 0; i < b.batch * b.seq; ++i) {
     ORIGAMI_CHECK(b.input_ids[i] >= 0 && b.input_ids[i] < config_.vocab_size,
-                  "token id {} at position {} is outside the vocabulary [0, {})", b.input_ids[i],
-                  i, config_.vocab_size);
+                  "token id {} at position {} is outside the vocabulary [0, {})", b.input_ids[i], i,
+                  config_.vocab_size);
     ORIGAMI_CHECK(b.labels[i] == kernels::kIgnoreLabel ||
                       (b.labels[i] >= 0 && b.labels[i] < config_.vocab_size),
                   "label {} at position {} is outside the vocabulary [0, {}) and is not the "
-                  "ignore label", b.labels[i], i, config_.vocab_size);
+                  "ignore label",
+                  b.labels[i], i, config_.vocab_size);
   }
   return {b.batch, layout_.slice(b.input_ids, b.batch), layout_.slice(b.labels, b.batch)};
 }
@@ -74,29 +77,30 @@ double RankModel::global_loss_sum(double local) {
 }
 
 void RankModel::reduce_gradients() {
-  const bool norms_over_tp = groups_.plan().sequence_parallel && groups_.tp().size() > 1;
   std::vector<NamedTensor> g = named_tensors(grads_);
   for (std::size_t i = 0; i < g.size(); ++i) {
     Tensor& t = *g[i].tensor;
-    // Every gradient: summed over the replicas of its shard that saw other tokens.
-    if (groups_.sp().size() > 1) groups_.sp().all_reduce(t, t);
-    if (groups_.dp().size() > 1) groups_.dp().all_reduce(t, t);
-    // RMSNorm weights under TP-SP: each tp rank normed different rows (sum, not average).
-    if (specs_[i].is_norm && norms_over_tp) groups_.tp().all_reduce(t, t);
+    // The groups are stated per tensor by assign_reduction_axes (plan.h): sp and dp for every
+    // gradient, and tp for the RMSNorm weights under TP-SP (sum, not average).
+    for (const std::string& axis : specs_[i].grad_sum_axes) groups_.axis(axis).all_reduce(t, t);
   }
 }
 
 double RankModel::grad_norm() {
-  std::vector<double> sharded{0.0};
-  double replicated = 0;
+  // Squares grouped by the axes they are summed over: tp-sharded tensors over tp, replicated
+  // ones (RMSNorm weights) over nothing, i.e. counted once.
+  std::map<std::vector<std::string>, double> squares;
   std::vector<NamedTensor> g = named_tensors(grads_);
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    const double sq = kernels::sum_of_squares(g[i].tensor->numel(), g[i].tensor->f32());
-    if (specs_[i].shard_dim >= 0 && specs_[i].parts > 1) sharded[0] += sq;
-    else replicated += sq;  // identical on every tp rank: counted once
+  for (std::size_t i = 0; i < g.size(); ++i)
+    squares[specs_[i].norm_sum_axes] +=
+        kernels::sum_of_squares(g[i].tensor->numel(), g[i].tensor->f32());
+  double total = 0;
+  for (auto& [axes, sq] : squares) {
+    std::vector<double> v{sq};
+    for (const std::string& axis : axes) groups_.axis(axis).all_reduce(v, v);
+    total += v[0];
   }
-  if (groups_.tp().size() > 1) groups_.tp().all_reduce(sharded, sharded);
-  return std::sqrt(sharded[0] + replicated);
+  return std::sqrt(total);
 }
 
 std::vector<Tensor> RankModel::gather(ModelTensors& tensors, MemoryTracker& into) {

@@ -10,8 +10,8 @@
 
 #include <vector>
 
-#include "origami/model/llama.h"
 #include "origami/model/driver.h"
+#include "origami/model/llama.h"
 #include "origami/parallel/mesh_ops.h"
 #include "origami/train/optimizer.h"
 

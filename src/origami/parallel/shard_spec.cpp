@@ -18,16 +18,20 @@ std::vector<ShardSpec> make_shard_specs(const ModelConfig& c, int tp, int t) {
   std::vector<ShardSpec> specs;
   auto rows = [&](std::string name, std::int64_t n, std::int64_t cols) {
     const Range r = even_range(n, tp, t);
-    specs.push_back({std::move(name), {n, cols}, {r.size(), cols}, {r.begin, 0}, 0, tp, false});
+    specs.push_back(
+        {std::move(name), {n, cols}, {r.size(), cols}, {r.begin, 0}, 0, tp, false, {}, {}});
   };
   auto cols = [&](std::string name, std::int64_t nrows, std::int64_t n) {
     const Range r = even_range(n, tp, t);
-    specs.push_back({std::move(name), {nrows, n}, {nrows, r.size()}, {0, r.begin}, 1, tp, false});
+    specs.push_back(
+        {std::move(name), {nrows, n}, {nrows, r.size()}, {0, r.begin}, 1, tp, false, {}, {}});
   };
   auto vocab = [&](std::string name) {
-    specs.push_back({std::move(name), {V, h}, {Vl, h}, {t * Vl, 0}, 0, tp, false});
+    specs.push_back({std::move(name), {V, h}, {Vl, h}, {t * Vl, 0}, 0, tp, false, {}, {}});
   };
-  auto norm = [&](std::string name) { specs.push_back({std::move(name), {h}, {h}, {0}, -1, 1, true}); };
+  auto norm = [&](std::string name) {
+    specs.push_back({std::move(name), {h}, {h}, {0}, -1, 1, true, {}, {}});
+  };
   vocab("model.embed_tokens.weight");
   for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);

@@ -34,7 +34,8 @@ struct Shared {
 
 MemoryStats to_stats(const std::vector<std::int64_t>& v) {
   MemoryStats s;
-  for (int c = 0; c < kNumMemCategories; ++c) s.peak[static_cast<std::size_t>(c)] = v[static_cast<std::size_t>(c)];
+  for (int c = 0; c < kNumMemCategories; ++c)
+    s.peak[static_cast<std::size_t>(c)] = v[static_cast<std::size_t>(c)];
   s.peak_total = v[kNumMemCategories];
   return s;
 }
@@ -71,21 +72,25 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   parallel::ParallelGroups groups(world, sh.plan);
   parallel::RankModel model(o.model, groups, o.seq, parse_recompute(o.recompute), tracker, o.seed);
   AdamW optimizer(model.params(), tracker,
-                  {.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = 1e-8f,
+                  {.lr = o.lr,
+                   .beta1 = o.beta1,
+                   .beta2 = o.beta2,
+                   .eps = 1e-8f,
                    .weight_decay = o.weight_decay});
   // Every rank draws the same global batches and keeps its share: data parallel rank p takes
   // sequences [p*B/P, (p+1)*B/P) of each micro-batch, the layout its positions of them.
   data::BatchSampler sampler(*sh.dataset, o.seed);
   const int P = groups.dp().size(), p = groups.dp().rank();
   const std::int64_t per = o.batch / P;
-  const double flops_per_step = training_flops(o.model, o.batch, o.seq) * static_cast<double>(o.grad_accum);
+  const double flops_per_step =
+      training_flops(o.model, o.batch, o.seq) * static_cast<double>(o.grad_accum);
   std::ofstream metrics;
   if (lead && !o.metrics_path.empty()) {
     metrics.open(o.metrics_path);
     if (!metrics) throw ConfigError(fmt::format("cannot write --metrics {}", o.metrics_path));
   }
-  log(fmt::format("parallel: {} on {} ranks ({}), recompute {}", sh.plan.describe(),
-                  world.size(), world.transport().name(), o.recompute));
+  log(fmt::format("parallel: {} on {} ranks ({}), recompute {}", sh.plan.describe(), world.size(),
+                  world.transport().name(), o.recompute));
   for (std::int64_t step = 1; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     std::vector<parallel::LocalBatch> micro;
@@ -107,22 +112,28 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     s.lr = lr;
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!std::isfinite(s.loss))
-      throw Error(fmt::format("step {}: the loss is {} — lower --lr or check the data", step, s.loss));
+      throw Error(
+          fmt::format("step {}: the loss is {} — lower --lr or check the data", step, s.loss));
     const double tokens_per_s = static_cast<double>(s.tokens) / s.seconds;
     const double gflops = flops_per_step / s.seconds / 1e9;
     if (metrics.is_open()) {
-      nlohmann::json j = {{"step", s.step}, {"loss", s.loss}, {"lr", s.lr},
-                          {"grad_norm", s.grad_norm}, {"tokens", s.tokens},
-                          {"seconds", s.seconds}, {"tokens_per_s", tokens_per_s},
-                          {"gflops", gflops}, {"mfu", gflops / o.peak_gflops},
+      nlohmann::json j = {{"step", s.step},
+                          {"loss", s.loss},
+                          {"lr", s.lr},
+                          {"grad_norm", s.grad_norm},
+                          {"tokens", s.tokens},
+                          {"seconds", s.seconds},
+                          {"tokens_per_s", tokens_per_s},
+                          {"gflops", gflops},
+                          {"mfu", gflops / o.peak_gflops},
                           {"peak_bytes", tracker.peak_total()}};
       metrics << j.dump() << "\n";
     }
     if (step == 1 || step % o.log_every == 0 || step == o.steps) {
-      log(fmt::format("step {:>5}  loss {:.4f}  lr {:.2e}  grad norm {:.3f}  {:>8.0f} tokens/s  "
-                      "{:>6.1f} GFLOP/s  MFU {:.1f}%",
-                      step, s.loss, s.lr, s.grad_norm, tokens_per_s, gflops,
-                      100.0 * gflops / o.peak_gflops));
+      log(fmt::format(
+          "step {:>5}  loss {:.4f}  lr {:.2e}  grad norm {:.3f}  {:>8.0f} tokens/s  "
+          "{:>6.1f} GFLOP/s  MFU {:.1f}%",
+          step, s.loss, s.lr, s.grad_norm, tokens_per_s, gflops, 100.0 * gflops / o.peak_gflops));
     }
     if (lead) sh.result.steps.push_back(s);
   }
@@ -150,11 +161,13 @@ TrainResult train_parallel(const TrainOptions& o,
     throw ConfigError(fmt::format("unknown --backend '{}'; use threads or mpi", o.backend));
   const bool mpi = launched_by_mpirun();
   if (o.backend == "mpi" && !mpi)
-    throw ConfigError("--backend mpi needs the program started by mpirun, e.g. "
-                      "mpirun -np 4 origami train --backend mpi ...");
+    throw ConfigError(
+        "--backend mpi needs the program started by mpirun, e.g. "
+        "mpirun -np 4 origami train --backend mpi ...");
   if (o.backend == "threads" && mpi)
-    throw ConfigError("--backend threads under mpirun: drop --backend (mpi is chosen) or run "
-                      "without mpirun");
+    throw ConfigError(
+        "--backend threads under mpirun: drop --backend (mpi is chosen) or run "
+        "without mpirun");
   Shared sh;
   sh.options = &o;
   sh.log = log;
@@ -166,9 +179,10 @@ TrainResult train_parallel(const TrainOptions& o,
                                          : data::TokenDataset::from_file(o.data_path);
   dataset.check_vocab(o.model.vocab_size);
   if (dataset.size() < o.seq + 1)
-    throw ConfigError(fmt::format("the data ({}) has {} tokens, fewer than --seq + 1 = {}; "
-                                  "use a shorter --seq or more data",
-                                  dataset.label(), dataset.size(), o.seq + 1));
+    throw ConfigError(
+        fmt::format("the data ({}) has {} tokens, fewer than --seq + 1 = {}; "
+                    "use a shorter --seq or more data",
+                    dataset.label(), dataset.size(), o.seq + 1));
   sh.dataset = &dataset;
   if (mpi) {
     sh.kernel_threads = o.threads;
@@ -185,7 +199,8 @@ TrainResult train_parallel(const TrainOptions& o,
     sh.kernel_threads = std::max(1, o.threads / world);
     comm::RunOptions ro;
     ro.memory_cap = o.memory_cap;
-    comm::run_ranks(world, [&](comm::Communicator& c) { run_rank(sh, c); }, ro);
+    comm::run_ranks(
+        world, [&](comm::Communicator& c) { run_rank(sh, c); }, ro);
   }
   return std::move(sh.result);
 }

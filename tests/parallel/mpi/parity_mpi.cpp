@@ -17,8 +17,9 @@ namespace {
 
 comm::Communicator* g_world = nullptr;
 
-parallel::ParallelConfig plan(int dp, int tp, int sp, bool seqpar = false,
-                              parallel::TokenLayoutKind layout = parallel::TokenLayoutKind::Zigzag) {
+parallel::ParallelConfig plan(
+    int dp, int tp, int sp, bool seqpar = false,
+    parallel::TokenLayoutKind layout = parallel::TokenLayoutKind::Zigzag) {
   parallel::ParallelConfig p;
   p.dp = dp;
   p.tp = tp;
@@ -60,8 +61,7 @@ class ParityMpi : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ParityMpi, EqualsOneDevice) {
   const Case& c = GetParam();
-  if (c.plan.world() != g_world->size())
-    GTEST_SKIP() << "needs " << c.plan.world() << " ranks";
+  if (c.plan.world() != g_world->size()) GTEST_SKIP() << "needs " << c.plan.world() << " ranks";
   kernels::set_thread_count(1);
   const Data d = make_data(c, c.steps + 1);
   const Result par = run_parallel(c, d, *g_world);
