@@ -71,6 +71,15 @@ TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
   }
 }
 
+TEST(ParallelCli, GradientAccumulationMatchesOneDevice) {
+  const CliRun single = origami(kJob + "--grad-accum 2");
+  ASSERT_EQ(single.code, 0) << single.output;
+  const CliRun r = origami(kJob + "--grad-accum 2 --strategy sp --mesh dp=2,sp=2 --recompute mlp");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(losses(r.output), losses(single.output)) << r.output;
+  EXPECT_EQ(losses(r.output).size(), 3u);
+}
+
 TEST(ParallelCli, UnderMpirunTheMpiTransportIsChosen) {
   const CliRun single = origami(kJob);
   const CliRun r =

@@ -89,6 +89,14 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     metrics.open(o.metrics_path);
     if (!metrics) throw ConfigError(fmt::format("cannot write --metrics {}", o.metrics_path));
   }
+  log(fmt::format("model: {} parameters (h {}, {} layers, {} heads, {} kv heads, intermediate {}, "
+                  "vocabulary {}); data: {} ({} tokens)",
+                  o.model.num_parameters(), o.model.hidden_size, o.model.num_hidden_layers,
+                  o.model.num_attention_heads, o.model.num_key_value_heads,
+                  o.model.intermediate_size, o.model.vocab_size, sh.dataset->label(),
+                  sh.dataset->size()));
+  log(fmt::format("run: {} steps of {} x {} sequences of {} tokens, {} kernel threads per rank",
+                  o.steps, o.grad_accum, o.batch, o.seq, sh.kernel_threads));
   log(fmt::format("parallel: {} on {} ranks ({}), recompute {}", sh.plan.describe(), world.size(),
                   world.transport().name(), o.recompute));
   for (std::int64_t step = 1; step <= o.steps; ++step) {
