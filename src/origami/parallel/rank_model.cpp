@@ -123,8 +123,8 @@ ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
   double local = 0;
   for (const LocalBatch& b : micro) local += model.run(b, true, scale).sum;
   model.reduce_gradients();
-  s.loss = s.unmasked > 0 ? model.global_loss_sum(local) / static_cast<double>(s.unmasked)
-                          : (model.global_loss_sum(local), 0.0);
+  const double sum = model.global_loss_sum(local);  // collective: every rank calls it
+  s.loss = s.unmasked > 0 ? sum / static_cast<double>(s.unmasked) : 0.0;
   s.grad_norm = model.grad_norm();
   s.clip_coefficient =
       max_grad_norm > 0 ? clip_gradients(model.grads(), s.grad_norm, max_grad_norm) : 1.0f;
