@@ -64,8 +64,8 @@ ParallelConfig make_parallel_config(const std::string& strategy, int degree,
     if (strategy == "tp" || strategy == "tpsp") p.tp = degree;
     if (strategy == "sp" || strategy == "cp") p.sp = degree;
   }
-  if (p.sequence_parallel && p.tp == 1 && strategy != "single")
-    p.sequence_parallel = false;  // no tensor axis: the regions are the whole stream already
+  // Without a tensor axis the regions are the whole stream already: nothing to split.
+  if (p.tp == 1) p.sequence_parallel = false;
   return p;
 }
 
