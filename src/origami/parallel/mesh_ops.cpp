@@ -237,4 +237,15 @@ void MeshOps::head_backward(float grad_scale, float* dnf) {
   reduce_rows_into(holder, dnf);
 }
 
+Strategy mesh_strategy(const ModelConfig& config, ParallelGroups& groups) {
+  Strategy s;
+  s.specs = make_shard_specs(config, groups.tp().size(), groups.tp().rank());
+  assign_reduction_axes(groups.plan(), s.specs);
+  s.make_ops = [](const ModelConfig& c, ParallelGroups& g, const TokenLayout& layout,
+                  ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker) {
+    return std::make_unique<MeshOps>(c, g, layout, params, grads, tracker);
+  };
+  return s;
+}
+
 }  // namespace origami::parallel

@@ -37,21 +37,16 @@
 #include "origami/parallel/attention_cp.h"
 #include "origami/parallel/plan.h"
 #include "origami/parallel/shard_spec.h"
+#include "origami/parallel/strategy_ops.h"
 
 namespace origami::parallel {
 
-// One micro-batch as this rank sees it: B sequences of its Sl = S/Σ positions.
-struct LocalBatch {
-  std::int64_t batch = 1;
-  std::vector<std::int32_t> ids, labels;  // [B, Sl]
-};
-
-class MeshOps final : public BlockOps {
+class MeshOps final : public StrategyOps {
  public:
   MeshOps(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
           ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker);
 
-  void set_batch(const LocalBatch* batch);
+  void set_batch(const LocalBatch* batch) override;
 
   std::int64_t stream_rows() const override;
   void embed_forward(float* x) override;
@@ -93,5 +88,9 @@ class MeshOps final : public BlockOps {
   Tensor head_logits_, head_lse_, head_input_holder_;
   const float* head_input_ = nullptr;
 };
+
+// The baselines as a Strategy for RankModel: tensor-parallel specs for the plan's tp axis,
+// reduction axes per assign_reduction_axes, MeshOps blocks.
+Strategy mesh_strategy(const ModelConfig& config, ParallelGroups& groups);
 
 }  // namespace origami::parallel

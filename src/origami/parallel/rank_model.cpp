@@ -19,19 +19,24 @@ TokenLayout make_layout(ParallelGroups& g, std::int64_t seq) {
 
 RankModel::RankModel(const ModelConfig& config, ParallelGroups& groups, std::int64_t seq,
                      Recompute recompute, MemoryTracker& tracker, std::uint64_t seed)
+    : RankModel(config, groups, seq, recompute, tracker, seed,
+                mesh_strategy((validate(config), config), groups)) {}
+
+RankModel::RankModel(const ModelConfig& config, ParallelGroups& groups, std::int64_t seq,
+                     Recompute recompute, MemoryTracker& tracker, std::uint64_t seed,
+                     Strategy strategy)
     : config_((validate(config), config)),
       groups_(groups),
       tracker_(tracker),
       layout_(make_layout(groups, seq)),
-      specs_(make_shard_specs(config_, groups.tp().size(), groups.tp().rank())),
+      specs_(std::move(strategy.specs)),
       params_(allocate_sharded(config_, specs_, tracker, MemCategory::Parameters)),
       grads_(allocate_sharded(config_, specs_, tracker, MemCategory::Gradients)),
-      ops_(config_, groups, layout_, params_, grads_, tracker),
-      driver_(config_, params_, grads_, ops_, tracker, recompute) {
+      ops_(strategy.make_ops(config_, groups, layout_, params_, grads_, tracker)),
+      driver_(config_, params_, grads_, *ops_, tracker, recompute) {
   if (seq > config_.max_position_embeddings)
     throw ConfigError(fmt::format("sequence length {} exceeds max_position_embeddings {}", seq,
                                   config_.max_position_embeddings));
-  assign_reduction_axes(groups.plan(), specs_);
   initialize_sharded(params_, specs_, config_, seed);
 }
 
@@ -52,9 +57,9 @@ LocalBatch RankModel::localize(const TokenBatch& b) const {
 }
 
 kernels::LossSum RankModel::run(const LocalBatch& batch, bool backward, double grad_scale) {
-  ops_.set_batch(&batch);
+  ops_->set_batch(&batch);
   const kernels::LossSum loss = driver_.run(backward, grad_scale);
-  ops_.set_batch(nullptr);
+  ops_->set_batch(nullptr);
   return loss;
 }
 

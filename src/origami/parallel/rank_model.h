@@ -8,6 +8,7 @@
 //                                    (RMSNorm) tensors counted once
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "origami/model/driver.h"
@@ -19,10 +20,13 @@ namespace origami::parallel {
 
 class RankModel {
  public:
-  // Validates the plan for sequences of `seq` tokens (ConfigError before any work), then
-  // allocates and initialises this rank's shards exactly as slices of the single-device model.
+  // Allocates and initialises this rank's shards exactly as slices of the single-device model
+  // (ConfigError before any work if the layout cannot hold sequences of `seq` tokens). The
+  // baseline strategies (mesh_strategy) unless another strategy is given.
   RankModel(const ModelConfig& config, ParallelGroups& groups, std::int64_t seq,
             Recompute recompute, MemoryTracker& tracker, std::uint64_t seed);
+  RankModel(const ModelConfig& config, ParallelGroups& groups, std::int64_t seq,
+            Recompute recompute, MemoryTracker& tracker, std::uint64_t seed, Strategy strategy);
 
   const ModelConfig& config() const { return config_; }
   ParallelGroups& groups() { return groups_; }
@@ -57,7 +61,7 @@ class RankModel {
   TokenLayout layout_;
   std::vector<ShardSpec> specs_;
   ModelTensors params_, grads_;
-  MeshOps ops_;
+  std::unique_ptr<StrategyOps> ops_;
   ModelDriver driver_;
 };
 

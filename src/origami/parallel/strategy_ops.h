@@ -1,0 +1,40 @@
+// What a parallel strategy plugs into RankModel: its blocks (BlockOps, driven by the shared
+// model driver) fed one local micro-batch at a time, and the specs of the shards it holds.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "origami/model/block_ops.h"
+#include "origami/parallel/layout.h"
+#include "origami/parallel/plan.h"
+#include "origami/parallel/shard_spec.h"
+
+namespace origami::parallel {
+
+// One micro-batch as this rank sees it: B sequences of its Sl positions (layout order).
+struct LocalBatch {
+  std::int64_t batch = 1;
+  std::vector<std::int32_t> ids, labels;  // [B, Sl]
+};
+
+class StrategyOps : public BlockOps {
+ public:
+  // The micro-batch the next driver run works on (nullptr between runs); the caller keeps it
+  // alive until then.
+  virtual void set_batch(const LocalBatch* batch) = 0;
+};
+
+// A strategy for RankModel: the rank's shard specs (in named_tensors() order, with their
+// reduction axes set) and a factory for its blocks over the allocated shards.
+struct Strategy {
+  std::vector<ShardSpec> specs;
+  std::function<std::unique_ptr<StrategyOps>(const ModelConfig& config, ParallelGroups& groups,
+                                             const TokenLayout& layout, ModelTensors& params,
+                                             ModelTensors& grads, MemoryTracker& tracker)>
+      make_ops;
+};
+
+}  // namespace origami::parallel
