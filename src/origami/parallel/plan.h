@@ -18,6 +18,8 @@ namespace origami::parallel {
 
 struct ParallelConfig {
   int dp = 1, tp = 1, sp = 1;
+  // TSP (tsp_ops.h): one axis of sp ranks holding 1/sp of every weight and of the tokens.
+  bool tsp = false;
   bool sequence_parallel = false;  // TP-SP: norms and residuals on sequence shards of the tp axis
   TokenLayoutKind layout = TokenLayoutKind::Zigzag;
 
