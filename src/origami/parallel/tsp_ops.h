@@ -56,6 +56,10 @@ class TspOps final : public StrategyOps {
   kernels::LossSum head_forward(const float* nf, bool with_backward) override;
   void head_backward(float grad_scale, float* dnf) override;
 
+  // The duplicate of the axis carrying the shard broadcasts and ring hops (its stats are the
+  // weight traffic; the axis' own are K/V, dK/dV, gradient reductions and the embedding's).
+  comm::Communicator& shard_comm() { return bcast_; }
+
  private:
   std::int64_t rows() const;
   AttentionDims attention_dims() const;
