@@ -19,10 +19,6 @@ Packed unpack(const float* p, std::int64_t qd, std::int64_t kvd, std::int64_t h)
   return {p, p + qd * h, p + (qd + kvd) * h, p + (qd + 2 * kvd) * h};
 }
 
-void copy_into(Tensor& dst, std::int64_t block, const Tensor& src) {
-  std::memcpy(dst.f32() + block * src.numel(), src.f32(),
-              static_cast<std::size_t>(src.numel()) * sizeof(float));
-}
 Tensor copy_out(MemoryTracker& tracker, const Tensor& src, std::int64_t block, Shape shape) {
   Tensor t(tracker, MemCategory::Workspace, shape);
   std::memcpy(t.f32(), src.f32() + block * t.numel(),
@@ -77,13 +73,10 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
     // Prefetch P_{j+1} while P_j is used (a different communicator than the K/V gathers).
     if (j + 1 < D) pending = broadcast_attention_shard(l, j + 1, buf[(j + 1) % 2]);
     const Packed p = unpack(buf[j % 2].f32(), qd, kvd, d.hidden);
-    AttentionSaved g;
-    cp_attention_forward(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, tracker_, g, x);
-    copy_into(s.q, j, g.q);
-    copy_into(s.k, j, g.k);
-    copy_into(s.v, j, g.v);
-    copy_into(s.out, j, g.out);
-    copy_into(s.lse, j, g.lse);
+    const AttentionSavedView into{s.q.f32() + j * R * qd, s.k.f32() + j * R * kvd,
+                                  s.v.f32() + j * R * kvd, s.out.f32() + j * R * qd,
+                                  s.lse.f32() + j * d.batch * d.heads * d.seq};
+    cp_attention_forward_into(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, tracker_, into, x);
   }
 }
 

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <utility>
 
+#include "origami/kernels/gemm.h"
+#include "origami/kernels/swiglu.h"
 #include "origami/parallel/tsp_ops.h"
 
 namespace origami::parallel {
@@ -24,7 +26,6 @@ std::int64_t TspOps::mlp_floats() const {
 void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) {
   const std::int64_t R = rows(), h = config_.hidden_size, ffn = config_.intermediate_size / size_;
   const std::int64_t F = mlp_floats();
-  const MlpDims dims{.rows = R, .hidden = h, .ffn = ffn};
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
   Tensor cur(tracker_, MemCategory::CommBuffers, {F}), next(tracker_, MemCategory::CommBuffers, {F});
   float* p = cur.f32();
@@ -38,12 +39,18 @@ void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) 
     const int shard = (rank_ + t) % size_;
     Hop hop;
     if (t + 1 < size_) hop = ring_hop(cur.f32(), next.f32(), F, t);
-    MlpSaved g;
-    mlp_block_forward(dims, n, weights_of(cur.f32(), ffn, h), tracker_, g, x);
-    std::memcpy(s.a.f32() + shard * R * ffn, g.a.f32(),
-                static_cast<std::size_t>(R * ffn) * sizeof(float));
-    std::memcpy(s.u.f32() + shard * R * ffn, g.u.f32(),
-                static_cast<std::size_t>(R * ffn) * sizeof(float));
+    // mlp_block_forward, with the gate/up pre-activations written straight into this shard's
+    // slot of the saved tensors (no second copy at the peak).
+    const MlpWeights w = weights_of(cur.f32(), ffn, h);
+    float* a = s.a.f32() + shard * R * ffn;
+    float* u = s.u.f32() + shard * R * ffn;
+    kernels::linear_forward(R, h, ffn, n, w.w_gate, a);
+    kernels::linear_forward(R, h, ffn, n, w.w_up, u);
+    {
+      Tensor gated(tracker_, MemCategory::Workspace, {R, ffn});
+      kernels::swiglu_forward(R * ffn, a, u, gated.f32());
+      kernels::linear_forward(R, ffn, h, gated.f32(), w.w_down, x, /*accumulate=*/true);
+    }
     hop.wait();
     std::swap(cur, next);
   }
