@@ -70,13 +70,16 @@ void TspOps::head_backward(float grad_scale, float* dnf) {
     }
     if (size_ > 1) {
       const int dst = (rank_ + size_ - 1) % size_;
+      comm::Handle send;
       if (t + 1 == size_) {  // the last hop carries the gradient home
         recv = bcast_.irecv(comm::Buffer(next.f32() + F, F, DType::F32), (rank_ + 1) % size_, t);
-        bcast_.isend(comm::ConstBuffer(cur.f32() + F, F, DType::F32), dst, t).wait();
+        send = bcast_.isend(comm::ConstBuffer(cur.f32() + F, F, DType::F32), dst, t);
       } else {
-        bcast_.isend(comm::ConstBuffer(cur.f32(), 2 * F, DType::F32), dst, t).wait();
+        send = bcast_.isend(comm::ConstBuffer(cur.f32(), 2 * F, DType::F32), dst, t);
       }
+      // The outgoing pair and the incoming one travel together; cur is reused only after both.
       recv.wait();
+      send.wait();
       std::swap(cur, next);
     }
   }

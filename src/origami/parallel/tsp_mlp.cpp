@@ -99,13 +99,16 @@ void TspOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const flo
       // After the last step only the accumulator makes the final hop home.
       const bool last = t + 1 == size_;
       const int dst = (rank_ + size_ - 1) % size_;
+      comm::Handle send;
       if (last) {
         recv = bcast_.irecv(comm::Buffer(next.f32() + F, F, DType::F32), (rank_ + 1) % size_, t);
-        bcast_.isend(comm::ConstBuffer(acc, F, DType::F32), dst, t).wait();
+        send = bcast_.isend(comm::ConstBuffer(acc, F, DType::F32), dst, t);
       } else {
-        bcast_.isend(comm::ConstBuffer(cur.f32(), 2 * F, DType::F32), dst, t).wait();
+        send = bcast_.isend(comm::ConstBuffer(cur.f32(), 2 * F, DType::F32), dst, t);
       }
+      // The outgoing pair and the incoming one travel together; cur is reused only after both.
       recv.wait();
+      send.wait();
       std::swap(cur, next);
     }
   }
