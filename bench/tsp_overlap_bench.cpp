@@ -9,6 +9,7 @@
 // Kinds: broadcast = attention shards (prefetched), send/recv = MLP and head ring hops,
 // all_gather = K/V, reduce_scatter = dK/dV, reduce = attention weight gradients to their
 // owners, all_to_all = the embedding.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,14 +31,22 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const char* v = argv[i + 1];
-    if (k == "--ranks") ranks = std::atoi(v);
-    else if (k == "--hidden") hidden = std::atoll(v);
-    else if (k == "--layers") layers = std::atoll(v);
-    else if (k == "--seq") seq = std::atoll(v);
-    else if (k == "--batch") batch = std::atoll(v);
-    else if (k == "--alpha") alpha = std::atof(v);
-    else if (k == "--beta") beta = std::atof(v);
-    else if (k == "--threads") threads = std::atoi(v);
+    if (k == "--ranks")
+      ranks = std::atoi(v);
+    else if (k == "--hidden")
+      hidden = std::atoll(v);
+    else if (k == "--layers")
+      layers = std::atoll(v);
+    else if (k == "--seq")
+      seq = std::atoll(v);
+    else if (k == "--batch")
+      batch = std::atoll(v);
+    else if (k == "--alpha")
+      alpha = std::atof(v);
+    else if (k == "--beta")
+      beta = std::atof(v);
+    else if (k == "--threads")
+      threads = std::atoi(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -75,7 +84,8 @@ int main(int argc, char** argv) {
         parallel::TspOps ops(m, groups, layout, params, grads, tracker);
         ModelDriver driver(m, params, grads, ops, tracker, Recompute::None);
         std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * seq));
-        for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(i * 7 % 256);
+        for (std::size_t i = 0; i < ids.size(); ++i)
+          ids[i] = static_cast<std::int32_t>(i * 7 % 256);
         const parallel::LocalBatch local{batch, layout.slice(ids.data(), batch),
                                          layout.slice(ids.data(), batch)};
         ops.set_batch(&local);
@@ -84,13 +94,15 @@ int main(int argc, char** argv) {
         ops.shard_comm().reset_stats();
         const auto t0 = std::chrono::steady_clock::now();
         driver.run(true, 1e-3);
-        const double step = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double step =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         ops.set_batch(nullptr);
         if (world.rank() != 0) return;
-        std::printf("TSP D=%d h=%lld L=%lld S=%lld B=%lld, link alpha %.1e s beta %.2e B/s; "
-                    "forward+backward %.3f s (rank 0)\n",
-                    ranks, static_cast<long long>(hidden), static_cast<long long>(layers),
-                    static_cast<long long>(seq), static_cast<long long>(batch), alpha, beta, step);
+        std::printf(
+            "TSP D=%d h=%lld L=%lld S=%lld B=%lld, link alpha %.1e s beta %.2e B/s; "
+            "forward+backward %.3f s (rank 0)\n",
+            ranks, static_cast<long long>(hidden), static_cast<long long>(layers),
+            static_cast<long long>(seq), static_cast<long long>(batch), alpha, beta, step);
         std::printf("%-16s %8s %12s %12s %12s %9s\n", "kind", "calls", "MB sent", "comm s",
                     "exposed s", "exposed");
         for (const comm::CommStats& s : {ops.shard_comm().stats(), groups.sp().stats()})

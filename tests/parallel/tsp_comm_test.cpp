@@ -45,8 +45,7 @@ Measured measure(Recompute recompute) {
     parallel::TspOps ops(kModel, groups, layout, params, grads, tracker);
     ModelDriver driver(kModel, params, grads, ops, tracker, recompute);
     const TokenBatch b = micro_batch(c, d, 0, 0);
-    const parallel::LocalBatch local{kB, layout.slice(b.input_ids, kB),
-                                     layout.slice(b.labels, kB)};
+    const parallel::LocalBatch local{kB, layout.slice(b.input_ids, kB), layout.slice(b.labels, kB)};
     groups.sp().reset_stats();
     ops.shard_comm().reset_stats();
     tracker.reset_peaks();
@@ -56,7 +55,8 @@ Measured measure(Recompute recompute) {
     if (world.rank() == 0) {
       out.axis = groups.sp().stats();
       out.shards = ops.shard_comm().stats();
-      out.comm_buffers_peak = tracker.stats().peak[static_cast<std::size_t>(MemCategory::CommBuffers)];
+      out.comm_buffers_peak =
+          tracker.stats().peak[static_cast<std::size_t>(MemCategory::CommBuffers)];
     }
   });
   return out;
@@ -65,11 +65,11 @@ Measured measure(Recompute recompute) {
 TEST(TspCommunication, BytesPerRankEqualTheScheduleFormula) {
   for (Recompute r : {Recompute::None, Recompute::Full}) {
     const Measured m = measure(r);
-    const std::int64_t R = kB * kS / kD;                       // the rank's token rows
+    const std::int64_t R = kB * kS / kD;                          // the rank's token rows
     const std::int64_t qd = kH / kD, kvd = kModel.kv_dim() / kD;  // head group widths
-    const std::int64_t A = 2 * (qd + kvd) * kH;                // packed attention shard
-    const std::int64_t M = 3 * (kF / kD) * kH;                 // packed MLP shard
-    const std::int64_t W = kV / kD * kH;                       // LM head block
+    const std::int64_t A = 2 * (qd + kvd) * kH;                   // packed attention shard
+    const std::int64_t M = 3 * (kF / kD) * kH;                    // packed MLP shard
+    const std::int64_t W = kV / kD * kH;                          // LM head block
     // Full recompute re-runs each layer's forward (its communication included) in backward.
     const std::int64_t fwd = r == Recompute::Full ? 2 : 1;
     // Broadcasts: each rank roots its own attention shard once per forward and per backward.

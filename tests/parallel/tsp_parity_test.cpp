@@ -96,8 +96,8 @@ INSTANTIATE_TEST_SUITE_P(Matrix, TspParity, ::testing::ValuesIn(matrix()), case_
 std::vector<Case> step_cases() {
   std::vector<Case> v;
   for (Case c : matrix()) {
-    static const std::vector<std::string> chosen = {"tsp2_zigzag", "tsp3_contiguous",
-                                                    "tsp4_gqa_B4", "tsp2_full_accum", "dp2xtsp2"};
+    static const std::vector<std::string> chosen = {"tsp2_zigzag", "tsp3_contiguous", "tsp4_gqa_B4",
+                                                    "tsp2_full_accum", "dp2xtsp2"};
     if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
     c.steps = 5;
     c.max_grad_norm = 1.0;
@@ -129,14 +129,14 @@ TEST(TspPlan, RefusesDegreesThatDoNotDivide) {
   EXPECT_THROW(parallel::validate_plan(tsp(1, 3), mha(), 24, 2, 3), ConfigError);  // heads 4
   EXPECT_THROW(parallel::validate_plan(tsp(1, 4), mha(), 20, 2, 4), ConfigError);  // 20 % 8
   EXPECT_NO_THROW(parallel::validate_plan(tsp(1, 4), mha(), 24, 2, 4));
-  const ParallelConfig words = parallel::make_parallel_config("tsp", 1, "dp=2,tsp=2", false,
-                                                              TokenLayoutKind::Zigzag);
+  const ParallelConfig words =
+      parallel::make_parallel_config("tsp", 1, "dp=2,tsp=2", false, TokenLayoutKind::Zigzag);
   EXPECT_TRUE(words.tsp);
   EXPECT_EQ(words.dp, 2);
   EXPECT_EQ(words.sp, 2);
-  EXPECT_THROW(parallel::make_parallel_config("tsp", 1, "tp=2,tsp=2", false,
-                                              TokenLayoutKind::Zigzag),
-               ConfigError);
+  EXPECT_THROW(
+      parallel::make_parallel_config("tsp", 1, "tp=2,tsp=2", false, TokenLayoutKind::Zigzag),
+      ConfigError);
 }
 
 }  // namespace

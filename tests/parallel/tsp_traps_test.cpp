@@ -50,8 +50,8 @@ TEST_F(TspTraps, RankWithEveryTokenMaskedGetsTheOthersMean) {
   EXPECT_GT(par.loss, 0.0);
   expect_equal(c, par, run_single(c, d));
   // With dp outside: the first dp x tsp pair of ranks hold only masked labels.
-  Case dp = tsp_case("dp2xtsp2_masked", make_model(100, 64, 96, 4, 4), 2, 2,
-                     TokenLayoutKind::Contiguous);
+  Case dp =
+      tsp_case("dp2xtsp2_masked", make_model(100, 64, 96, 4, 4), 2, 2, TokenLayoutKind::Contiguous);
   dp.masked_prefix = 12;
   const Data dd = make_data(dp, 1);
   const Result pd = run_threads(dp, dd);

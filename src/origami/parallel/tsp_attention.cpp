@@ -89,7 +89,7 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
   const std::int64_t F = attention_floats();
   Tensor buf[2] = {Tensor(tracker_, MemCategory::CommBuffers, {F}),
                    Tensor(tracker_, MemCategory::CommBuffers, {F})};
-  Tensor grad(tracker_, MemCategory::CommBuffers, {F});  // this rank's part of dP_j
+  Tensor grad(tracker_, MemCategory::CommBuffers, {F});   // this rank's part of dP_j
   Tensor total(tracker_, MemCategory::CommBuffers, {F});  // dP_j summed, on its owner
   comm::Handle pending = broadcast_attention_shard(l, 0, buf[0]);
   const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_};

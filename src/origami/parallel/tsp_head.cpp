@@ -16,7 +16,8 @@ namespace origami::parallel {
 kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {
   const std::int64_t R = rows(), h = config_.hidden_size, Vr = vocab_rows_;
   const std::int64_t F = Vr * h;
-  Tensor cur(tracker_, MemCategory::CommBuffers, {F}), next(tracker_, MemCategory::CommBuffers, {F});
+  Tensor cur(tracker_, MemCategory::CommBuffers, {F}),
+      next(tracker_, MemCategory::CommBuffers, {F});
   std::memcpy(cur.f32(), params_.lm_head.f32(), static_cast<std::size_t>(F) * sizeof(float));
   Tensor stats(tracker_, MemCategory::Workspace, {3, R});  // running max, sum-exp, target logit
   stats.zero();

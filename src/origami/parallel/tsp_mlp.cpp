@@ -27,7 +27,8 @@ void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) 
   const std::int64_t R = rows(), h = config_.hidden_size, ffn = config_.intermediate_size / size_;
   const std::int64_t F = mlp_floats();
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
-  Tensor cur(tracker_, MemCategory::CommBuffers, {F}), next(tracker_, MemCategory::CommBuffers, {F});
+  Tensor cur(tracker_, MemCategory::CommBuffers, {F}),
+      next(tracker_, MemCategory::CommBuffers, {F});
   float* p = cur.f32();
   for (const Tensor* t : {&L.w_gate, &L.w_up, &L.w_down}) {
     std::memcpy(p, t->f32(), static_cast<std::size_t>(t->numel()) * sizeof(float));
@@ -56,8 +57,7 @@ void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) 
   }
 }
 
-void TspOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dx,
-                          float* dn) {
+void TspOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dx, float* dn) {
   const std::int64_t R = rows(), h = config_.hidden_size, ffn = config_.intermediate_size / size_;
   const std::int64_t F = mlp_floats();
   const MlpDims dims{.rows = R, .hidden = h, .ffn = ffn};
@@ -93,8 +93,7 @@ void TspOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const flo
       mlp_block_recompute(dims, n, w, tracker_, g);  // recompute policies mlp and full
     }
     float* acc = cur.f32() + F;
-    mlp_block_backward(dims, n, w, g, dx, tracker_, dn,
-                       {acc, acc + ffn * h, acc + 2 * ffn * h});
+    mlp_block_backward(dims, n, w, g, dx, tracker_, dn, {acc, acc + ffn * h, acc + 2 * ffn * h});
     if (size_ > 1) {
       // After the last step only the accumulator makes the final hop home.
       const bool last = t + 1 == size_;

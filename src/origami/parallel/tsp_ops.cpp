@@ -55,8 +55,8 @@ TspOps::Hop TspOps::ring_hop(const float* cur, float* next, std::int64_t count, 
   if (size_ == 1) return h;
   // Weights travel rank -> rank-1, so rank r next holds what rank r+1 held.
   h.recv = bcast_.irecv(comm::Buffer(next, count, DType::F32), (rank_ + 1) % size_, tag);
-  h.send = bcast_.isend(comm::ConstBuffer(cur, count, DType::F32), (rank_ + size_ - 1) % size_,
-                        tag);
+  h.send =
+      bcast_.isend(comm::ConstBuffer(cur, count, DType::F32), (rank_ + size_ - 1) % size_, tag);
   return h;
 }
 

@@ -91,7 +91,7 @@ class TspOps final : public StrategyOps {
   std::int64_t vocab_rows_;   // Vp / D
   const LocalBatch* batch_ = nullptr;
   // Embedding routing kept from forward for backward.
-  std::vector<std::int64_t> emb_order_;  // token index of each sent id (grouped by owner)
+  std::vector<std::int64_t> emb_order_;            // token index of each sent id (grouped by owner)
   std::vector<std::int64_t> emb_send_, emb_recv_;  // ids per destination / source rank
   std::vector<std::int32_t> emb_recv_ids_;         // the ids this rank looks up
   // LM head state between forward and backward.
