@@ -52,7 +52,7 @@ const std::string kJob =
     "--threads 1 --seed 5 ";
 
 TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
-  const CliRun single = origami(kJob);
+  const CliRun single = origami(kJob + "--strategy single");
   ASSERT_EQ(single.code, 0) << single.output;
   const std::vector<std::string> want = losses(single.output);
   ASSERT_EQ(want.size(), 3u) << single.output;
@@ -61,7 +61,9 @@ TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
         "--strategy tpsp --degree 2 --recompute full",
         "--strategy tp --tp-sequence-parallel --degree 2",
         "--strategy cp --degree 2 --layout contiguous", "--strategy sp --degree 2",
-        "--strategy tp --mesh tp=2,sp=2", "--strategy tp --mesh dp=2,tp=2 --grad-accum 1"}) {
+        "--strategy tp --mesh tp=2,sp=2", "--strategy tp --mesh dp=2,tp=2 --grad-accum 1",
+        "--strategy tsp --degree 2", "--strategy tsp --mesh dp=2,tsp=2 --recompute full",
+        "--strategy tsp --degree 2 --layout contiguous --recompute mlp", ""}) {
     const CliRun r = origami(kJob + flags);
     ASSERT_EQ(r.code, 0) << flags << "\n" << r.output;
     EXPECT_EQ(losses(r.output), want) << flags << "\n" << r.output;
@@ -72,7 +74,7 @@ TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
 }
 
 TEST(ParallelCli, GradientAccumulationMatchesOneDevice) {
-  const CliRun single = origami(kJob + "--grad-accum 2");
+  const CliRun single = origami(kJob + "--grad-accum 2 --strategy single");
   ASSERT_EQ(single.code, 0) << single.output;
   const CliRun r = origami(kJob + "--grad-accum 2 --strategy sp --mesh dp=2,sp=2 --recompute mlp");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -81,7 +83,7 @@ TEST(ParallelCli, GradientAccumulationMatchesOneDevice) {
 }
 
 TEST(ParallelCli, UnderMpirunTheMpiTransportIsChosen) {
-  const CliRun single = origami(kJob);
+  const CliRun single = origami(kJob + "--strategy single");
   const CliRun r =
       origami(kJob + "--strategy tp --mesh tp=2,sp=2",
               // Open MPI keeps allocations until exit (as in tests/comm): no leak check.
@@ -89,6 +91,37 @@ TEST(ParallelCli, UnderMpirunTheMpiTransportIsChosen) {
                   "/tests/comm/origami_mpirun 4 ");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("on 4 ranks (mpi)"));
+  EXPECT_EQ(losses(r.output), losses(single.output)) << r.output;
+}
+
+// The README's main job: no strategy named runs TSP over 4 in-process ranks and closes with
+// every rank's peaks beside one device's; on this model each rank holds a quarter of one
+// device's parameters (plus the replicated norms).
+TEST(ParallelCli, DefaultIsTspOverFourRanksWithTheOneDeviceReport) {
+  const CliRun r = origami("train --model small --seq 64 --batch 2 --steps 1 --threads 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("tsp=4 zigzag on 4 ranks (threads)"));
+  EXPECT_THAT(r.output, HasSubstr("peak memory per rank"));
+  EXPECT_THAT(r.output, HasSubstr("\n3 "));
+  EXPECT_THAT(r.output, HasSubstr("\n1dev"));
+  EXPECT_THAT(r.output, HasSubstr("12.57 MiB"));  // one device's parameters
+  EXPECT_THAT(r.output, HasSubstr("3.15 MiB"));   // a rank's: (12.57 MiB - norms) / 4 + norms
+  const CliRun single =
+      origami("train --model small --seq 64 --batch 2 --steps 1 --threads 1 --strategy single");
+  EXPECT_EQ(losses(r.output), losses(single.output)) << r.output;
+  // The tiny model's 2 kv heads cannot split 4 ways: the default takes the largest that can.
+  const CliRun tiny = origami(kJob);
+  ASSERT_EQ(tiny.code, 0) << tiny.output;
+  EXPECT_THAT(tiny.output, HasSubstr("tsp=2 zigzag on 2 ranks"));
+}
+
+TEST(ParallelCli, TspUnderMpirunEqualsOneDevice) {
+  const CliRun single = origami(kJob + "--strategy single");
+  const CliRun r = origami(kJob + "--strategy tsp --degree 2",
+                           "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
+                               "/tests/comm/origami_mpirun 2 ");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("tsp=2 zigzag on 2 ranks (mpi)"));
   EXPECT_EQ(losses(r.output), losses(single.output)) << r.output;
 }
 
@@ -105,6 +138,10 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
            {"--strategy tp --degree 2 --mesh tp=2", "either --degree or --mesh"},
            {"--strategy sp --mesh sp=2,tp=2", "does not use a tp axis"},
            {"--strategy tsp2", "unknown strategy"},
+           {"--strategy tsp --degree 4", "TSP (tsp) degree 4 must divide the number of key/value "
+                                         "heads"},  // tiny: 2 kv heads
+           {"--strategy tsp --degree 4", "the largest degree that works is 2"},
+           {"--strategy tsp --mesh tp=2,tsp=2", "does not use a tp axis"},
            {"--strategy tp --degree 2 --recompute some", "unknown recompute policy"},
            {"--strategy sp --degree 2 --layout spiral", "unknown token layout"},
            {"--strategy tp --degree 2 --backend mpi", "needs the program started by mpirun"},

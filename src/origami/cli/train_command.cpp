@@ -1,5 +1,9 @@
 #include "origami/cli/train_command.h"
 
+#include <cstdlib>
+
+#include "origami/train/parallel_train.h"
+
 #include <algorithm>
 #include <cctype>
 #include <iostream>
@@ -64,10 +68,10 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_->add_option("--metrics", o.metrics_path, "write per-step metrics as JSON lines");
   command_->add_option("--memory-cap", memory_cap_, "refuse allocations beyond this (e.g. 2GiB)");
   command_->add_option("--log-every", o.log_every, "print every N steps")->capture_default_str();
-  command_->add_option("--strategy", o.strategy,
-                       "single, dp, tp, tpsp, sp (or cp: context parallel)")
-      ->capture_default_str();
-  command_->add_option("--degree", o.degree, "ranks of the strategy's axis")->capture_default_str();
+  strategy_option_ = command_->add_option(
+      "--strategy", o.strategy,
+      "tsp (the default, over 4 ranks), single, dp, tp, tpsp, sp (or cp: context parallel)");
+  degree_option_ = command_->add_option("--degree", o.degree, "ranks of the strategy's axis");
   command_->add_option("--mesh", o.mesh, "axes instead of --degree, e.g. dp=2,tp=2 or tp=2,sp=2");
   command_->add_flag("--tp-sequence-parallel", o.tp_sequence_parallel,
                      "TP with Megatron's sequence-parallel regions (as --strategy tpsp)");
@@ -79,6 +83,24 @@ TrainCommand::TrainCommand(CLI::App& app) {
                        "chosen automatically there)")->capture_default_str();
 }
 
+namespace {
+// The default run is TSP over 4 in-process ranks (under mpirun: over the launched ranks);
+// a model or sequence that cannot split 4 ways runs on the largest degree below that can.
+int default_tsp_degree(const ModelConfig& m, std::int64_t seq, const std::string& layout) {
+  if (launched_by_mpirun()) {
+    const char* n = std::getenv("OMPI_COMM_WORLD_SIZE");
+    return n != nullptr ? std::max(1, std::atoi(n)) : 1;
+  }
+  for (int d = 4; d > 1; --d) {
+    const std::int64_t tokens = layout == "contiguous" ? d : 2 * d;
+    if (m.num_attention_heads % d == 0 && m.num_key_value_heads % d == 0 &&
+        m.intermediate_size % d == 0 && seq % tokens == 0)
+      return d;
+  }
+  return 1;
+}
+}  // namespace
+
 int TrainCommand::run() {
   std::vector<std::string> warnings;
   options_.model = config_path_.empty() ? model_preset(preset_)
@@ -87,6 +109,11 @@ int TrainCommand::run() {
   options_.peak_gflops =
       peak_gflops_ > 0 ? peak_gflops_ : kCpuPeakGflopsPerThread * options_.threads;
   if (!memory_cap_.empty()) options_.memory_cap = parse_bytes(memory_cap_);
+  if (strategy_option_->count() == 0 && degree_option_->count() == 0 && options_.mesh.empty() &&
+      !options_.tp_sequence_parallel) {
+    options_.strategy = "tsp";
+    options_.degree = default_tsp_degree(options_.model, options_.seq, options_.layout);
+  }
   train(options_, [](const std::string& line) { std::cout << line << std::endl; });
   return 0;
 }

@@ -25,6 +25,9 @@ class TrainCommand {
   std::string config_path_;
   std::string preset_ = "small";
   std::string memory_cap_;
+  // Whether the user chose a strategy (else TSP over 4 ranks is the default: see run()).
+  CLI::Option* strategy_option_ = nullptr;
+  CLI::Option* degree_option_ = nullptr;
   double peak_gflops_ = 0;
 };
 

@@ -35,15 +35,15 @@ struct Gathered {
   Tensor k, v;  // [B, Σ*Sl, Kl*d]
 };
 
-Gathered gather_kv(const AttentionDims& d, const SequenceAxis& axis, const Tensor& k,
-                   const Tensor& v, MemoryTracker& tracker) {
+Gathered gather_kv(const AttentionDims& d, const SequenceAxis& axis, const float* k,
+                   const float* v, std::int64_t count, MemoryTracker& tracker) {
   const int parts = axis.comm->size();
   const std::int64_t kvd = d.kv_heads * d.head_dim;
   Gathered g{Tensor(tracker, MemCategory::CommBuffers, {d.batch, parts * d.seq, kvd}),
              Tensor(tracker, MemCategory::CommBuffers, {d.batch, parts * d.seq, kvd})};
   Tensor staging(tracker, MemCategory::CommBuffers, {parts * d.rows() * kvd});
-  for (auto [local, out] : {std::pair{&k, &g.k}, std::pair{&v, &g.v}}) {
-    axis.comm->all_gather(*local, staging);
+  for (auto [local, out] : {std::pair{k, &g.k}, std::pair{v, &g.v}}) {
+    axis.comm->all_gather(comm::ConstBuffer(local, count, DType::F32), staging);
     rank_major_to_batch_major(parts, d.batch, d.seq, kvd, staging.f32(), out->f32());
   }
   return g;
@@ -63,13 +63,32 @@ kernels::AttentionShape shape_of(const AttentionDims& d, int parts) {
 void cp_attention_forward(const AttentionDims& d, const float* n, const AttentionWeights& w,
                           const SequenceAxis& axis, const RopeTables& rope, MemoryTracker& tracker,
                           AttentionSaved& s, float* y) {
-  attention_project_forward(d, n, w, axis.q_pos, rope, tracker, s);
-  const Gathered g = gather_kv(d, axis, s.k, s.v, tracker);
+  const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
+  s.q = Tensor(tracker, MemCategory::Activations, {rows, qd});
+  s.k = Tensor(tracker, MemCategory::Activations, {rows, kvd});
+  s.v = Tensor(tracker, MemCategory::Activations, {rows, kvd});
+  s.out = Tensor(tracker, MemCategory::Activations, {rows, qd});
+  s.lse = Tensor(tracker, MemCategory::Activations, {d.batch, d.heads, d.seq});
+  cp_attention_forward_into(d, n, w, axis, rope, tracker,
+                            {s.q.f32(), s.k.f32(), s.v.f32(), s.out.f32(), s.lse.f32()}, y);
+}
+
+void cp_attention_forward_into(const AttentionDims& d, const float* n, const AttentionWeights& w,
+                               const SequenceAxis& axis, const RopeTables& rope,
+                               MemoryTracker& tracker, const AttentionSavedView& s, float* y) {
+  const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
+  linear_forward(rows, d.hidden, qd, n, w.wq, s.q);
+  linear_forward(rows, d.hidden, kvd, n, w.wk, s.k);
+  linear_forward(rows, d.hidden, kvd, n, w.wv, s.v);
+  kernels::rope_forward(d.batch, d.seq, d.heads, d.head_dim, axis.q_pos, rope.cos.f32(),
+                        rope.sin.f32(), s.q);
+  kernels::rope_forward(d.batch, d.seq, d.kv_heads, d.head_dim, axis.q_pos, rope.cos.f32(),
+                        rope.sin.f32(), s.k);
+  const Gathered g = gather_kv(d, axis, s.k, s.v, rows * kvd, tracker);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-  kernels::attention_forward(shape_of(d, axis.comm->size()), s.q.f32(), g.k.f32(), g.v.f32(),
-                             axis.q_pos, axis.kv_pos->data(), scale, s.out.f32(), s.lse.f32());
-  linear_forward(d.rows(), d.heads * d.head_dim, d.hidden, s.out.f32(), w.wo, y,
-                 /*accumulate=*/true);
+  kernels::attention_forward(shape_of(d, axis.comm->size()), s.q, g.k.f32(), g.v.f32(),
+                             axis.q_pos, axis.kv_pos->data(), scale, s.out, s.lse);
+  linear_forward(rows, qd, d.hidden, s.out, w.wo, y, /*accumulate=*/true);
 }
 
 void cp_attention_backward(const AttentionDims& d, const float* n, const AttentionWeights& w,
@@ -83,7 +102,7 @@ void cp_attention_backward(const AttentionDims& d, const float* n, const Attenti
   Tensor dk(tracker, MemCategory::Workspace, {rows, kvd});
   Tensor dv(tracker, MemCategory::Workspace, {rows, kvd});
   {
-    const Gathered kv = gather_kv(d, axis, s.k, s.v, tracker);
+    const Gathered kv = gather_kv(d, axis, s.k.f32(), s.v.f32(), rows * kvd, tracker);
     Tensor dk_all(tracker, MemCategory::CommBuffers, {d.batch, parts * d.seq, kvd});
     Tensor dv_all(tracker, MemCategory::CommBuffers, {d.batch, parts * d.seq, kvd});
     const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));

@@ -28,6 +28,15 @@ struct SequenceAxis {
 void cp_attention_forward(const AttentionDims& dims, const float* n, const AttentionWeights& w,
                           const SequenceAxis& axis, const RopeTables& rope, MemoryTracker& tracker,
                           AttentionSaved& saved, float* y);
+// The same, writing what the backward needs into caller-owned storage (TSP saves every head
+// group's q, k, v, out [rows, width] and lse [batch, heads, seq] side by side).
+struct AttentionSavedView {
+  float *q, *k, *v, *out, *lse;
+};
+void cp_attention_forward_into(const AttentionDims& dims, const float* n,
+                               const AttentionWeights& w, const SequenceAxis& axis,
+                               const RopeTables& rope, MemoryTracker& tracker,
+                               const AttentionSavedView& saved, float* y);
 void cp_attention_backward(const AttentionDims& dims, const float* n, const AttentionWeights& w,
                            const SequenceAxis& axis, const RopeTables& rope,
                            const AttentionSaved& saved, const float* dy, MemoryTracker& tracker,

@@ -11,6 +11,9 @@ std::string ParallelConfig::mesh_spec() const {
 }
 
 std::string ParallelConfig::describe() const {
+  if (tsp)
+    return fmt::format("dp={} tsp={}{}", dp, sp,
+                       sp > 1 ? fmt::format(" {}", token_layout_name(layout)) : std::string());
   return fmt::format("dp={} tp={}{} sp={}{}", dp, tp,
                      sequence_parallel ? " (sequence-parallel regions)" : "", sp,
                      sp > 1 ? fmt::format(" {}", token_layout_name(layout)) : std::string());
@@ -19,15 +22,16 @@ std::string ParallelConfig::describe() const {
 ParallelConfig make_parallel_config(const std::string& strategy, int degree,
                                     const std::string& mesh, bool tp_seqpar,
                                     TokenLayoutKind layout) {
-  static const std::vector<std::string> known = {"single", "dp", "tp", "tpsp", "sp", "cp"};
+  static const std::vector<std::string> known = {"single", "dp", "tp", "tpsp", "sp", "cp", "tsp"};
   if (std::find(known.begin(), known.end(), strategy) == known.end())
     throw ConfigError(
         fmt::format("unknown strategy '{}'; use one of single, dp, tp, tpsp, sp, "
-                    "cp",
+                    "cp, tsp",
                     strategy));
   if (degree < 1) throw ConfigError(fmt::format("--degree must be >= 1 (got {})", degree));
   ParallelConfig p;
   p.layout = layout;
+  p.tsp = strategy == "tsp";
   p.sequence_parallel = tp_seqpar || strategy == "tpsp";
   if (!mesh.empty()) {
     if (degree != 1)
@@ -37,6 +41,8 @@ ParallelConfig make_parallel_config(const std::string& strategy, int degree,
         p.dp = a.size;
       else if (a.name == "tp")
         p.tp = a.size;
+      else if (a.name == "tsp" && p.tsp)  // TSP's one axis is the plan's sequence axis
+        p.sp = a.size;
       else if (a.name == "sp" || a.name == "cp") {
         if (p.sp != 1) throw ConfigError("the mesh names the sequence axis twice (sp and cp)");
         p.sp = a.size;
@@ -56,13 +62,14 @@ ParallelConfig make_parallel_config(const std::string& strategy, int degree,
     if (strategy == "single" && p.world() != 1) refuse("parallel");
     if (strategy == "dp" && (p.tp > 1 || p.sp > 1)) refuse(p.tp > 1 ? "tp" : "sp");
     if ((strategy == "sp" || strategy == "cp") && p.tp > 1) refuse("tp");
+    if (p.tsp && p.tp > 1) refuse("tp");
   } else {
     if (strategy == "single" && degree != 1)
       throw ConfigError(
           "strategy single runs on one rank: drop --degree or pick dp, tp, tpsp or sp");
     if (strategy == "dp") p.dp = degree;
     if (strategy == "tp" || strategy == "tpsp") p.tp = degree;
-    if (strategy == "sp" || strategy == "cp") p.sp = degree;
+    if (strategy == "sp" || strategy == "cp" || strategy == "tsp") p.sp = degree;
   }
   // Without a tensor axis the regions are the whole stream already: nothing to split.
   if (p.tp == 1) p.sequence_parallel = false;
@@ -78,6 +85,7 @@ void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64
                     "degrees multiply to {}",
                     p.mesh_spec(), p.world(), world_size, world_size));
   check_tensor_split(model, p.tp, "tensor-parallel (tp)");
+  if (p.tsp) check_tensor_split(model, p.sp, "TSP (tsp)");
   check_token_split(p.sp > 1 ? p.layout : TokenLayoutKind::Full, seq, p.sp);
   if (global_batch % p.dp != 0)
     throw ConfigError(

@@ -20,6 +20,9 @@ struct ParallelConfig {
   int dp = 1, tp = 1, sp = 1;
   bool sequence_parallel = false;  // TP-SP: norms and residuals on sequence shards of the tp axis
   TokenLayoutKind layout = TokenLayoutKind::Zigzag;
+  // TSP (tsp_ops.h): one axis of sp ranks holding 1/sp of every weight and of the tokens.
+  // (Last, so the baselines' positional initialisers keep their meaning.)
+  bool tsp = false;
 
   int world() const { return dp * tp * sp; }
   // The mesh spec the groups are built from: "dp=P,sp=S,tp=T" (tp varies fastest).

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "origami/parallel/tsp_ops.h"
+
 #include "origami/kernels/optimizer.h"
 
 namespace origami::parallel {
@@ -20,7 +22,8 @@ TokenLayout make_layout(ParallelGroups& g, std::int64_t seq) {
 RankModel::RankModel(const ModelConfig& config, ParallelGroups& groups, std::int64_t seq,
                      Recompute recompute, MemoryTracker& tracker, std::uint64_t seed)
     : RankModel(config, groups, seq, recompute, tracker, seed,
-                mesh_strategy((validate(config), config), groups)) {}
+                groups.plan().tsp ? tsp_strategy((validate(config), config), groups)
+                                  : mesh_strategy((validate(config), config), groups)) {}
 
 RankModel::RankModel(const ModelConfig& config, ParallelGroups& groups, std::int64_t seq,
                      Recompute recompute, MemoryTracker& tracker, std::uint64_t seed,
@@ -112,7 +115,7 @@ std::vector<Tensor> RankModel::gather(ModelTensors& tensors, MemoryTracker& into
   std::vector<Tensor> out;
   std::vector<NamedTensor> named = named_tensors(tensors);
   for (std::size_t i = 0; i < named.size(); ++i)
-    out.push_back(gather_full(specs_[i], *named[i].tensor, groups_.tp(), into));
+    out.push_back(gather_full(specs_[i], *named[i].tensor, groups_.axis(specs_[i].shard_axis), into));
   return out;
 }
 

@@ -33,6 +33,9 @@ struct ShardSpec {
   // tensor (the gradient norm sums its squares over them; identical replicas count once).
   std::vector<std::string> grad_sum_axes;
   std::vector<std::string> norm_sum_axes;
+  // The mesh axis whose ranks hold the blocks (gather_full runs over it): "tp" for the
+  // baselines, "sp" for TSP (its one axis carries both weight and token shards).
+  std::string shard_axis = "tp";
 };
 
 // Specs in the order of named_tensors() for tensor-parallel degree `tp`, rank `tp_rank`.

@@ -13,6 +13,7 @@
 #include "origami/comm/run_ranks.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/rank_model.h"
+#include "origami/train/parallel_train_reference.h"
 
 namespace origami {
 
@@ -158,6 +159,14 @@ void run_rank(Shared& sh, comm::Communicator& world) {
           all.begin() + static_cast<std::ptrdiff_t>((r + 1) * v.size()))));
     sh.result.memory = mine;
     log("peak memory per rank by category:\n" + rank_memory_report(sh.result.rank_memory));
+    if (sh.plan.tsp) {
+      // Beside them, what one device needs for the same run (measured on its own tracker).
+      const MemoryStats one = one_device_memory(o, *sh.dataset);
+      std::string row = rank_memory_report({one});
+      row = row.substr(row.find('\n') + 1);
+      row.replace(0, 4, "1dev");  // the row is one device, not a rank
+      log("one device, same model, batch and recompute (one forward+backward, measured):\n" + row);
+    }
   }
 }
 

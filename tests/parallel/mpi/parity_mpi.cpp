@@ -54,6 +54,17 @@ std::vector<Case> cases() {
   add("sp4_contiguous_mlp", mha, plan(1, 1, 4, false, parallel::TokenLayoutKind::Contiguous),
       Recompute::Mlp, 0);
   add("tp4", mha, plan(1, 4, 1), Recompute::Full, 0);
+  // TSP (tsp_ops.h): its point-to-point ring hops and broadcasts over MPI.
+  auto tsp = [&](int dp, int d, parallel::TokenLayoutKind layout) {
+    parallel::ParallelConfig p = plan(dp, 1, d, false, layout);
+    p.tsp = true;
+    return p;
+  };
+  add("tsp2_gqa_steps", gqa, tsp(1, 2, parallel::TokenLayoutKind::Zigzag), Recompute::None, 5);
+  add("tsp2_contiguous_full", mha, tsp(1, 2, parallel::TokenLayoutKind::Contiguous),
+      Recompute::Full, 0);
+  add("tsp4_zigzag_steps", mha, tsp(1, 4, parallel::TokenLayoutKind::Zigzag), Recompute::Mlp, 5);
+  add("dp2xtsp2", gqa, tsp(2, 2, parallel::TokenLayoutKind::Contiguous), Recompute::None, 0);
   return v;
 }
 

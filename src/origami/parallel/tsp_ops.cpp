@@ -1,0 +1,147 @@
+// TspOps: construction, the batch, the ring hop, the embedding (all-to-all of ids and rows)
+// and the Strategy. The attention, MLP and head schedules are in tsp_attention.cpp,
+// tsp_mlp.cpp and tsp_head.cpp.
+#include <algorithm>
+#include <cstring>
+
+#include "origami/kernels/embedding.h"
+#include "origami/parallel/tsp_ops.h"
+
+namespace origami::parallel {
+
+TspOps::TspOps(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
+               ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker)
+    : config_(config),
+      groups_(groups),
+      layout_(layout),
+      params_(params),
+      grads_(grads),
+      tracker_(tracker),
+      rope_(make_rope_tables(config.max_position_embeddings, config.head_dim(), config.rope_theta,
+                             tracker)),
+      size_(groups.sp().size()),
+      rank_(groups.sp().rank()),
+      axis_(groups.sp()),
+      // Collective on the axis: every rank builds its TspOps in the same order.
+      bcast_(groups.sp().split(0, groups.sp().rank(), "tsp-shards")) {
+  ORIGAMI_CHECK(layout.degree() == size_, "token layout over {} ranks on a tsp axis of {}",
+                layout.degree(), size_);
+  ORIGAMI_CHECK(groups.tp().size() == 1, "TSP runs on one axis; the plan has tp={}",
+                groups.tp().size());
+  for (int r = 0; r < size_; ++r)
+    for (std::int64_t p : layout.positions_of(r)) kv_positions_.push_back(p);
+  vocab_rows_ = padded_vocab(config.vocab_size, size_) / size_;
+}
+
+void TspOps::set_batch(const LocalBatch* batch) {
+  if (batch != nullptr)
+    ORIGAMI_CHECK(
+        batch->batch >= 1 &&
+            static_cast<std::int64_t>(batch->ids.size()) == batch->batch * layout_.local_seq() &&
+            batch->labels.size() == batch->ids.size(),
+        "a local batch must hold batch x {} ids and labels", layout_.local_seq());
+  batch_ = batch;
+}
+
+std::int64_t TspOps::rows() const {
+  return batch_->batch * layout_.local_seq();
+}
+std::int64_t TspOps::stream_rows() const {
+  return rows();
+}
+
+TspOps::Hop TspOps::ring_hop(const float* cur, float* next, std::int64_t count, int tag) {
+  Hop h;
+  if (size_ == 1) return h;
+  // Weights travel rank -> rank-1, so rank r next holds what rank r+1 held.
+  h.recv = bcast_.irecv(comm::Buffer(next, count, DType::F32), (rank_ + 1) % size_, tag);
+  h.send =
+      bcast_.isend(comm::ConstBuffer(cur, count, DType::F32), (rank_ + size_ - 1) % size_, tag);
+  return h;
+}
+
+void TspOps::embed_forward(float* x) {
+  const std::int64_t R = rows(), h = config_.hidden_size;
+  // Group the rank's ids by the rank owning their table row (a counting sort: stable).
+  emb_send_.assign(static_cast<std::size_t>(size_), 0);
+  for (std::int32_t id : batch_->ids) ++emb_send_[static_cast<std::size_t>(id / vocab_rows_)];
+  std::vector<std::int64_t> start(static_cast<std::size_t>(size_), 0);
+  for (int p = 1; p < size_; ++p)
+    start[static_cast<std::size_t>(p)] =
+        start[static_cast<std::size_t>(p - 1)] + emb_send_[static_cast<std::size_t>(p - 1)];
+  emb_order_.assign(static_cast<std::size_t>(R), 0);
+  std::vector<std::int32_t> send_ids(static_cast<std::size_t>(R));
+  for (std::int64_t t = 0; t < R; ++t) {
+    const std::int32_t id = batch_->ids[static_cast<std::size_t>(t)];
+    const std::int64_t slot = start[static_cast<std::size_t>(id / vocab_rows_)]++;
+    emb_order_[static_cast<std::size_t>(slot)] = t;
+    send_ids[static_cast<std::size_t>(slot)] = id;
+  }
+  std::vector<std::int64_t> ones(static_cast<std::size_t>(size_), 1);
+  emb_recv_.assign(static_cast<std::size_t>(size_), 0);
+  axis_.all_to_all(emb_send_, ones, emb_recv_, ones);
+  std::int64_t n_recv = 0;
+  for (std::int64_t c : emb_recv_) n_recv += c;
+  emb_recv_ids_.assign(static_cast<std::size_t>(n_recv), 0);
+  axis_.all_to_all(send_ids, emb_send_, emb_recv_ids_, emb_recv_);
+  // Look up the requested rows of this rank's table block and send them back.
+  Tensor looked(tracker_, MemCategory::CommBuffers, {std::max<std::int64_t>(n_recv, 1), h});
+  kernels::embedding_forward(n_recv, h, emb_recv_ids_.data(), params_.embed.f32(),
+                             rank_ * vocab_rows_, vocab_rows_, looked.f32());
+  Tensor back(tracker_, MemCategory::CommBuffers, {R, h});
+  std::vector<std::int64_t> send_f, recv_f;
+  for (int p = 0; p < size_; ++p) {
+    send_f.push_back(emb_recv_[static_cast<std::size_t>(p)] * h);
+    recv_f.push_back(emb_send_[static_cast<std::size_t>(p)] * h);
+  }
+  axis_.all_to_all(comm::ConstBuffer(looked.f32(), n_recv * h, DType::F32), send_f,
+                   comm::Buffer(back.f32(), R * h, DType::F32), recv_f);
+  for (std::int64_t i = 0; i < R; ++i)
+    std::memcpy(x + emb_order_[static_cast<std::size_t>(i)] * h, back.f32() + i * h,
+                static_cast<std::size_t>(h) * sizeof(float));
+}
+
+void TspOps::embed_backward(const float* dx) {
+  const std::int64_t R = rows(), h = config_.hidden_size;
+  Tensor out(tracker_, MemCategory::CommBuffers, {R, h});
+  for (std::int64_t i = 0; i < R; ++i)
+    std::memcpy(out.f32() + i * h, dx + emb_order_[static_cast<std::size_t>(i)] * h,
+                static_cast<std::size_t>(h) * sizeof(float));
+  const auto n_recv = static_cast<std::int64_t>(emb_recv_ids_.size());
+  Tensor in(tracker_, MemCategory::CommBuffers, {std::max<std::int64_t>(n_recv, 1), h});
+  std::vector<std::int64_t> send_f, recv_f;
+  for (int p = 0; p < size_; ++p) {
+    send_f.push_back(emb_send_[static_cast<std::size_t>(p)] * h);
+    recv_f.push_back(emb_recv_[static_cast<std::size_t>(p)] * h);
+  }
+  // Row gradients go to the rows' owners, which add them into their table block.
+  axis_.all_to_all(comm::ConstBuffer(out.f32(), R * h, DType::F32), send_f,
+                   comm::Buffer(in.f32(), n_recv * h, DType::F32), recv_f);
+  kernels::embedding_backward(n_recv, h, emb_recv_ids_.data(), in.f32(), rank_ * vocab_rows_,
+                              vocab_rows_, grads_.embed.f32());
+}
+
+Strategy tsp_strategy(const ModelConfig& config, ParallelGroups& groups) {
+  const int D = groups.sp().size();
+  const ParallelConfig& plan = groups.plan();
+  ORIGAMI_CHECK(plan.tsp && plan.tp == 1, "tsp_strategy needs a TSP plan (tsp axis, no tp)");
+  Strategy s;
+  s.specs = make_shard_specs(config, D, groups.sp().rank());
+  for (ShardSpec& spec : s.specs) {
+    spec.shard_axis = "sp";
+    spec.grad_sum_axes.clear();
+    spec.norm_sum_axes.clear();
+    // Norm weights are replicated and saw only this rank's tokens: summed over the axis.
+    // Weight shards are complete on their owner after the blocks' reductions.
+    if (spec.is_norm && D > 1) spec.grad_sum_axes.push_back("sp");
+    if (plan.dp > 1) spec.grad_sum_axes.push_back("dp");
+    if (!spec.is_norm && D > 1) spec.norm_sum_axes.push_back("sp");
+  }
+  s.make_ops = [](const ModelConfig& c, ParallelGroups& g, const TokenLayout& layout,
+                  ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker) {
+    return std::make_unique<TspOps>(c, g, layout, params, grads, tracker);
+  };
+  return s;
+}
+
+}  // namespace origami::parallel

@@ -1,0 +1,15 @@
+// What one device would need for the same run, measured (not estimated): the single-device
+// model with the same config, recompute policy and optimizer runs one forward+backward of
+// one global micro-batch on its own tracker. The parallel loop prints it beside every rank's
+// peaks (TSP's closing memory report).
+#pragma once
+
+#include "origami/core/memory_tracker.h"
+#include "origami/train/data.h"
+#include "origami/train/trainer.h"
+
+namespace origami {
+
+MemoryStats one_device_memory(const TrainOptions& options, const data::TokenDataset& dataset);
+
+}  // namespace origami
