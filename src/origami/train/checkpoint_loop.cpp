@@ -37,6 +37,12 @@ std::int64_t begin_run(const TrainOptions& o, comm::Communicator* world, const R
   same("seq", o.seq, "--seq");
   same("grad_accum", o.grad_accum, "--grad-accum");
   (void)world;
+  const std::int64_t total = run.at("lr_schedule").at("total_steps").get<std::int64_t>();
+  if (total != o.steps)
+    log(fmt::format("note: {} was saved by a run of {} steps, this one has {}: the learning-rate "
+                    "schedule follows the new total, so the run is not the saved run continued "
+                    "bit for bit",
+                    dir, total, o.steps));
   load(dir, o.model, st);
   const std::int64_t step = st.optimizer->steps_taken();
   log(fmt::format("resumed from {} at step {} (saved from {})", dir, step,
