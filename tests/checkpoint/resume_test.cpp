@@ -72,7 +72,8 @@ TEST(CheckpointLayout, ReplicatedTensorsWrittenOnce) {
   const std::string c = ckpt::checkpoint_dir(d, 1);
   EXPECT_TRUE(std::filesystem::exists(c + "/rank-00000.safetensors"));
   EXPECT_FALSE(std::filesystem::exists(c + "/rank-00001.safetensors"));
-  for (const auto& [name, info] : ckpt::read_index(c).at("tensors").items())
+  const nlohmann::json index = ckpt::read_index(c);
+  for (const auto& [name, info] : index.at("tensors").items())
     EXPECT_EQ(info.at("blocks").size(), 1u) << name;
 
   const std::string t = fresh_dir("tp");
