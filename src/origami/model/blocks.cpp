@@ -28,9 +28,9 @@ kernels::AttentionShape attention_shape(const AttentionDims& d) {
 }
 }  // namespace
 
-void attention_block_forward(const AttentionDims& d, const float* n, const AttentionWeights& w,
-                             const std::int64_t* pos, const RopeTables& rope,
-                             MemoryTracker& tracker, AttentionSaved& s, float* y) {
+void attention_project_forward(const AttentionDims& d, const float* n, const AttentionWeights& w,
+                               const std::int64_t* pos, const RopeTables& rope,
+                               MemoryTracker& tracker, AttentionSaved& s) {
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
   s.q = Tensor(tracker, MemCategory::Activations, {rows, qd});
   s.k = Tensor(tracker, MemCategory::Activations, {rows, kvd});
@@ -44,10 +44,43 @@ void attention_block_forward(const AttentionDims& d, const float* n, const Atten
                         s.q.f32());
   kernels::rope_forward(d.batch, d.seq, d.kv_heads, d.head_dim, pos, rope.cos.f32(),
                         rope.sin.f32(), s.k.f32());
+}
+
+Tensor attention_output_backward(const AttentionDims& d, const AttentionWeights& w,
+                                 const AttentionSaved& s, const float* dy, MemoryTracker& tracker,
+                                 const AttentionGrads& g) {
+  const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim;
+  linear_backward_weight(rows, qd, d.hidden, dy, s.out.f32(), g.wo);
+  Tensor dout(tracker, MemCategory::Workspace, {rows, qd});
+  linear_backward_input(rows, qd, d.hidden, dy, w.wo, dout.f32());
+  return dout;
+}
+
+void attention_project_backward(const AttentionDims& d, const float* n, const AttentionWeights& w,
+                                const std::int64_t* pos, const RopeTables& rope, Tensor& dq,
+                                Tensor& dk, const Tensor& dv, float* dn, const AttentionGrads& g) {
+  const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
+  kernels::rope_backward(d.batch, d.seq, d.heads, d.head_dim, pos, rope.cos.f32(), rope.sin.f32(),
+                         dq.f32());
+  kernels::rope_backward(d.batch, d.seq, d.kv_heads, d.head_dim, pos, rope.cos.f32(),
+                         rope.sin.f32(), dk.f32());
+  linear_backward_weight(rows, d.hidden, qd, dq.f32(), n, g.wq);
+  linear_backward_weight(rows, d.hidden, kvd, dk.f32(), n, g.wk);
+  linear_backward_weight(rows, d.hidden, kvd, dv.f32(), n, g.wv);
+  linear_backward_input(rows, d.hidden, qd, dq.f32(), w.wq, dn);
+  linear_backward_input(rows, d.hidden, kvd, dk.f32(), w.wk, dn);
+  linear_backward_input(rows, d.hidden, kvd, dv.f32(), w.wv, dn);
+}
+
+void attention_block_forward(const AttentionDims& d, const float* n, const AttentionWeights& w,
+                             const std::int64_t* pos, const RopeTables& rope,
+                             MemoryTracker& tracker, AttentionSaved& s, float* y) {
+  attention_project_forward(d, n, w, pos, rope, tracker, s);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
   kernels::attention_forward(attention_shape(d), s.q.f32(), s.k.f32(), s.v.f32(), pos, pos, scale,
                              s.out.f32(), s.lse.f32());
-  linear_forward(rows, qd, d.hidden, s.out.f32(), w.wo, y, /*accumulate=*/true);
+  linear_forward(d.rows(), d.heads * d.head_dim, d.hidden, s.out.f32(), w.wo, y,
+                 /*accumulate=*/true);
 }
 
 void attention_block_backward(const AttentionDims& d, const float* n, const AttentionWeights& w,
@@ -55,11 +88,7 @@ void attention_block_backward(const AttentionDims& d, const float* n, const Atte
                               const AttentionSaved& s, const float* dy, MemoryTracker& tracker,
                               float* dn, const AttentionGrads& g) {
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
-  // Output projection.
-  linear_backward_weight(rows, qd, d.hidden, dy, s.out.f32(), g.wo);
-  Tensor dout(tracker, MemCategory::Workspace, {rows, qd});
-  linear_backward_input(rows, qd, d.hidden, dy, w.wo, dout.f32());
-  // Attention core.
+  Tensor dout = attention_output_backward(d, w, s, dy, tracker, g);
   Tensor dq(tracker, MemCategory::Workspace, {rows, qd});
   Tensor dk(tracker, MemCategory::Workspace, {rows, kvd});
   Tensor dv(tracker, MemCategory::Workspace, {rows, kvd});
@@ -67,17 +96,7 @@ void attention_block_backward(const AttentionDims& d, const float* n, const Atte
   kernels::attention_backward(attention_shape(d), s.q.f32(), s.k.f32(), s.v.f32(), pos, pos, scale,
                               s.out.f32(), s.lse.f32(), dout.f32(), dq.f32(), dk.f32(), dv.f32());
   dout = Tensor();
-  kernels::rope_backward(d.batch, d.seq, d.heads, d.head_dim, pos, rope.cos.f32(), rope.sin.f32(),
-                         dq.f32());
-  kernels::rope_backward(d.batch, d.seq, d.kv_heads, d.head_dim, pos, rope.cos.f32(),
-                         rope.sin.f32(), dk.f32());
-  // Q/K/V projections.
-  linear_backward_weight(rows, d.hidden, qd, dq.f32(), n, g.wq);
-  linear_backward_weight(rows, d.hidden, kvd, dk.f32(), n, g.wk);
-  linear_backward_weight(rows, d.hidden, kvd, dv.f32(), n, g.wv);
-  linear_backward_input(rows, d.hidden, qd, dq.f32(), w.wq, dn);
-  linear_backward_input(rows, d.hidden, kvd, dk.f32(), w.wk, dn);
-  linear_backward_input(rows, d.hidden, kvd, dv.f32(), w.wv, dn);
+  attention_project_backward(d, n, w, pos, rope, dq, dk, dv, dn, g);
 }
 
 void mlp_block_forward(const MlpDims& d, const float* n, const MlpWeights& w,

@@ -51,6 +51,24 @@ struct AttentionSaved {
   Tensor lse;  // [batch, heads, seq]
 };
 
+// The pieces every attention variant shares (single device, context parallel, TSP); only the
+// way a rank reaches the other tokens' keys differs between them.
+// Allocates saved.{q,k,v,out,lse} and fills q, k, v from n, q and k rotated at `pos`.
+void attention_project_forward(const AttentionDims& dims, const float* n,
+                               const AttentionWeights& w, const std::int64_t* pos,
+                               const RopeTables& rope, MemoryTracker& tracker,
+                               AttentionSaved& saved);
+// grads.wo += dy^T out; returns dout = dy W_O, the gradient of the attention output.
+Tensor attention_output_backward(const AttentionDims& dims, const AttentionWeights& w,
+                                 const AttentionSaved& saved, const float* dy,
+                                 MemoryTracker& tracker, const AttentionGrads& g);
+// Given dq, dk, dv of the rank's rows (after any reduce-scatter), undoes RoPE on dq and dk in
+// place, then grads.{wq,wk,wv} += ... and dn += ...
+void attention_project_backward(const AttentionDims& dims, const float* n,
+                                const AttentionWeights& w, const std::int64_t* pos,
+                                const RopeTables& rope, Tensor& dq, Tensor& dk, const Tensor& dv,
+                                float* dn, const AttentionGrads& g);
+
 // y[rows, h] += attention(n) @ W_O^T (the output projection accumulates, so head shards sum).
 void attention_block_forward(const AttentionDims& dims, const float* n, const AttentionWeights& w,
                              const std::int64_t* positions, const RopeTables& rope,

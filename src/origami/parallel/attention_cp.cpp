@@ -63,24 +63,13 @@ kernels::AttentionShape shape_of(const AttentionDims& d, int parts) {
 void cp_attention_forward(const AttentionDims& d, const float* n, const AttentionWeights& w,
                           const SequenceAxis& axis, const RopeTables& rope, MemoryTracker& tracker,
                           AttentionSaved& s, float* y) {
-  const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
-  s.q = Tensor(tracker, MemCategory::Activations, {rows, qd});
-  s.k = Tensor(tracker, MemCategory::Activations, {rows, kvd});
-  s.v = Tensor(tracker, MemCategory::Activations, {rows, kvd});
-  s.out = Tensor(tracker, MemCategory::Activations, {rows, qd});
-  s.lse = Tensor(tracker, MemCategory::Activations, {d.batch, d.heads, d.seq});
-  linear_forward(rows, d.hidden, qd, n, w.wq, s.q.f32());
-  linear_forward(rows, d.hidden, kvd, n, w.wk, s.k.f32());
-  linear_forward(rows, d.hidden, kvd, n, w.wv, s.v.f32());
-  kernels::rope_forward(d.batch, d.seq, d.heads, d.head_dim, axis.q_pos, rope.cos.f32(),
-                        rope.sin.f32(), s.q.f32());
-  kernels::rope_forward(d.batch, d.seq, d.kv_heads, d.head_dim, axis.q_pos, rope.cos.f32(),
-                        rope.sin.f32(), s.k.f32());
+  attention_project_forward(d, n, w, axis.q_pos, rope, tracker, s);
   const Gathered g = gather_kv(d, axis, s.k, s.v, tracker);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
   kernels::attention_forward(shape_of(d, axis.comm->size()), s.q.f32(), g.k.f32(), g.v.f32(),
                              axis.q_pos, axis.kv_pos->data(), scale, s.out.f32(), s.lse.f32());
-  linear_forward(rows, qd, d.hidden, s.out.f32(), w.wo, y, /*accumulate=*/true);
+  linear_forward(d.rows(), d.heads * d.head_dim, d.hidden, s.out.f32(), w.wo, y,
+                 /*accumulate=*/true);
 }
 
 void cp_attention_backward(const AttentionDims& d, const float* n, const AttentionWeights& w,
@@ -89,9 +78,7 @@ void cp_attention_backward(const AttentionDims& d, const float* n, const Attenti
                            float* dn, const AttentionGrads& g) {
   const int parts = axis.comm->size();
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
-  linear_backward_weight(rows, qd, d.hidden, dy, s.out.f32(), g.wo);
-  Tensor dout(tracker, MemCategory::Workspace, {rows, qd});
-  linear_backward_input(rows, qd, d.hidden, dy, w.wo, dout.f32());
+  Tensor dout = attention_output_backward(d, w, s, dy, tracker, g);
   Tensor dq(tracker, MemCategory::Workspace, {rows, qd});
   Tensor dk(tracker, MemCategory::Workspace, {rows, kvd});
   Tensor dv(tracker, MemCategory::Workspace, {rows, kvd});
@@ -111,16 +98,7 @@ void cp_attention_backward(const AttentionDims& d, const float* n, const Attenti
     axis.comm->reduce_scatter(staging, dv);
   }
   dout = Tensor();
-  kernels::rope_backward(d.batch, d.seq, d.heads, d.head_dim, axis.q_pos, rope.cos.f32(),
-                         rope.sin.f32(), dq.f32());
-  kernels::rope_backward(d.batch, d.seq, d.kv_heads, d.head_dim, axis.q_pos, rope.cos.f32(),
-                         rope.sin.f32(), dk.f32());
-  linear_backward_weight(rows, d.hidden, qd, dq.f32(), n, g.wq);
-  linear_backward_weight(rows, d.hidden, kvd, dk.f32(), n, g.wk);
-  linear_backward_weight(rows, d.hidden, kvd, dv.f32(), n, g.wv);
-  linear_backward_input(rows, d.hidden, qd, dq.f32(), w.wq, dn);
-  linear_backward_input(rows, d.hidden, kvd, dk.f32(), w.wk, dn);
-  linear_backward_input(rows, d.hidden, kvd, dv.f32(), w.wv, dn);
+  attention_project_backward(d, n, w, axis.q_pos, rope, dq, dk, dv, dn, g);
 }
 
 }  // namespace origami::parallel
