@@ -81,6 +81,14 @@ TrainCommand::TrainCommand(CLI::App& app) {
                        "layer's forward re-run in backward)")->capture_default_str();
   command_->add_option("--backend", o.backend, "threads (in-process ranks) or mpi (under mpirun; "
                        "chosen automatically there)")->capture_default_str();
+  // Checkpoints (docs/checkpoints.md).
+  command_->add_option("--save-dir", o.checkpoint.save_dir,
+                       "write sharded checkpoints DIR/step-N (and resume from the newest)");
+  command_->add_option("--save-every", o.checkpoint.save_every,
+                       "save after every N-th step (0: after the last one only)");
+  command_->add_option("--resume", o.checkpoint.resume, "continue the run saved in this checkpoint");
+  command_->add_option("--init-from", o.checkpoint.init_from,
+                       "start from these parameters (a checkpoint or a Hugging Face folder)");
 }
 
 namespace {

@@ -19,6 +19,8 @@ class AdamW {
   void step(ModelTensors& params, ModelTensors& grads, float lr);
 
   std::int64_t steps_taken() const { return step_; }
+  // A resumed run continues the bias correction where the checkpoint left it.
+  void restore_steps_taken(std::int64_t steps) { step_ = steps; }
   const kernels::AdamWHyper& hyper() const { return hyper_; }
   ModelTensors& first_moment() { return m_; }
   ModelTensors& second_moment() { return v_; }

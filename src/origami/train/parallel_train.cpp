@@ -13,6 +13,7 @@
 #include "origami/comm/run_ranks.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/rank_model.h"
+#include "origami/train/checkpoint_loop.h"
 #include "origami/train/parallel_train_reference.h"
 
 namespace origami {
@@ -80,7 +81,9 @@ void run_rank(Shared& sh, comm::Communicator& world) {
                    .weight_decay = o.weight_decay});
   // Every rank draws the same global batches and keeps its share: data parallel rank p takes
   // sequences [p*B/P, (p+1)*B/P) of each micro-batch, the layout its positions of them.
-  data::BatchSampler sampler(*sh.dataset, o.seed);
+  const ckpt::RankState saved{&model.specs(), &model.params(), &optimizer};
+  const std::int64_t done = ckpt::begin_run(o, &world, saved, log);
+  data::BatchSampler sampler(*sh.dataset, o.seed, done * o.grad_accum);
   const int P = groups.dp().size(), p = groups.dp().rank();
   const std::int64_t per = o.batch / P;
   const double flops_per_step =
@@ -100,7 +103,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
                   o.steps, o.grad_accum, o.batch, o.seq, sh.kernel_threads));
   log(fmt::format("parallel: {} on {} ranks ({}), recompute {}", sh.plan.describe(), world.size(),
                   world.transport().name(), o.recompute));
-  for (std::int64_t step = 1; step <= o.steps; ++step) {
+  for (std::int64_t step = done + 1; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     std::vector<parallel::LocalBatch> micro;
     for (std::int64_t m = 0; m < o.grad_accum; ++m) {
@@ -145,6 +148,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
           step, s.loss, s.lr, s.grad_norm, tokens_per_s, gflops, 100.0 * gflops / o.peak_gflops));
     }
     if (lead) sh.result.steps.push_back(s);
+    ckpt::after_step(o, &world, saved, step, sh.plan.describe(), log);
   }
   // Every rank's peaks, gathered to all (works on both transports).
   const MemoryStats mine = tracker.stats();

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "origami/kernels/threads.h"
+#include "origami/parallel/shard_spec.h"
+#include "origami/train/checkpoint_loop.h"
 #include "origami/train/parallel_train.h"
 
 namespace origami {
@@ -105,7 +107,10 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
   AdamW optimizer(o.model, tracker,
                   {.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = 1e-8f,
                    .weight_decay = o.weight_decay});
-  data::BatchSampler sampler(dataset, o.seed);
+  const std::vector<parallel::ShardSpec> specs = parallel::make_shard_specs(o.model, 1, 0);
+  const ckpt::RankState saved{&specs, &model.params(), &optimizer};
+  const std::int64_t done = ckpt::begin_run(o, nullptr, saved, log);
+  data::BatchSampler sampler(dataset, o.seed, done * o.grad_accum);
   const double flops_per_step = training_flops(o.model, o.batch, o.seq) * static_cast<double>(o.grad_accum);
 
   log(fmt::format("model: {} parameters (h {}, {} layers, {} heads, {} kv heads, intermediate {}, "
@@ -118,7 +123,7 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
                   o.steps, o.grad_accum, o.batch, o.seq, o.threads, o.peak_gflops));
 
   TrainResult result;
-  for (std::int64_t step = 1; step <= o.steps; ++step) {
+  for (std::int64_t step = done + 1; step <= o.steps; ++step) {
     std::vector<data::Batch> owned;
     std::vector<TokenBatch> micro;
     for (std::int64_t m = 0; m < o.grad_accum; ++m) {
@@ -147,6 +152,7 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
                       100.0 * gflops / o.peak_gflops));
     }
     result.steps.push_back(s);
+    ckpt::after_step(o, nullptr, saved, step, "single", log);
   }
   result.memory = tracker.stats();
   log("peak memory by category:\n" + tracker.report());

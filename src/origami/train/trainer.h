@@ -10,6 +10,7 @@
 
 #include "origami/kernels/optimizer.h"
 #include "origami/model/llama.h"
+#include "origami/train/checkpoint_options.h"
 #include "origami/train/data.h"
 #include "origami/train/optimizer.h"
 
@@ -65,6 +66,7 @@ struct TrainOptions {
   std::string layout = "zigzag";
   std::string recompute = "none";
   std::string backend = "auto";
+  CheckpointOptions checkpoint;  // --save-dir, --save-every, --resume, --init-from
 };
 
 struct TrainResult {

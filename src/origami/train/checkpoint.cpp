@@ -1,0 +1,440 @@
+#include "origami/train/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "origami/core/error.h"
+#include "origami/io/safetensors.h"
+
+namespace origami::ckpt {
+
+namespace fs = std::filesystem;
+
+std::uint64_t fnv1a64(const void* data, std::size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::size_t i = 0; i < bytes; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string checkpoint_dir(const std::string& save_dir, std::int64_t step) {
+  return fmt::format("{}/step-{:08d}", save_dir, step);
+}
+
+bool is_complete(const std::string& dir) { return fs::is_regular_file(fs::path(dir) / kMarker); }
+
+namespace {
+
+std::string rank_file(int rank) { return fmt::format("rank-{:05d}.safetensors", rank); }
+std::string hex(std::uint64_t v) { return fmt::format("{:016x}", v); }
+
+// The kinds of tensor a checkpoint holds for each parameter.
+const char* const kKinds[] = {"", "optimizer.exp_avg.", "optimizer.exp_avg_sq."};
+
+// One rank's block of a tensor, always as two dimensions (a vector is [n, 1]); rows beyond
+// the global shape (vocabulary padding) are dropped: they are not part of the model.
+struct Block {
+  std::int64_t off0 = 0, off1 = 0, rows = 0, cols = 0;
+  bool operator==(const Block&) const = default;
+};
+
+Block block_of(const parallel::ShardSpec& s) {
+  Block b;
+  b.off0 = s.offset.at(0);
+  b.off1 = s.offset.size() > 1 ? s.offset[1] : 0;
+  b.rows = std::max<std::int64_t>(0, std::min(s.local.at(0), s.global.at(0) - b.off0));
+  b.cols = s.local.size() > 1 ? s.local[1] : 1;
+  return b;
+}
+
+Shape to_shape(const Block& b, std::size_t rank) {
+  return rank == 1 ? Shape{b.rows} : Shape{b.rows, b.cols};
+}
+Shape to_offset(const Block& b, std::size_t rank) {
+  return rank == 1 ? Shape{b.off0} : Shape{b.off0, b.off1};
+}
+
+// Test hook: ends the process (rank 0 only) at a named point of the save protocol, while
+// saving any step ("point") or one step ("point@N").
+bool crash_requested(const char* point, int rank, std::int64_t step) {
+  const char* at = std::getenv("ORIGAMI_CRASH_AT");
+  if (at == nullptr || rank != 0) return false;
+  const std::string spec = at;
+  const std::size_t sep = spec.find('@');
+  if (spec.substr(0, sep) != point) return false;
+  return sep == std::string::npos || spec.substr(sep + 1) == std::to_string(step);
+}
+[[noreturn]] void crash(const char* point) {
+  std::fprintf(stderr, "origami: ORIGAMI_CRASH_AT=%s: exiting while writing a checkpoint\n",
+               point);
+  std::fflush(stderr);
+  std::_Exit(86);
+}
+
+void barrier(comm::Communicator* world) {
+  if (world != nullptr) world->ibarrier().wait();
+}
+
+std::vector<Tensor*> kind_tensors(const RankState& st, int kind) {
+  ModelTensors* t = kind == 0 ? st.params
+                    : kind == 1 ? &st.optimizer->first_moment()
+                                : &st.optimizer->second_moment();
+  std::vector<Tensor*> out;
+  for (NamedTensor& n : named_tensors(*t)) out.push_back(n.tensor);
+  return out;
+}
+
+}  // namespace
+
+std::string save(comm::Communicator* world, const std::string& save_dir, std::int64_t step,
+                 const ModelConfig& config, const RankState& st, const nlohmann::json& run) {
+  ORIGAMI_CHECK(st.specs != nullptr && st.params != nullptr && st.optimizer != nullptr,
+                "checkpoint save needs the specs, parameters and optimizer");
+  const int rank = world ? world->rank() : 0, W = world ? world->size() : 1;
+  const std::vector<parallel::ShardSpec>& specs = *st.specs;
+  const std::size_t n = specs.size();
+  const std::string dir = checkpoint_dir(save_dir, step);
+  if (rank == 0) {
+    // A folder of this step left by an earlier run: drop its marker first, so that it can
+    // never look complete while being rewritten.
+    std::error_code ec;
+    fs::remove(fs::path(dir) / kMarker, ec);
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir))
+      throw Error(fmt::format("cannot create the checkpoint folder {}: {}", dir, ec.message()));
+    if (crash_requested("before_shards", rank, step)) crash("before_shards");
+  }
+  // Every rank's blocks, so that a block held by several ranks is written once (by the
+  // lowest world rank holding it) and rank 0 can describe all of them in the index.
+  std::vector<std::int64_t> mine(n * 4), all(n * 4 * static_cast<std::size_t>(W));
+  for (std::size_t i = 0; i < n; ++i) {
+    const Block b = block_of(specs[i]);
+    mine[i * 4 + 0] = b.off0;
+    mine[i * 4 + 1] = b.off1;
+    mine[i * 4 + 2] = b.rows;
+    mine[i * 4 + 3] = b.cols;
+  }
+  if (world) world->all_gather(mine, all);
+  else all = mine;
+  barrier(world);  // the folder exists
+  auto block_at = [&](int r, std::size_t i) {
+    const std::int64_t* p = &all[(static_cast<std::size_t>(r) * n + i) * 4];
+    return Block{p[0], p[1], p[2], p[3]};
+  };
+  auto writer_of = [&](int r, std::size_t i) {
+    const Block b = block_at(r, i);
+    if (b.rows == 0) return false;
+    for (int q = 0; q < r; ++q)
+      if (block_at(q, i) == b) return false;
+    return true;
+  };
+
+  io::SafetensorsWriter writer;
+  nlohmann::json sums = nlohmann::json::object();
+  bool any = false;
+  for (int kind = 0; kind < 3; ++kind) {
+    const std::vector<Tensor*> t = kind_tensors(st, kind);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!writer_of(rank, i)) continue;
+      const Block b = block_at(rank, i);
+      const std::string name = kKinds[kind] + specs[i].name;
+      // The valid rows of a local block are a prefix of its row-major buffer.
+      const std::size_t bytes = static_cast<std::size_t>(b.rows * b.cols) * sizeof(float);
+      writer.add(name, DType::F32, to_shape(b, specs[i].global.size()), t[i]->raw());
+      sums[name] = hex(fnv1a64(t[i]->raw(), bytes));
+      any = true;
+    }
+  }
+  if (any) {
+    writer.set_metadata("origami.checksums", sums.dump());
+    const std::string path = dir + "/" + rank_file(rank);
+    if (crash_requested("mid_shard", rank, step)) {
+      // What a kill in the middle of a write leaves: a truncated file.
+      const std::vector<std::uint8_t> image = writer.serialize();
+      std::ofstream(path, std::ios::binary)
+          .write(reinterpret_cast<const char*>(image.data()),
+                 static_cast<std::streamsize>(image.size() / 2));
+      crash("mid_shard");
+    }
+    writer.write(path);
+  }
+  barrier(world);  // every shard is on disk
+
+  if (rank == 0) {
+    if (crash_requested("after_shards", rank, step)) crash("after_shards");
+    nlohmann::json tensors = nlohmann::json::object();
+    std::map<int, nlohmann::json> file_sums;
+    for (int r = 0; r < W; ++r)
+      for (std::size_t i = 0; i < n && !file_sums.count(r); ++i)
+        if (writer_of(r, i)) {
+          const io::SafetensorsFile f = io::SafetensorsFile::open(dir + "/" + rank_file(r));
+          file_sums[r] = nlohmann::json::parse(f.metadata().at("origami.checksums"));
+        }
+    for (int kind = 0; kind < 3; ++kind)
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::string name = kKinds[kind] + specs[i].name;
+        nlohmann::json blocks = nlohmann::json::array();
+        for (int r = 0; r < W; ++r) {
+          if (!writer_of(r, i)) continue;
+          const Block b = block_at(r, i);
+          const std::size_t nd = specs[i].global.size();
+          blocks.push_back({{"file", rank_file(r)},
+                            {"offset", to_offset(b, nd)},
+                            {"shape", to_shape(b, nd)},
+                            {"fnv1a64", file_sums.at(r).at(name)}});
+        }
+        tensors[name] = {{"dtype", "F32"}, {"shape", specs[i].global}, {"blocks", blocks}};
+      }
+    const nlohmann::json index = {{"format", "origami-checkpoint"},
+                                  {"version", 1},
+                                  {"step", step},
+                                  {"config", nlohmann::json::parse(model_config_to_json(config))},
+                                  {"run", run},
+                                  {"tensors", tensors}};
+    const std::string text = index.dump(1);
+    io::write_file_atomically(dir + "/" + kIndex,
+                              {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
+    if (crash_requested("after_index", rank, step)) crash("after_index");
+    const std::string marker = fmt::format("step {}\n", step);
+    io::write_file_atomically(dir + "/" + kMarker,
+                              {reinterpret_cast<const std::uint8_t*>(marker.data()), marker.size()});
+  }
+  barrier(world);  // complete before any rank goes on
+  return dir;
+}
+
+std::string find_resume(const CheckpointOptions& o, const Log& log) {
+  if (!o.resume.empty()) {
+    if (!fs::is_directory(o.resume))
+      throw ConfigError(fmt::format("--resume {}: no such checkpoint folder", o.resume));
+    if (!is_complete(o.resume))
+      throw ConfigError(fmt::format("--resume {}: the checkpoint is incomplete (no {} marker: "
+                                    "the run stopped while writing it)",
+                                    o.resume, kMarker));
+    return o.resume;
+  }
+  if (o.save_dir.empty() || !fs::is_directory(o.save_dir)) return "";
+  std::vector<std::pair<std::int64_t, std::string>> found;
+  for (const fs::directory_entry& e : fs::directory_iterator(o.save_dir)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory() || name.rfind("step-", 0) != 0) continue;
+    char* end = nullptr;
+    const long long step = std::strtoll(name.c_str() + 5, &end, 10);
+    if (end == nullptr || *end != '\0' || step < 0) continue;
+    found.emplace_back(step, e.path().string());
+  }
+  std::sort(found.rbegin(), found.rend());
+  for (const auto& [step, dir] : found) {
+    if (is_complete(dir)) return dir;
+    if (log)
+      log(fmt::format("ignoring incomplete checkpoint {} (no {} marker: the run stopped while "
+                      "writing it)",
+                      dir, kMarker));
+  }
+  return "";
+}
+
+nlohmann::json read_index(const std::string& dir) {
+  const std::string path = dir + "/" + kIndex;
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("{}: cannot read the checkpoint index (missing file?)", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("format", "") != "origami-checkpoint" ||
+      !j.contains("tensors") || !j.contains("config") || !j.contains("step"))
+    throw Error(fmt::format("{}: not a valid origami checkpoint index", path));
+  return j;
+}
+
+namespace {
+
+std::string shape_fields(const ModelConfig& c) {
+  return fmt::format("vocab {}, hidden {}, intermediate {}, {} layers, {} heads, {} kv heads",
+                     c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers,
+                     c.num_attention_heads, c.num_key_value_heads);
+}
+
+void check_same_model(const ModelConfig& saved, const ModelConfig& mine, const std::string& what) {
+  if (shape_fields(saved) != shape_fields(mine))
+    throw ConfigError(fmt::format("{}: a different model shape ({}) from this run's ({})", what,
+                                  shape_fields(saved), shape_fields(mine)));
+}
+
+// Blocks of a Hugging Face model.safetensors: each tensor is one block at offset 0.
+nlohmann::json hf_tensors(const std::string& dir) {
+  const std::string path = dir + "/model.safetensors";
+  const io::SafetensorsFile f = io::SafetensorsFile::open(path);
+  nlohmann::json tensors = nlohmann::json::object();
+  for (const io::SafetensorsEntry& e : f.tensors())
+    tensors[e.name] = {{"dtype", std::string(dtype_name(e.dtype))},
+                       {"shape", e.shape},
+                       {"blocks",
+                        {{{"file", "model.safetensors"},
+                          {"offset", Shape(e.shape.size(), 0)},
+                          {"shape", e.shape}}}}};
+  return tensors;
+}
+
+// Reads the rows/columns of `spec`'s block from every saved block intersecting it.
+class BlockReader {
+ public:
+  BlockReader(std::string dir, const nlohmann::json& tensors) : dir_(std::move(dir)), t_(tensors) {}
+
+  Tensor read(const std::string& name, const parallel::ShardSpec& spec, MemoryTracker& tracker,
+              MemCategory category) {
+    if (!t_.contains(name))
+      throw Error(fmt::format("{}: the checkpoint has no tensor {}", dir_, name));
+    const nlohmann::json& info = t_.at(name);
+    const Shape global = info.at("shape").get<Shape>();
+    if (global != spec.global)
+      throw ConfigError(fmt::format("{}: tensor {} has shape [{}], this model needs [{}]", dir_,
+                                    name, fmt::join(global, ", "), fmt::join(spec.global, ", ")));
+    if (info.at("dtype").get<std::string>() != "F32")
+      throw Error(fmt::format("{}: tensor {} is {}, only F32 is read", dir_, name,
+                              info.at("dtype").get<std::string>()));
+    Tensor out(tracker, category, spec.local);  // zeroed: padding rows stay zero
+    const Block need = block_of(spec);
+    const std::int64_t ld = out.ndim() > 1 ? out.dim(1) : 1;
+    std::int64_t covered = 0;
+    for (const nlohmann::json& jb : info.at("blocks")) {
+      const std::string file = dir_ + "/" + jb.at("file").get<std::string>();
+      const Shape off = jb.at("offset").get<Shape>(), shp = jb.at("shape").get<Shape>();
+      if (off.size() != global.size() || shp.size() != global.size())
+        throw Error(fmt::format("{}: tensor {}: a block's rank differs from the tensor's", dir_,
+                                name));
+      const Block b{off[0], off.size() > 1 ? off[1] : 0, shp[0], shp.size() > 1 ? shp[1] : 1};
+      const std::int64_t r0 = std::max(need.off0, b.off0),
+                         r1 = std::min(need.off0 + need.rows, b.off0 + b.rows);
+      const std::int64_t c0 = std::max(need.off1, b.off1),
+                         c1 = std::min(need.off1 + need.cols, b.off1 + b.cols);
+      if (r0 >= r1 || c0 >= c1) continue;
+      const io::SafetensorsFile& f = open(file);
+      const io::SafetensorsEntry& e = f.entry(name);
+      if (e.dtype != DType::F32 || e.shape != shp)
+        throw Error(fmt::format("{}: tensor {} does not match the index (dtype or shape)", file,
+                                name));
+      if (jb.contains("fnv1a64")) verify(f, file, name, jb.at("fnv1a64").get<std::string>());
+      const Shape ishape =
+          global.size() == 1 ? Shape{r1 - r0} : Shape{r1 - r0, c1 - c0};
+      const Shape ioff = global.size() == 1 ? Shape{r0 - b.off0} : Shape{r0 - b.off0, c0 - b.off1};
+      Tensor part(tracker, MemCategory::Workspace, ishape);
+      f.read_block(name, ioff, part);
+      for (std::int64_t r = r0; r < r1; ++r)
+        std::memcpy(out.f32() + (r - need.off0) * ld + (c0 - need.off1),
+                    part.f32() + (r - r0) * (c1 - c0),
+                    static_cast<std::size_t>(c1 - c0) * sizeof(float));
+      covered += (r1 - r0) * (c1 - c0);
+    }
+    // Saved blocks never overlap (each is written once), so the count proves coverage.
+    if (covered != need.rows * need.cols)
+      throw Error(fmt::format("{}: tensor {}: the saved blocks cover {} of the {} elements this "
+                              "rank needs",
+                              dir_, name, covered, need.rows * need.cols));
+    return out;
+  }
+
+ private:
+  const io::SafetensorsFile& open(const std::string& file) {
+    auto it = files_.find(file);
+    if (it == files_.end()) {
+      if (!fs::is_regular_file(file))
+        throw Error(fmt::format("{}: missing checkpoint file", file));
+      it = files_.emplace(file, std::make_unique<io::SafetensorsFile>(
+                                    io::SafetensorsFile::open(file)))
+               .first;
+    }
+    return *it->second;
+  }
+  void verify(const io::SafetensorsFile& f, const std::string& file, const std::string& name,
+              const std::string& expected) {
+    const std::string key = file + "\n" + name;
+    if (verified_.count(key)) return;
+    const std::span<const std::byte> bytes = f.bytes(name);
+    const std::string got = hex(fnv1a64(bytes.data(), bytes.size()));
+    if (got != expected)
+      throw Error(fmt::format("{}: checksum mismatch in tensor {} (index {}, data {}): the file "
+                              "is corrupted",
+                              file, name, expected, got));
+    verified_.insert({key, true});
+  }
+
+  std::string dir_;
+  const nlohmann::json& t_;
+  std::map<std::string, std::unique_ptr<io::SafetensorsFile>> files_;
+  std::map<std::string, bool> verified_;
+};
+
+}  // namespace
+
+nlohmann::json load(const std::string& dir, const ModelConfig& config, const RankState& st) {
+  ORIGAMI_CHECK(st.specs != nullptr && st.params != nullptr, "checkpoint load needs specs and parameters");
+  nlohmann::json index;
+  nlohmann::json tensors;
+  if (fs::is_regular_file(fs::path(dir) / kIndex) || is_complete(dir)) {
+    if (!is_complete(dir))
+      throw Error(fmt::format("{}: incomplete checkpoint (no {} marker)", dir, kMarker));
+    index = read_index(dir);
+    std::vector<std::string> warnings;
+    check_same_model(parse_model_config(index.at("config").dump(), &warnings), config,
+                     dir + "/" + kIndex);
+    tensors = index.at("tensors");
+  } else if (fs::is_regular_file(fs::path(dir) / "model.safetensors")) {
+    if (st.optimizer != nullptr)
+      throw ConfigError(fmt::format("{} is a Hugging Face model (no optimizer state): use "
+                                    "--init-from, not --resume",
+                                    dir));
+    const std::string cfg = dir + "/config.json";
+    if (!fs::is_regular_file(cfg)) throw Error(fmt::format("{}: missing file", cfg));
+    std::vector<std::string> warnings;
+    check_same_model(load_model_config(cfg, &warnings), config, cfg);
+    tensors = hf_tensors(dir);
+  } else {
+    throw ConfigError(fmt::format("{}: neither a checkpoint ({}) nor a Hugging Face model "
+                                  "(model.safetensors)",
+                                  dir, kIndex));
+  }
+  BlockReader reader(dir, tensors);
+  const std::vector<parallel::ShardSpec>& specs = *st.specs;
+  const int kinds = st.optimizer != nullptr ? 3 : 1;
+  std::vector<std::vector<Tensor>> fresh(static_cast<std::size_t>(kinds));
+  for (int kind = 0; kind < kinds; ++kind) {
+    const std::vector<Tensor*> cur = kind_tensors(st, kind);
+    ORIGAMI_CHECK(cur.size() == specs.size(), "specs and tensors differ in number");
+    for (std::size_t i = 0; i < specs.size(); ++i)
+      fresh[static_cast<std::size_t>(kind)].push_back(
+          reader.read(kKinds[kind] + specs[i].name, specs[i], *cur[i]->tracker(),
+                      kind == 0 ? MemCategory::Parameters : MemCategory::OptimizerState));
+  }
+  std::int64_t steps = 0;
+  if (st.optimizer != nullptr) {
+    steps = index.at("run").at("optimizer_steps").get<std::int64_t>();
+    if (steps < 0) throw Error(fmt::format("{}: negative optimizer step count", dir));
+  }
+  // Everything read and verified: swap it in.
+  for (int kind = 0; kind < kinds; ++kind) {
+    const std::vector<Tensor*> cur = kind_tensors(st, kind);
+    for (std::size_t i = 0; i < specs.size(); ++i)
+      std::swap(*cur[i], fresh[static_cast<std::size_t>(kind)][i]);
+  }
+  if (st.optimizer != nullptr) st.optimizer->restore_steps_taken(steps);
+  return index;
+}
+
+}  // namespace origami::ckpt

@@ -1,0 +1,84 @@
+#include "origami/train/checkpoint_loop.h"
+
+#include <fmt/format.h>
+
+#include "origami/core/error.h"
+
+namespace origami::ckpt {
+
+std::int64_t begin_run(const TrainOptions& o, comm::Communicator* world, const RankState& st,
+                       const Log& log) {
+  const CheckpointOptions& c = o.checkpoint;
+  if (c.save_every < 0)
+    throw ConfigError(fmt::format("--save-every must be >= 0 (got {})", c.save_every));
+  if (c.save_every > 0 && c.save_dir.empty())
+    throw ConfigError("--save-every needs --save-dir");
+  if (!c.init_from.empty() && !c.resume.empty())
+    throw ConfigError("--init-from and --resume exclude each other (--resume continues a run, "
+                      "--init-from starts a new one from its parameters)");
+  if (!c.init_from.empty()) {
+    load(c.init_from, o.model, RankState{st.specs, st.params, nullptr});
+    log(fmt::format("initialised the parameters from {}", c.init_from));
+    return 0;
+  }
+  const std::string dir = find_resume(c, log);
+  if (dir.empty()) return 0;
+  const nlohmann::json index = read_index(dir);
+  const nlohmann::json& run = index.at("run");
+  auto same = [&](const char* key, std::int64_t mine, const char* flag) {
+    const std::int64_t saved = run.at(key).get<std::int64_t>();
+    if (saved != mine)
+      throw ConfigError(fmt::format("{}: saved with {} {}, this run has {} {}; a resumed run must "
+                                    "draw the same batches (use --init-from to start afresh)",
+                                    dir, flag, saved, flag, mine));
+  };
+  same("seed", static_cast<std::int64_t>(o.seed), "--seed");
+  same("batch", o.batch, "--batch");
+  same("seq", o.seq, "--seq");
+  same("grad_accum", o.grad_accum, "--grad-accum");
+  (void)world;
+  const std::int64_t total = run.at("lr_schedule").at("total_steps").get<std::int64_t>();
+  if (total != o.steps)
+    log(fmt::format("note: {} was saved by a run of {} steps, this one has {}: the learning-rate "
+                    "schedule follows the new total, so the run is not the saved run continued "
+                    "bit for bit",
+                    dir, total, o.steps));
+  load(dir, o.model, st);
+  const std::int64_t step = st.optimizer->steps_taken();
+  log(fmt::format("resumed from {} at step {} (saved from {})", dir, step,
+                  run.at("layout").get<std::string>()));
+  return step;
+}
+
+void after_step(const TrainOptions& o, comm::Communicator* world, const RankState& st,
+                std::int64_t step, const std::string& layout, const Log& log) {
+  const CheckpointOptions& c = o.checkpoint;
+  if (c.save_dir.empty()) return;
+  if (!(step == o.steps || (c.save_every > 0 && step % c.save_every == 0))) return;
+  const nlohmann::json run = {
+      {"optimizer_steps", st.optimizer->steps_taken()},
+      {"seed", o.seed},
+      {"batch", o.batch},
+      {"seq", o.seq},
+      {"grad_accum", o.grad_accum},
+      // The data cursor: batches are a pure function of (seed, batch index).
+      {"batches_drawn", step * o.grad_accum},
+      {"lr_schedule",
+       {{"step", step},
+        {"total_steps", o.steps},
+        {"warmup", o.warmup},
+        {"peak", o.lr},
+        {"min_ratio", o.min_lr_ratio},
+        {"last_lr", learning_rate(step, o.steps, o.warmup, o.lr, o.min_lr_ratio)}}},
+      // Initialisation and data draw Philox streams keyed by the seed: no other RNG state.
+      {"rng", {{"kind", "philox"}, {"seed", o.seed}}},
+      {"layout", layout},
+      {"strategy", o.strategy},
+      {"degree", o.degree},
+      {"mesh", o.mesh},
+      {"world", world ? world->size() : 1}};
+  const std::string dir = save(world, c.save_dir, step, o.model, st, run);
+  log(fmt::format("saved checkpoint {}", dir));
+}
+
+}  // namespace origami::ckpt

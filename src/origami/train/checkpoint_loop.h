@@ -1,0 +1,26 @@
+// The training loops' two call sites for checkpoints: before the first step (--init-from,
+// --resume or the newest complete checkpoint of --save-dir) and after each step (--save-dir,
+// --save-every). The same calls serve the single-device loop (world = null) and every
+// parallel strategy: a rank describes what it holds by its ShardSpecs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "origami/train/checkpoint.h"
+#include "origami/train/trainer.h"
+
+namespace origami::ckpt {
+
+// Collective. Loads what the options ask for into `state` and returns the number of steps
+// already taken (0 for a fresh run or --init-from). A resumed run must draw the same batches:
+// its seed, batch, seq and grad-accum must equal the checkpoint's (ConfigError otherwise).
+std::int64_t begin_run(const TrainOptions& options, comm::Communicator* world,
+                       const RankState& state, const Log& log);
+
+// Collective. Saves after `step` when it is a multiple of --save-every or the last step.
+// `layout` describes the saving layout (e.g. the plan's description) for the index.
+void after_step(const TrainOptions& options, comm::Communicator* world, const RankState& state,
+                std::int64_t step, const std::string& layout, const Log& log);
+
+}  // namespace origami::ckpt

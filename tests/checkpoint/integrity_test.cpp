@@ -1,0 +1,139 @@
+// Damaged checkpoints are refused with a message naming the file and the problem, and a
+// refused load leaves the running state exactly as it was (everything is read into fresh
+// buffers and verified before anything is swapped in).
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "ckpt_util.h"
+#include "origami/parallel/shard_spec.h"
+
+namespace origami::ckpt_test {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class Integrity : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fresh_dir("integrity");
+    TrainOptions o = tiny_options({"tp", 2, ""}, 2);
+    o.checkpoint.save_dir = root_ + "/runs";
+    quiet_train(o);
+    good_ = ckpt::checkpoint_dir(root_ + "/runs", 2);
+    ASSERT_TRUE(ckpt::is_complete(good_));
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // A copy of the good checkpoint to damage.
+  std::string copy(const std::string& tag) {
+    const std::string d = root_ + "/" + tag;
+    fs::copy(good_, d, fs::copy_options::recursive);
+    return d;
+  }
+
+  // Loads `dir` into a running state filled with a pattern; expects an error containing every
+  // piece of `needles`, and the state unchanged afterwards.
+  void expect_refused(const std::string& dir, const std::vector<std::string>& needles,
+                      const ModelConfig& cfg = tiny_model()) {
+    MemoryTracker tracker("integrity");
+    const auto specs = parallel::make_shard_specs(tiny_model(), 1, 0);
+    ModelTensors params =
+        parallel::allocate_sharded(tiny_model(), specs, tracker, MemCategory::Parameters);
+    AdamW opt(params, tracker, kernels::AdamWHyper{});
+    opt.restore_steps_taken(7);
+    ModelTensors* kinds[] = {&params, &opt.first_moment(), &opt.second_moment()};
+    float v = 0.25f;
+    for (ModelTensors* k : kinds)
+      for (NamedTensor& t : named_tensors(*k))
+        for (float& x : t.tensor->span()) x = (v += 0.001f);
+    std::string message;
+    try {
+      ckpt::load(dir, cfg, {&specs, &params, &opt});
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    ASSERT_FALSE(message.empty()) << "accepted " << dir;
+    for (const std::string& n : needles) EXPECT_THAT(message, HasSubstr(n));
+    EXPECT_EQ(opt.steps_taken(), 7);
+    v = 0.25f;
+    std::int64_t changed = 0;
+    for (ModelTensors* k : kinds)
+      for (NamedTensor& t : named_tensors(*k))
+        for (float x : t.tensor->span()) changed += x != (v += 0.001f);
+    EXPECT_EQ(changed, 0) << "the running state was modified by a refused load";
+  }
+
+  std::string root_, good_;
+};
+
+TEST_F(Integrity, TheGoodCheckpointLoads) {
+  MemoryTracker tracker("integrity");
+  const auto specs = parallel::make_shard_specs(tiny_model(), 1, 0);
+  ModelTensors params =
+      parallel::allocate_sharded(tiny_model(), specs, tracker, MemCategory::Parameters);
+  AdamW opt(params, tracker, kernels::AdamWHyper{});
+  ckpt::load(good_, tiny_model(), {&specs, &params, &opt});
+  EXPECT_EQ(opt.steps_taken(), 2);
+}
+
+TEST_F(Integrity, TruncatedShard) {
+  const std::string d = copy("truncated");
+  const std::string f = d + "/rank-00001.safetensors";
+  fs::resize_file(f, fs::file_size(f) - 100);
+  expect_refused(d, {"rank-00001.safetensors"});
+}
+
+TEST_F(Integrity, ChecksumMismatch) {
+  const std::string d = copy("flipped");
+  const std::string f = d + "/rank-00001.safetensors";
+  // Flip one byte of the last tensor's data (read last: everything before it was already
+  // read into the fresh buffers when the mismatch is found).
+  std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+  io.seekp(static_cast<std::streamoff>(fs::file_size(f) - 3));
+  io.put('\x7f');
+  io.close();
+  expect_refused(d, {"rank-00001.safetensors", "checksum mismatch"});
+}
+
+TEST_F(Integrity, MissingFile) {
+  const std::string d = copy("missing");
+  fs::remove(d + "/rank-00001.safetensors");
+  expect_refused(d, {"rank-00001.safetensors", "missing"});
+}
+
+TEST_F(Integrity, MissingIndex) {
+  const std::string d = copy("noindex");
+  fs::remove(d + "/index.json");
+  expect_refused(d, {"index.json"});
+}
+
+TEST_F(Integrity, NoCompletionMarker) {
+  const std::string d = copy("nomarker");
+  fs::remove(d + "/COMPLETE");
+  expect_refused(d, {d, "incomplete"});
+}
+
+TEST_F(Integrity, OtherModelShape) {
+  ModelConfig other = tiny_model();
+  other.intermediate_size = 64;
+  expect_refused(good_, {"index.json", "different model shape", "intermediate 48"}, other);
+}
+
+TEST_F(Integrity, ResumeRefusesOtherBatchShape) {
+  TrainOptions o = tiny_options({"single", 1, ""}, 3);
+  o.batch = 2;
+  o.checkpoint.resume = good_;
+  try {
+    quiet_train(o);
+    FAIL() << "resumed with another --batch";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr("--batch"));
+  }
+}
+
+}  // namespace
+}  // namespace origami::ckpt_test
