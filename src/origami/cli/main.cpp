@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "origami/cli/plan_command.h"
 #include "origami/cli/train_command.h"
 #include "origami/core/error.h"
 
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "origami 0.1");
   origami::cli::TrainCommand train(app);
+  origami::cli::PlanCommand plan(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -23,6 +25,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (train.selected()) return train.run();
+    if (plan.selected()) return plan.run();
   } catch (const origami::ConfigError& e) {
     std::cerr << "origami: error: " << e.what() << "\n";
     return 2;
