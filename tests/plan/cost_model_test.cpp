@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <mutex>
+#include <set>
 
 #include "../parallel/threads_util.h"
 #include "origami/core/error.h"
@@ -174,6 +175,31 @@ TEST(CostModelLayout, RefusesWhatTheEngineRefuses) {
   EXPECT_NO_THROW(plan::memory_per_device(mha, {1, 2, 1, true}, w));
   EXPECT_THROW(plan::memory_per_device(mha, {1, 4, 1, true}, w), ConfigError);
   EXPECT_NO_THROW(plan::memory_per_device(mha, {1, 4, 1, false}, w));  // plain TP: no split
+}
+
+}  // namespace
+}  // namespace origami::parity
+
+namespace origami::parity {
+namespace {
+
+TEST(CostModelUneven, EveryTpRankSendsWhatItsBlocksSay) {
+  // 6 rows over tp 4: the target logits' all-reduce (6 elements) has blocks 2,2,1,1, so the
+  // ranks send different bytes; each rank's prediction must still be exact.
+  const ModelConfig m = make_model(97, 32, 40, 4, 4, 2);
+  plan::Workload w;
+  w.batch = 1;
+  w.seq = 6;
+  const plan::Mesh mesh{1, 4, 1, false};
+  std::set<std::int64_t> distinct;
+  for (int r = 0; r < 4; ++r) {
+    const Measured got = measure(m, make_plan(1, 4, 1), Recompute::None, 1, 6, r);
+    const auto want = plan::comm_per_micro_batch(m, mesh, w, r);
+    expect_ops(want, got.micro, "rank " + std::to_string(r));
+    for (const auto& op : want)
+      if (op.op == "all_reduce") distinct.insert(op.bytes_sent);
+  }
+  EXPECT_GT(distinct.size(), 1u);  // the case really is uneven
 }
 
 }  // namespace
