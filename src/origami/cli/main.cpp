@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "origami/cli/export_command.h"
+#include "origami/cli/plan_command.h"
 #include "origami/cli/train_command.h"
 #include "origami/core/error.h"
 
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "origami 0.1");
   origami::cli::TrainCommand train(app);
   origami::cli::ExportCommand export_command(app);
+  origami::cli::PlanCommand plan(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -26,6 +28,7 @@ int main(int argc, char** argv) {
   try {
     if (train.selected()) return train.run();
     if (export_command.selected()) return export_command.run();
+    if (plan.selected()) return plan.run();
   } catch (const origami::ConfigError& e) {
     std::cerr << "origami: error: " << e.what() << "\n";
     return 2;
