@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
 
+# The libFuzzer targets (clang), so that the short fuzz run among the tests has its target.
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DORIGAMI_FUZZ=ON -DORIGAMI_BUILD_TESTS=OFF \
+  -DORIGAMI_BUILD_BENCH=OFF >/dev/null
+cmake --build build-fuzz -j "$jobs" --target safetensors_fuzz
+
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$jobs"
 (cd build && ctest --output-on-failure --timeout 600 -j "$jobs")
