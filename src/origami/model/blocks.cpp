@@ -28,6 +28,19 @@ kernels::AttentionShape attention_shape(const AttentionDims& d) {
 }
 }  // namespace
 
+void attention_project_into(const AttentionDims& d, const float* n, const AttentionWeights& w,
+                            const std::int64_t* pos, const RopeTables& rope, float* q, float* k,
+                            float* v) {
+  const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
+  linear_forward(rows, d.hidden, qd, n, w.wq, q);
+  linear_forward(rows, d.hidden, kvd, n, w.wk, k);
+  linear_forward(rows, d.hidden, kvd, n, w.wv, v);
+  kernels::rope_forward(d.batch, d.seq, d.heads, d.head_dim, pos, rope.cos.f32(), rope.sin.f32(),
+                        q);
+  kernels::rope_forward(d.batch, d.seq, d.kv_heads, d.head_dim, pos, rope.cos.f32(),
+                        rope.sin.f32(), k);
+}
+
 void attention_project_forward(const AttentionDims& d, const float* n, const AttentionWeights& w,
                                const std::int64_t* pos, const RopeTables& rope,
                                MemoryTracker& tracker, AttentionSaved& s) {
@@ -37,13 +50,7 @@ void attention_project_forward(const AttentionDims& d, const float* n, const Att
   s.v = Tensor(tracker, MemCategory::Activations, {rows, kvd});
   s.out = Tensor(tracker, MemCategory::Activations, {rows, qd});
   s.lse = Tensor(tracker, MemCategory::Activations, {d.batch, d.heads, d.seq});
-  linear_forward(rows, d.hidden, qd, n, w.wq, s.q.f32());
-  linear_forward(rows, d.hidden, kvd, n, w.wk, s.k.f32());
-  linear_forward(rows, d.hidden, kvd, n, w.wv, s.v.f32());
-  kernels::rope_forward(d.batch, d.seq, d.heads, d.head_dim, pos, rope.cos.f32(), rope.sin.f32(),
-                        s.q.f32());
-  kernels::rope_forward(d.batch, d.seq, d.kv_heads, d.head_dim, pos, rope.cos.f32(),
-                        rope.sin.f32(), s.k.f32());
+  attention_project_into(d, n, w, pos, rope, s.q.f32(), s.k.f32(), s.v.f32());
 }
 
 Tensor attention_output_backward(const AttentionDims& d, const AttentionWeights& w,

@@ -53,7 +53,12 @@ struct AttentionSaved {
 
 // The pieces every attention variant shares (single device, context parallel, TSP); only the
 // way a rank reaches the other tokens' keys differs between them.
-// Allocates saved.{q,k,v,out,lse} and fills q, k, v from n, q and k rotated at `pos`.
+// q[rows, heads*d], k, v[rows, kv_heads*d] = n W^T, q and k rotated at `pos`, written into
+// caller-provided storage (TSP writes each head group straight into its slot).
+void attention_project_into(const AttentionDims& dims, const float* n, const AttentionWeights& w,
+                            const std::int64_t* pos, const RopeTables& rope, float* q, float* k,
+                            float* v);
+// Allocates saved.{q,k,v,out,lse} and fills q, k, v by attention_project_into.
 void attention_project_forward(const AttentionDims& dims, const float* n,
                                const AttentionWeights& w, const std::int64_t* pos,
                                const RopeTables& rope, MemoryTracker& tracker,

@@ -77,13 +77,7 @@ void cp_attention_forward_into(const AttentionDims& d, const float* n, const Att
                                const SequenceAxis& axis, const RopeTables& rope,
                                MemoryTracker& tracker, const AttentionSavedView& s, float* y) {
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
-  linear_forward(rows, d.hidden, qd, n, w.wq, s.q);
-  linear_forward(rows, d.hidden, kvd, n, w.wk, s.k);
-  linear_forward(rows, d.hidden, kvd, n, w.wv, s.v);
-  kernels::rope_forward(d.batch, d.seq, d.heads, d.head_dim, axis.q_pos, rope.cos.f32(),
-                        rope.sin.f32(), s.q);
-  kernels::rope_forward(d.batch, d.seq, d.kv_heads, d.head_dim, axis.q_pos, rope.cos.f32(),
-                        rope.sin.f32(), s.k);
+  attention_project_into(d, n, w, axis.q_pos, rope, s.q, s.k, s.v);
   const Gathered g = gather_kv(d, axis, s.k, s.v, rows * kvd, tracker);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
   kernels::attention_forward(shape_of(d, axis.comm->size()), s.q, g.k.f32(), g.v.f32(),
