@@ -334,15 +334,15 @@ class MpiFunnel final : public Transport, public std::enable_shared_from_this<Mp
     std::vector<int> indices;
     std::vector<MPI_Status> statuses;
     while (true) {
-      std::deque<std::function<void()>> todo;
+      std::deque<std::function<void()>> queued;
       bool stopping = false;
       {
         std::lock_guard lock(mutex_);
-        todo.swap(commands_);
+        queued.swap(commands_);
         stopping = stop_;
       }
-      bool progressed = !todo.empty();
-      for (auto& f : todo) f();
+      bool progressed = !queued.empty();
+      for (auto& f : queued) f();
       if (!reqs_.empty()) {
         indices.resize(reqs_.size());
         statuses.resize(reqs_.size());
