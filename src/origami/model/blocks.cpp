@@ -63,20 +63,35 @@ Tensor attention_output_backward(const AttentionDims& d, const AttentionWeights&
   return dout;
 }
 
+void attention_project_backward_q(const AttentionDims& d, const float* n,
+                                  const AttentionWeights& w, const std::int64_t* pos,
+                                  const RopeTables& rope, float* dq, float* dn,
+                                  const AttentionGrads& g) {
+  const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim;
+  kernels::rope_backward(d.batch, d.seq, d.heads, d.head_dim, pos, rope.cos.f32(), rope.sin.f32(),
+                         dq);
+  linear_backward_weight(rows, d.hidden, qd, dq, n, g.wq);
+  linear_backward_input(rows, d.hidden, qd, dq, w.wq, dn);
+}
+
+void attention_project_backward_kv(const AttentionDims& d, const float* n,
+                                   const AttentionWeights& w, const std::int64_t* pos,
+                                   const RopeTables& rope, float* dk, const float* dv, float* dn,
+                                   const AttentionGrads& g) {
+  const std::int64_t rows = d.rows(), kvd = d.kv_heads * d.head_dim;
+  kernels::rope_backward(d.batch, d.seq, d.kv_heads, d.head_dim, pos, rope.cos.f32(),
+                         rope.sin.f32(), dk);
+  linear_backward_weight(rows, d.hidden, kvd, dk, n, g.wk);
+  linear_backward_weight(rows, d.hidden, kvd, dv, n, g.wv);
+  linear_backward_input(rows, d.hidden, kvd, dk, w.wk, dn);
+  linear_backward_input(rows, d.hidden, kvd, dv, w.wv, dn);
+}
+
 void attention_project_backward(const AttentionDims& d, const float* n, const AttentionWeights& w,
                                 const std::int64_t* pos, const RopeTables& rope, Tensor& dq,
                                 Tensor& dk, const Tensor& dv, float* dn, const AttentionGrads& g) {
-  const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
-  kernels::rope_backward(d.batch, d.seq, d.heads, d.head_dim, pos, rope.cos.f32(), rope.sin.f32(),
-                         dq.f32());
-  kernels::rope_backward(d.batch, d.seq, d.kv_heads, d.head_dim, pos, rope.cos.f32(),
-                         rope.sin.f32(), dk.f32());
-  linear_backward_weight(rows, d.hidden, qd, dq.f32(), n, g.wq);
-  linear_backward_weight(rows, d.hidden, kvd, dk.f32(), n, g.wk);
-  linear_backward_weight(rows, d.hidden, kvd, dv.f32(), n, g.wv);
-  linear_backward_input(rows, d.hidden, qd, dq.f32(), w.wq, dn);
-  linear_backward_input(rows, d.hidden, kvd, dk.f32(), w.wk, dn);
-  linear_backward_input(rows, d.hidden, kvd, dv.f32(), w.wv, dn);
+  attention_project_backward_q(d, n, w, pos, rope, dq.f32(), dn, g);
+  attention_project_backward_kv(d, n, w, pos, rope, dk.f32(), dv.f32(), dn, g);
 }
 
 void attention_block_forward(const AttentionDims& d, const float* n, const AttentionWeights& w,

@@ -73,6 +73,17 @@ void attention_project_backward(const AttentionDims& dims, const float* n,
                                 const AttentionWeights& w, const std::int64_t* pos,
                                 const RopeTables& rope, Tensor& dq, Tensor& dk, const Tensor& dv,
                                 float* dn, const AttentionGrads& g);
+// The same in two halves, so that a parallel attention can run the query half while its dK/dV
+// are still being reduced: (q) undoes RoPE on dq, grads.wq += ..., dn += dq W_Q; (kv) the
+// same for dk and dv. Calling q then kv equals attention_project_backward, bit for bit.
+void attention_project_backward_q(const AttentionDims& dims, const float* n,
+                                  const AttentionWeights& w, const std::int64_t* pos,
+                                  const RopeTables& rope, float* dq, float* dn,
+                                  const AttentionGrads& g);
+void attention_project_backward_kv(const AttentionDims& dims, const float* n,
+                                   const AttentionWeights& w, const std::int64_t* pos,
+                                   const RopeTables& rope, float* dk, const float* dv, float* dn,
+                                   const AttentionGrads& g);
 
 // y[rows, h] += attention(n) @ W_O^T (the output projection accumulates, so head shards sum).
 void attention_block_forward(const AttentionDims& dims, const float* n, const AttentionWeights& w,

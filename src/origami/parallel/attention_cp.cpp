@@ -1,8 +1,9 @@
 #include "origami/parallel/attention_cp.h"
 
 #include <cmath>
-#include <cstring>
+#include <tuple>
 
+#include "origami/core/float_ops.h"
 #include "origami/kernels/attention.h"
 #include "origami/kernels/gemm.h"
 #include "origami/kernels/rope.h"
@@ -15,47 +16,89 @@ using kernels::linear_forward;
 
 namespace {
 
-// [Σ][B][Sl][w] (the order the axis gathers in) <-> [B][Σ*Sl][w] (the attention layout).
+// [Σ][B][Sl][w] (the order the axis gathers in) -> [B][Σ*Sl][w] (the attention layout).
 void rank_major_to_batch_major(int parts, std::int64_t B, std::int64_t Sl, std::int64_t w,
                                const float* in, float* out) {
-  const std::size_t bytes = static_cast<std::size_t>(Sl * w) * sizeof(float);
   for (int r = 0; r < parts; ++r)
     for (std::int64_t b = 0; b < B; ++b)
-      std::memcpy(out + (b * parts + r) * Sl * w, in + (r * B + b) * Sl * w, bytes);
-}
-void batch_major_to_rank_major(int parts, std::int64_t B, std::int64_t Sl, std::int64_t w,
-                               const float* in, float* out) {
-  const std::size_t bytes = static_cast<std::size_t>(Sl * w) * sizeof(float);
-  for (int r = 0; r < parts; ++r)
-    for (std::int64_t b = 0; b < B; ++b)
-      std::memcpy(out + (r * B + b) * Sl * w, in + (b * parts + r) * Sl * w, bytes);
+      copy_floats(out + (b * parts + r) * Sl * w, in + (r * B + b) * Sl * w, Sl * w);
 }
 
-struct Gathered {
-  Tensor k, v;  // [B, Σ*Sl, Kl*d]
+// The other ranks' rows of a rank-major gather, batch-major: [B][(Σ-1)*Sl][w].
+void remote_rows(int parts, int self, std::int64_t B, std::int64_t Sl, std::int64_t w,
+                 const float* in, float* out) {
+  for (int r = 0, slot = 0; r < parts; ++r) {
+    if (r == self) continue;
+    for (std::int64_t b = 0; b < B; ++b)
+      copy_floats(out + (b * (parts - 1) + slot) * Sl * w, in + (r * B + b) * Sl * w, Sl * w);
+    ++slot;
+  }
+}
+
+// The inverse for gradients: rank-major [Σ][B][Sl][w] with this rank's slot from `local`
+// ([B][Sl][w]) and the others from `remote` ([B][(Σ-1)*Sl][w]): a reduce-scatter's input.
+void to_rank_major(int parts, int self, std::int64_t B, std::int64_t Sl, std::int64_t w,
+                   const float* local, const float* remote, float* out) {
+  for (int r = 0, slot = 0; r < parts; ++r) {
+    for (std::int64_t b = 0; b < B; ++b) {
+      const float* src = r == self ? local + b * Sl * w : remote + (b * (parts - 1) + slot) * Sl * w;
+      copy_floats(out + (r * B + b) * Sl * w, src, Sl * w);
+    }
+    if (r != self) ++slot;
+  }
+}
+
+// The asynchronous all-gathers of one call's K and V (rank-major staging) and, once they
+// are waited, the other ranks' rows in the attention layout with their positions.
+struct KvGather {
+  Tensor k_all, v_all;  // [Σ][B][Sl][kvd], freed once their remote rows are copied out
+  comm::Handle hk, hv;
+  Tensor k, v;                       // [B, (Σ-1)*Sl, kvd]
+  std::vector<std::int64_t> pos;     // [(Σ-1)*Sl]
 };
 
-Gathered gather_kv(const AttentionDims& d, const SequenceAxis& axis, const float* k,
-                   const float* v, std::int64_t count, MemoryTracker& tracker) {
+KvGather start_gather(const AttentionDims& d, const SequenceAxis& axis, const float* k,
+                      const float* v, MemoryTracker& tracker) {
   const int parts = axis.comm->size();
-  const std::int64_t kvd = d.kv_heads * d.head_dim;
-  Gathered g{Tensor(tracker, MemCategory::CommBuffers, {d.batch, parts * d.seq, kvd}),
-             Tensor(tracker, MemCategory::CommBuffers, {d.batch, parts * d.seq, kvd})};
-  Tensor staging(tracker, MemCategory::CommBuffers, {parts * d.rows() * kvd});
-  for (auto [local, out] : {std::pair{k, &g.k}, std::pair{v, &g.v}}) {
-    axis.comm->all_gather(comm::ConstBuffer(local, count, DType::F32), staging);
-    rank_major_to_batch_major(parts, d.batch, d.seq, kvd, staging.f32(), out->f32());
-  }
+  const std::int64_t count = d.rows() * d.kv_heads * d.head_dim;
+  KvGather g;
+  g.k_all = Tensor(tracker, MemCategory::CommBuffers, {parts * count});
+  g.v_all = Tensor(tracker, MemCategory::CommBuffers, {parts * count});
+  g.hk = axis.comm->iall_gather(comm::ConstBuffer(k, count, DType::F32), g.k_all);
+  g.hv = axis.comm->iall_gather(comm::ConstBuffer(v, count, DType::F32), g.v_all);
   return g;
 }
 
-kernels::AttentionShape shape_of(const AttentionDims& d, int parts) {
+// Waits the gathers; copies the complete K/V into keep_k/keep_v when asked (prefill).
+void finish_gather(const AttentionDims& d, const SequenceAxis& axis, MemoryTracker& tracker,
+                   KvGather& g, float* keep_k, float* keep_v) {
+  const int parts = axis.comm->size(), self = axis.comm->rank();
+  const std::int64_t kvd = d.kv_heads * d.head_dim;
+  for (auto [h, all, out, keep] : {std::tuple{&g.hk, &g.k_all, &g.k, keep_k},
+                                   std::tuple{&g.hv, &g.v_all, &g.v, keep_v}}) {
+    h->wait();
+    if (keep != nullptr) rank_major_to_batch_major(parts, d.batch, d.seq, kvd, all->f32(), keep);
+    *out = Tensor(tracker, MemCategory::CommBuffers, {d.batch, (parts - 1) * d.seq, kvd});
+    remote_rows(parts, self, d.batch, d.seq, kvd, all->f32(), out->f32());
+    *all = Tensor();
+  }
+  const std::vector<std::int64_t>& kv = *axis.kv_pos;
+  g.pos.clear();
+  for (int r = 0; r < parts; ++r)
+    if (r != self) g.pos.insert(g.pos.end(), kv.begin() + r * d.seq, kv.begin() + (r + 1) * d.seq);
+}
+
+kernels::AttentionShape shape_of(const AttentionDims& d, std::int64_t kv_len) {
   return {.batch = d.batch,
           .q_len = d.seq,
-          .kv_len = parts * d.seq,
+          .kv_len = kv_len,
           .heads = d.heads,
           .kv_heads = d.kv_heads,
           .head_dim = d.head_dim};
+}
+
+float scale_of(const AttentionDims& d) {
+  return 1.0f / std::sqrt(static_cast<float>(d.head_dim));
 }
 
 }  // namespace
@@ -76,12 +119,28 @@ void cp_attention_forward(const AttentionDims& d, const float* n, const Attentio
 void cp_attention_forward_into(const AttentionDims& d, const float* n, const AttentionWeights& w,
                                const SequenceAxis& axis, const RopeTables& rope,
                                MemoryTracker& tracker, const AttentionSavedView& s, float* y) {
+  const int parts = axis.comm->size();
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
   attention_project_into(d, n, w, axis.q_pos, rope, s.q, s.k, s.v);
-  const Gathered g = gather_kv(d, axis, s.k, s.v, rows * kvd, tracker);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-  kernels::attention_forward(shape_of(d, axis.comm->size()), s.q, g.k.f32(), g.v.f32(),
-                             axis.q_pos, axis.kv_pos->data(), scale, s.out, s.lse);
+  KvGather g;
+  if (parts > 1) g = start_gather(d, axis, s.k, s.v, tracker);
+  // The rank's own rows while the gathers run.
+  kernels::attention_forward(shape_of(d, d.seq), s.q, s.k, s.v, axis.q_pos, axis.q_pos,
+                             scale_of(d), s.out, s.lse);
+  if (parts > 1) {
+    finish_gather(d, axis, tracker, g, axis.keep_k, axis.keep_v);
+    Tensor out(tracker, MemCategory::Workspace, {rows, qd});
+    Tensor lse(tracker, MemCategory::Workspace, {d.batch, d.heads, d.seq});
+    kernels::attention_forward(shape_of(d, (parts - 1) * d.seq), s.q, g.k.f32(), g.v.f32(),
+                               axis.q_pos, g.pos.data(), scale_of(d), out.f32(), lse.f32());
+    // Exact: the two calls saw disjoint key sets.
+    kernels::attention_merge(d.batch, d.seq, d.heads, d.head_dim, s.out, s.lse, out.f32(),
+                             lse.f32());
+  } else {
+    copy_floats(axis.keep_k, s.k, rows * kvd);
+    copy_floats(axis.keep_v, s.v, rows * kvd);
+  }
+  g = KvGather();
   linear_forward(rows, qd, d.hidden, s.out, w.wo, y, /*accumulate=*/true);
 }
 
@@ -89,29 +148,47 @@ void cp_attention_backward(const AttentionDims& d, const float* n, const Attenti
                            const SequenceAxis& axis, const RopeTables& rope,
                            const AttentionSaved& s, const float* dy, MemoryTracker& tracker,
                            float* dn, const AttentionGrads& g) {
-  const int parts = axis.comm->size();
+  const int parts = axis.comm->size(), self = axis.comm->rank();
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
+  KvGather kv;  // the re-gather runs behind the output projection and the local rows
+  if (parts > 1) kv = start_gather(d, axis, s.k.f32(), s.v.f32(), tracker);
   Tensor dout = attention_output_backward(d, w, s, dy, tracker, g);
   Tensor dq(tracker, MemCategory::Workspace, {rows, qd});
-  Tensor dk(tracker, MemCategory::Workspace, {rows, kvd});
-  Tensor dv(tracker, MemCategory::Workspace, {rows, kvd});
-  {
-    const Gathered kv = gather_kv(d, axis, s.k.f32(), s.v.f32(), rows * kvd, tracker);
-    Tensor dk_all(tracker, MemCategory::CommBuffers, {d.batch, parts * d.seq, kvd});
-    Tensor dv_all(tracker, MemCategory::CommBuffers, {d.batch, parts * d.seq, kvd});
-    const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-    kernels::attention_backward(shape_of(d, parts), s.q.f32(), kv.k.f32(), kv.v.f32(), axis.q_pos,
-                                axis.kv_pos->data(), scale, s.out.f32(), s.lse.f32(), dout.f32(),
-                                dq.f32(), dk_all.f32(), dv_all.f32());
-    // dK/dV of every key go back to the rank that owns it, summed over the ranks' queries.
-    Tensor staging(tracker, MemCategory::CommBuffers, {parts * rows * kvd});
-    batch_major_to_rank_major(parts, d.batch, d.seq, kvd, dk_all.f32(), staging.f32());
-    axis.comm->reduce_scatter(staging, dk);
-    batch_major_to_rank_major(parts, d.batch, d.seq, kvd, dv_all.f32(), staging.f32());
-    axis.comm->reduce_scatter(staging, dv);
+  Tensor dk(tracker, MemCategory::Workspace, {rows, kvd});  // the local keys' contributions,
+  Tensor dv(tracker, MemCategory::Workspace, {rows, kvd});  // then (parts > 1) the reduced sums
+  kernels::attention_backward(shape_of(d, d.seq), s.q.f32(), s.k.f32(), s.v.f32(), axis.q_pos,
+                              axis.q_pos, scale_of(d), s.out.f32(), s.lse.f32(), dout.f32(),
+                              dq.f32(), dk.f32(), dv.f32());
+  if (parts == 1) {
+    dout = Tensor();
+    attention_project_backward(d, n, w, axis.q_pos, rope, dq, dk, dv, dn, g);
+    return;
   }
+  finish_gather(d, axis, tracker, kv, nullptr, nullptr);
+  // The remote keys' gradients (the merged out/lse make each key subset's backward exact).
+  Tensor dk_remote(tracker, MemCategory::CommBuffers, {d.batch, (parts - 1) * d.seq, kvd});
+  Tensor dv_remote(tracker, MemCategory::CommBuffers, {d.batch, (parts - 1) * d.seq, kvd});
+  kernels::attention_backward(shape_of(d, (parts - 1) * d.seq), s.q.f32(), kv.k.f32(),
+                              kv.v.f32(), axis.q_pos, kv.pos.data(), scale_of(d), s.out.f32(),
+                              s.lse.f32(), dout.f32(), dq.f32(), dk_remote.f32(), dv_remote.f32());
+  kv = KvGather();
   dout = Tensor();
-  attention_project_backward(d, n, w, axis.q_pos, rope, dq, dk, dv, dn, g);
+  // dK/dV of every key go back to the rank that owns it, summed over the ranks' queries; both
+  // reduce-scatters are in flight while the query half of the projection backward runs.
+  // (Both inputs are built before either is posted, so that the peak does not depend on when
+  // the collective's staging is allocated: docs/tsp.md's resident set.)
+  Tensor in_k(tracker, MemCategory::CommBuffers, {parts * rows * kvd});
+  to_rank_major(parts, self, d.batch, d.seq, kvd, dk.f32(), dk_remote.f32(), in_k.f32());
+  dk_remote = Tensor();
+  Tensor in_v(tracker, MemCategory::CommBuffers, {parts * rows * kvd});
+  to_rank_major(parts, self, d.batch, d.seq, kvd, dv.f32(), dv_remote.f32(), in_v.f32());
+  dv_remote = Tensor();
+  comm::Handle hk = axis.comm->ireduce_scatter(in_k, dk);
+  comm::Handle hv = axis.comm->ireduce_scatter(in_v, dv);
+  attention_project_backward_q(d, n, w, axis.q_pos, rope, dq.f32(), dn, g);
+  hk.wait();
+  hv.wait();
+  attention_project_backward_kv(d, n, w, axis.q_pos, rope, dk.f32(), dv.f32(), dn, g);
 }
 
 }  // namespace origami::parallel

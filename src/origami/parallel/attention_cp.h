@@ -5,9 +5,21 @@
 // Backward re-gathers K/V (they are not saved: the saved K/V stay 1/Σ of the sequence),
 // computes dK/dV for all keys and reduce-scatters them to their owners.
 //
+// Overlap (DESIGN.md §3 (b)): the gathers are asynchronous. Forward attends the rank's own
+// K/V rows while they run, then the other ranks' rows, and merges the two partial outputs
+// exactly by log-sum-exp. Backward runs the output projection's backward and the local rows'
+// attention backward while the re-gather runs, then the remote rows'; the dK/dV
+// reduce-scatters are posted together and the query half of the projection backward (RoPE,
+// dW_Q, dN += dQ W_Q) runs while they are in flight.
+//
 //   per rank   q, out [B, Sl, Hl*d]   k, v [B, Sl, Kl*d]   gathered K/V [B, Σ*Sl, Kl*d]
 //   forward    all-gather K, all-gather V          (2 * (Σ-1)/Σ * B*S*Kl*d floats received)
 //   backward   all-gather K, V again; reduce-scatter dK, dV (the conjugate of the gather)
+//   resident   forward: gather staging 2*Σ*R*kvd + the remote rows 2*(Σ-1)*R*kvd at most
+//              (R = B*Sl, kvd = Kl*d; each staging is freed once its remote rows are copied
+//              out, so the peak is (3Σ-1)*R*kvd) + the remote partial out/lse (Workspace);
+//              backward: the same gathers, remote dK/dV 2*(Σ-1)*R*kvd, reduce-scatter inputs
+//              2*Σ*R*kvd (CommBuffers), local dK/dV 2*R*kvd (Workspace).
 // Hl, Kl are the heads of the rank's tensor-parallel shard (all heads without TP).
 #pragma once
 
@@ -22,6 +34,10 @@ struct SequenceAxis {
   comm::Communicator* comm = nullptr;                 // the sequence-parallel group
   const std::int64_t* q_pos = nullptr;                // [Sl] this rank's positions
   const std::vector<std::int64_t>* kv_pos = nullptr;  // [Σ*Sl] every rank's, in rank order
+  // Optional (prefill's KV cache): when non-null the forward copies the complete gathered K
+  // and V of the call there, after RoPE, as [B, Σ*Sl, Kl*d]: each sequence's rows of every
+  // rank in rank order (positions kv_pos).
+  float *keep_k = nullptr, *keep_v = nullptr;
 };
 
 // y[rows, h] += attention over the whole sequence.

@@ -1,11 +1,16 @@
 // TSP attention, broadcast schedule (tsp_ops.h table). For each head group j = 0..D-1 the
 // owner's packed shard P_j = [W_Q,j | W_K,j | W_V,j | W_O,j] is broadcast in one message (the
-// next one is prefetched on the duplicate communicator while P_j is used); every rank
-// projects its own tokens, all-gathers the group's K/V in rank order, attends on global
-// positions and accumulates its partial output through W_O,j. Saved per group (concatenated
-// group-major): q, k, v, out, lse of the rank's tokens only, so 1/D of one device's.
-#include <cstring>
+// next one is prefetched on the duplicate communicator while P_j is used, and after the last
+// group the next attention call's P_0: it runs behind the MLP); every rank projects its own
+// tokens, all-gathers the group's K/V in rank order while it attends its own rows, attends the
+// other ranks' rows on global positions, merges by log-sum-exp and accumulates its partial
+// output through W_O,j (attention_cp.h). Saved per group (concatenated group-major): q, k, v,
+// out, lse of the rank's tokens only, so 1/D of one device's. In backward the packed
+// gradient dP_j is reduced to its owner asynchronously on grad_comm() and waited two groups
+// later (two local dP buffers).
+#include <utility>
 
+#include "origami/core/float_ops.h"
 #include "origami/parallel/tsp_ops.h"
 
 namespace origami::parallel {
@@ -21,8 +26,7 @@ Packed unpack(const float* p, std::int64_t qd, std::int64_t kvd, std::int64_t h)
 
 Tensor copy_out(MemoryTracker& tracker, const Tensor& src, std::int64_t block, Shape shape) {
   Tensor t(tracker, MemCategory::Workspace, shape);
-  std::memcpy(t.f32(), src.f32() + block * t.numel(),
-              static_cast<std::size_t>(t.numel()) * sizeof(float));
+  copy_floats(t.f32(), src.f32() + block * t.numel(), t.numel());
   return t;
 }
 
@@ -43,16 +47,50 @@ std::int64_t TspOps::attention_floats() const {
 }
 
 comm::Handle TspOps::broadcast_attention_shard(std::int64_t l, int owner, Tensor& buf) {
+  if (!buf.defined()) buf = Tensor(tracker_, MemCategory::CommBuffers, {attention_floats()});
   if (owner == rank_) {
     const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
     float* p = buf.f32();
     for (const Tensor* t : {&L.wq, &L.wk, &L.wv, &L.wo}) {
-      std::memcpy(p, t->f32(), static_cast<std::size_t>(t->numel()) * sizeof(float));
+      copy_floats(p, t->f32(), t->numel());
       p += t->numel();
     }
   }
   if (size_ == 1) return {};
   return bcast_.ibroadcast(buf, owner);
+}
+
+comm::Handle TspOps::first_attention_shard(std::int64_t l, Tensor& buf) {
+  if (prefetch_.layer == l) {
+    buf = std::move(prefetch_.buf);
+    comm::Handle h = std::move(prefetch_.handle);
+    prefetch_ = ShardPrefetch();
+    return h;
+  }
+  // A prefetch for another layer: only a caller that does not follow the driver's layer order
+  // gets here (every rank the same way); drain it so that nothing stays in flight.
+  drop_prefetch();
+  return broadcast_attention_shard(l, 0, buf);
+}
+
+void TspOps::prefetch_attention_shard(std::int64_t l, Tensor buf) {
+  drop_prefetch();
+  if (l < 0 || l >= config_.num_hidden_layers) return;
+  prefetch_.layer = l;
+  prefetch_.buf = std::move(buf);
+  prefetch_.handle = broadcast_attention_shard(l, 0, prefetch_.buf);
+}
+
+void TspOps::drop_prefetch() {
+  prefetch_.handle.wait();
+  prefetch_ = ShardPrefetch();
+}
+
+TspOps::~TspOps() {
+  try {
+    drop_prefetch();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): an error is already unwinding the step
+  }
 }
 
 void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x) {
@@ -64,14 +102,18 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   s.v = Tensor(tracker_, MemCategory::Activations, {D, R, kvd});
   s.out = Tensor(tracker_, MemCategory::Activations, {D, R, qd});
   s.lse = Tensor(tracker_, MemCategory::Activations, {D, d.batch, d.heads, d.seq});
-  Tensor buf[2] = {Tensor(tracker_, MemCategory::CommBuffers, {attention_floats()}),
-                   Tensor(tracker_, MemCategory::CommBuffers, {attention_floats()})};
-  comm::Handle pending = broadcast_attention_shard(l, 0, buf[0]);
+  Tensor buf[2];
+  comm::Handle pending = first_attention_shard(l, buf[0]);
   const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_};
   for (int j = 0; j < D; ++j) {
     pending.wait();
-    // Prefetch P_{j+1} while P_j is used (a different communicator than the K/V gathers).
-    if (j + 1 < D) pending = broadcast_attention_shard(l, j + 1, buf[(j + 1) % 2]);
+    // Prefetch P_{j+1} while P_j is used (a different communicator than the K/V gathers);
+    // after the last group, the next attention call's P_0 (it runs behind this group and the
+    // MLP): layer l+1 in a forward, l itself when this is full recompute inside backward.
+    if (j + 1 < D)
+      pending = broadcast_attention_shard(l, j + 1, buf[(j + 1) % 2]);
+    else
+      prefetch_attention_shard(in_backward_ ? l : l + 1, std::move(buf[(j + 1) % 2]));
     const Packed p = unpack(buf[j % 2].f32(), qd, kvd, d.hidden);
     const AttentionSavedView into{s.q.f32() + j * R * qd, s.k.f32() + j * R * kvd,
                                   s.v.f32() + j * R * kvd, s.out.f32() + j * R * qd,
@@ -87,16 +129,34 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
                      kvd = d.kv_heads * d.head_dim;
   const int D = size_;
   const std::int64_t F = attention_floats();
-  Tensor buf[2] = {Tensor(tracker_, MemCategory::CommBuffers, {F}),
-                   Tensor(tracker_, MemCategory::CommBuffers, {F})};
-  Tensor grad(tracker_, MemCategory::CommBuffers, {F});   // this rank's part of dP_j
-  Tensor total(tracker_, MemCategory::CommBuffers, {F});  // dP_j summed, on its owner
-  comm::Handle pending = broadcast_attention_shard(l, 0, buf[0]);
-  const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_};
+  Tensor buf[2];
+  comm::Handle pending = first_attention_shard(l, buf[0]);
+  // This rank's part of dP_j, double-buffered: group j's reduce to its owner is in flight
+  // during group j+1 and waited before the buffer is reused at j+2 (or at the end).
+  Tensor grad[2] = {Tensor(tracker_, MemCategory::CommBuffers, {F}),
+                    D > 1 ? Tensor(tracker_, MemCategory::CommBuffers, {F}) : Tensor()};
+  Tensor total(tracker_, MemCategory::CommBuffers, {D > 1 ? F : 0});  // dP_rank summed here
+  comm::Handle reduce[2];
+  int reduced[2] = {-1, -1};  // the head group each reduce carries
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
+  auto add_to_grads = [&](const float* sum) {
+    for (Tensor* t : {&G.wq, &G.wk, &G.wv, &G.wo}) {
+      add_floats(t->f32(), sum, t->numel());
+      sum += t->numel();
+    }
+  };
+  auto finish_reduce = [&](int slot) {
+    reduce[slot].wait();
+    if (reduced[slot] == rank_) add_to_grads(total.f32());
+    reduced[slot] = -1;
+  };
+  const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_};
   for (int j = 0; j < D; ++j) {
     pending.wait();
-    if (j + 1 < D) pending = broadcast_attention_shard(l, j + 1, buf[(j + 1) % 2]);
+    if (j + 1 < D)
+      pending = broadcast_attention_shard(l, j + 1, buf[(j + 1) % 2]);
+    else  // the previous layer's P_0, for its backward (or its recomputed forward)
+      prefetch_attention_shard(l - 1, std::move(buf[(j + 1) % 2]));
     const Packed p = unpack(buf[j % 2].f32(), qd, kvd, h);
     AttentionSaved g;
     g.q = copy_out(tracker_, s.q, j, {R, qd});
@@ -104,25 +164,24 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
     g.v = copy_out(tracker_, s.v, j, {R, kvd});
     g.out = copy_out(tracker_, s.out, j, {R, qd});
     g.lse = copy_out(tracker_, s.lse, j, {d.batch, d.heads, d.seq});
-    grad.zero();
-    float* dp = grad.f32();
+    const int slot = j % 2;
+    finish_reduce(slot);  // group j-2's reduce used this buffer
+    grad[slot].zero();
+    float* dp = grad[slot].f32();
     const AttentionGrads dg{dp, dp + qd * h, dp + (qd + kvd) * h, dp + (qd + 2 * kvd) * h};
     cp_attention_backward(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, g, dx, tracker_, dn, dg);
-    // Every rank's contribution to head group j's weight gradient, summed on its owner.
-    float* sum = grad.f32();
+    // Every rank's contribution to head group j's weight gradient, summed on its owner, on
+    // the gradients' own communicator so that the next group's K/V gather does not queue
+    // behind it.
     if (D > 1) {
-      axis_.reduce(grad, total, j);
-      sum = total.f32();
-    }
-    if (j == rank_) {
-      const float* q = sum;
-      for (Tensor* t : {&G.wq, &G.wk, &G.wv, &G.wo}) {
-        float* o = t->f32();
-        for (std::int64_t i = 0; i < t->numel(); ++i) o[i] += q[i];
-        q += t->numel();
-      }
+      reduce[slot] = grads_comm_.ireduce(grad[slot], total, j);
+      reduced[slot] = j;
+    } else {
+      add_to_grads(dp);
     }
   }
+  finish_reduce(0);
+  finish_reduce(1);
 }
 
 }  // namespace origami::parallel

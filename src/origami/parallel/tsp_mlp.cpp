@@ -2,13 +2,15 @@
 // down_j] travels rank -> rank-1: at step t rank r holds M_{(r+t) mod D} and adds that shard's
 // partial output for its own tokens; the next hop is posted before the GEMMs and waited
 // after, and no all-reduce is needed (each rank sums its own rows over all shards). Backward
-// rings [M_s | dM_s]: each rank adds its tokens' contribution to the accumulator it holds,
-// then passes it on with the weights; after D hops the accumulator is home.
-#include <cstring>
+// rings M_s and its accumulator dM_s as separate messages (GradRing, tsp_grad_ring.h): each
+// rank computes its tokens' contribution into a local buffer while dM_s is in flight, then
+// adds and passes it on; after D hops the accumulator is home.
 #include <utility>
 
+#include "origami/core/float_ops.h"
 #include "origami/kernels/gemm.h"
 #include "origami/kernels/swiglu.h"
+#include "origami/parallel/tsp_grad_ring.h"
 #include "origami/parallel/tsp_ops.h"
 
 namespace origami::parallel {
@@ -23,17 +25,20 @@ std::int64_t TspOps::mlp_floats() const {
   return 3 * (config_.intermediate_size / size_) * config_.hidden_size;
 }
 
+void TspOps::pack_mlp_shard(std::int64_t l, float* out) const {
+  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+  for (const Tensor* t : {&L.w_gate, &L.w_up, &L.w_down}) {
+    copy_floats(out, t->f32(), t->numel());
+    out += t->numel();
+  }
+}
+
 void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) {
   const std::int64_t R = rows(), h = config_.hidden_size, ffn = config_.intermediate_size / size_;
   const std::int64_t F = mlp_floats();
-  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
   Tensor cur(tracker_, MemCategory::CommBuffers, {F}),
       next(tracker_, MemCategory::CommBuffers, {F});
-  float* p = cur.f32();
-  for (const Tensor* t : {&L.w_gate, &L.w_up, &L.w_down}) {
-    std::memcpy(p, t->f32(), static_cast<std::size_t>(t->numel()) * sizeof(float));
-    p += t->numel();
-  }
+  pack_mlp_shard(l, cur.f32());
   s.a = Tensor(tracker_, MemCategory::Activations, {size_, R, ffn});
   s.u = Tensor(tracker_, MemCategory::Activations, {size_, R, ffn});
   for (int t = 0; t < size_; ++t) {
@@ -59,63 +64,32 @@ void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) 
 
 void TspOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dx, float* dn) {
   const std::int64_t R = rows(), h = config_.hidden_size, ffn = config_.intermediate_size / size_;
-  const std::int64_t F = mlp_floats();
   const MlpDims dims{.rows = R, .hidden = h, .ffn = ffn};
-  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
-  // [weights | gradient accumulator] travel together.
-  Tensor cur(tracker_, MemCategory::CommBuffers, {2 * F});
-  Tensor next(tracker_, MemCategory::CommBuffers, {2 * F});
-  cur.zero();
-  float* p = cur.f32();
-  for (const Tensor* t : {&L.w_gate, &L.w_up, &L.w_down}) {
-    std::memcpy(p, t->f32(), static_cast<std::size_t>(t->numel()) * sizeof(float));
-    p += t->numel();
-  }
+  GradRing ring(bcast_, mlp_floats(), tracker_);
+  pack_mlp_shard(l, ring.weights());
   const bool saved = s.a.defined();
   for (int t = 0; t < size_; ++t) {
     const int shard = (rank_ + t) % size_;
-    // The incoming shard and accumulator are in flight while this one is used: the receive
-    // is posted first; the send waits for this rank's contribution.
-    comm::Handle recv;
-    if (size_ > 1 && t + 1 < size_)
-      recv = bcast_.irecv(comm::Buffer(next.f32(), 2 * F, DType::F32), (rank_ + 1) % size_, t);
-    const MlpWeights w = weights_of(cur.f32(), ffn, h);
+    float* delta = ring.begin_step();  // this rank's contribution; the accumulator is in flight
+    const MlpWeights w = weights_of(ring.weights(), ffn, h);
     MlpSaved g;
     if (saved) {
       g.a = Tensor(tracker_, MemCategory::Workspace, {R, ffn});
       g.u = Tensor(tracker_, MemCategory::Workspace, {R, ffn});
-      std::memcpy(g.a.f32(), s.a.f32() + shard * R * ffn,
-                  static_cast<std::size_t>(R * ffn) * sizeof(float));
-      std::memcpy(g.u.f32(), s.u.f32() + shard * R * ffn,
-                  static_cast<std::size_t>(R * ffn) * sizeof(float));
+      copy_floats(g.a.f32(), s.a.f32() + shard * R * ffn, R * ffn);
+      copy_floats(g.u.f32(), s.u.f32() + shard * R * ffn, R * ffn);
     } else {
       mlp_block_recompute(dims, n, w, tracker_, g);  // recompute policies mlp and full
     }
-    float* acc = cur.f32() + F;
-    mlp_block_backward(dims, n, w, g, dx, tracker_, dn, {acc, acc + ffn * h, acc + 2 * ffn * h});
-    if (size_ > 1) {
-      // After the last step only the accumulator makes the final hop home.
-      const bool last = t + 1 == size_;
-      const int dst = (rank_ + size_ - 1) % size_;
-      comm::Handle send;
-      if (last) {
-        recv = bcast_.irecv(comm::Buffer(next.f32() + F, F, DType::F32), (rank_ + 1) % size_, t);
-        send = bcast_.isend(comm::ConstBuffer(acc, F, DType::F32), dst, t);
-      } else {
-        send = bcast_.isend(comm::ConstBuffer(cur.f32(), 2 * F, DType::F32), dst, t);
-      }
-      // The outgoing pair and the incoming one travel together; cur is reused only after both.
-      recv.wait();
-      send.wait();
-      std::swap(cur, next);
-    }
+    mlp_block_backward(dims, n, w, g, dx, tracker_, dn,
+                       {delta, delta + ffn * h, delta + 2 * ffn * h});
+    ring.end_step();
   }
-  // cur now holds this rank's own shard's accumulator (D hops, or none when D = 1).
-  const float* acc = cur.f32() + F;
+  // This rank's own shard's accumulator, home after D hops (none when D = 1).
+  const float* acc = ring.finish();
   for (Tensor* t : {&G.w_gate, &G.w_up, &G.w_down}) {
-    float* o = t->f32();
-    for (std::int64_t i = 0; i < t->numel(); ++i) o[i] += acc[i];
+    add_floats(t->f32(), acc, t->numel());
     acc += t->numel();
   }
   s = MlpSaved();

@@ -23,7 +23,8 @@ TspOps::TspOps(const ModelConfig& config, ParallelGroups& groups, const TokenLay
       rank_(groups.sp().rank()),
       axis_(groups.sp()),
       // Collective on the axis: every rank builds its TspOps in the same order.
-      bcast_(groups.sp().split(0, groups.sp().rank(), "tsp-shards")) {
+      bcast_(groups.sp().split(0, groups.sp().rank(), "tsp-shards")),
+      grads_comm_(groups.sp().split(0, groups.sp().rank(), "tsp-grads")) {
   ORIGAMI_CHECK(layout.degree() == size_, "token layout over {} ranks on a tsp axis of {}",
                 layout.degree(), size_);
   ORIGAMI_CHECK(groups.tp().size() == 1, "TSP runs on one axis; the plan has tp={}",
@@ -61,6 +62,7 @@ TspOps::Hop TspOps::ring_hop(const float* cur, float* next, std::int64_t count, 
 }
 
 void TspOps::embed_forward(float* x) {
+  in_backward_ = false;
   const std::int64_t R = rows(), h = config_.hidden_size;
   // Group the rank's ids by the rank owning their table row (a counting sort: stable).
   emb_send_.assign(static_cast<std::size_t>(size_), 0);
@@ -102,6 +104,7 @@ void TspOps::embed_forward(float* x) {
 }
 
 void TspOps::embed_backward(const float* dx) {
+  in_backward_ = false;
   const std::int64_t R = rows(), h = config_.hidden_size;
   Tensor out(tracker_, MemCategory::CommBuffers, {R, h});
   for (std::int64_t i = 0; i < R; ++i)

@@ -10,15 +10,20 @@
 //  embedding   rows [r*Vp/D, ..)     all-to-all of ids to the row owners, all-to-all of the row gradients to
 //              of the table          all-to-all of the rows back          the owners (ids kept from forward)
 //  attention   packed P_r = W_Q,W_K, for j = 0..D-1: P_j broadcast by     P_j re-broadcast (prefetched), K/V
-//              W_V rows + W_O cols   j (next one prefetched on a second   re-gathered (not saved), dK/dV
-//              of head group r       communicator); local Q/K/V; K/V      reduce-scattered to the owners; the
-//                                    all-gather in rank order; flash      packed gradient of P_j reduced to j
-//                                    attention; y += out W_O,j
-//  MLP         packed M_r = gate,up  ring: D steps, the shard moves       ring with [M_s | dM_s] together: the
-//              rows + down cols      rank -> rank-1 (isend/irecv posted   accumulator travels with its weights
-//                                    before the GEMMs, waited after)      and reaches its owner after D hops
-//  LM head     rows [r*Vp/D, ..)     vocab ring: running max / sum-exp /  ring again: logits block recomputed,
-//                                    target logit (logits: R x Vp/D)      dW travels with its shard (D hops)
+//              W_V rows + W_O cols   j (P_{j+1} prefetched on a second    re-gathered behind dW_O and the local
+//              of head group r       communicator; P_0 during the         rows' backward; dK/dV reduce-
+//                                    previous layer's last group and      scattered behind dQ's projection
+//                                    MLP); local Q/K/V; K/V all-gather    backward; the packed dP_j reduced
+//                                    in rank order behind the local       to j on a third communicator,
+//                                    rows' attention; remote rows; LSE    waited two groups later
+//                                    merge; y += out W_O,j
+//  MLP         packed M_r = gate,up  ring: D steps, the shard moves       ring: weights M_s and accumulator
+//              rows + down cols      rank -> rank-1 (isend/irecv posted   dM_s as separate hops (GradRing):
+//                                    before the GEMMs, waited after)      contribution into a local Δ while
+//                                                                         dM_s is in flight, then added and
+//                                                                         passed on; home after D hops
+//  LM head     rows [r*Vp/D, ..)     vocab ring: running max / sum-exp /  the same GradRing: logits block
+//                                    target logit (logits: R x Vp/D)      recomputed, dW travels (D hops)
 //  RMSNorm     replicated            -                                    gradients summed over the axis
 // clang-format on
 //
@@ -41,6 +46,9 @@ class TspOps final : public StrategyOps {
  public:
   TspOps(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
          ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker);
+  TspOps(const TspOps&) = delete;
+  TspOps& operator=(const TspOps&) = delete;
+  ~TspOps() override;
 
   void set_batch(const LocalBatch* batch) override;
 
@@ -59,6 +67,9 @@ class TspOps final : public StrategyOps {
   // The duplicate of the axis carrying the shard broadcasts and ring hops (its stats are the
   // weight traffic; the axis' own are K/V, dK/dV, gradient reductions and the embedding's).
   comm::Communicator& shard_comm() { return bcast_; }
+  // The second duplicate, carrying the attention weight-gradient reduces (dP_j to its owner),
+  // so that they run while the next head group's K/V gather runs on the axis.
+  comm::Communicator& grad_comm() { return grads_comm_; }
 
  private:
   std::int64_t rows() const;
@@ -66,7 +77,16 @@ class TspOps final : public StrategyOps {
   std::int64_t attention_floats() const;  // packed P_j: W_Q, W_K, W_V rows, W_O columns
   std::int64_t mlp_floats() const;        // packed M_j: gate, up rows, down columns
   // The owner packs its shard into buf; every rank then receives it (async, on bcast_).
+  // (buf is allocated, as CommBuffers, when empty.)
   comm::Handle broadcast_attention_shard(std::int64_t l, int owner, Tensor& buf);
+  // Layer l's P_0 into buf: the prefetched one (DESIGN.md §3: "P_0 was prefetched during the
+  // previous block's MLP"), or broadcast now. Returns the handle to wait on.
+  comm::Handle first_attention_shard(std::int64_t l, Tensor& buf);
+  // Starts the broadcast of layer l's P_0 into buf (nothing when l is not a layer), kept until
+  // that layer's next attention call takes it.
+  void prefetch_attention_shard(std::int64_t l, Tensor buf);
+  void drop_prefetch();  // waits and frees a prefetch nobody took
+  void pack_mlp_shard(std::int64_t l, float* out) const;
   // One ring hop of `count` floats: send `cur` to rank-1, receive the next into `next`.
   struct Hop {
     comm::Handle send, recv;
@@ -88,6 +108,19 @@ class TspOps final : public StrategyOps {
   int size_, rank_;
   comm::Communicator& axis_;  // the tsp axis: K/V gathers, reductions, all-to-all
   comm::Communicator bcast_;  // its duplicate: shard broadcasts and ring hops overlap with axis_
+  comm::Communicator grads_comm_;  // a second duplicate: the dP_j reduces
+  // The next attention call's P_0, in flight since the end of the previous attention call
+  // (forward: layer l+1's during layer l's last head group and MLP; backward: layer l-1's
+  // during layer l's last group, then layer l-1's MLP backward or recomputed forward).
+  struct ShardPrefetch {
+    std::int64_t layer = -1;
+    Tensor buf;
+    comm::Handle handle;
+  };
+  ShardPrefetch prefetch_;
+  // Between head_forward(with_backward) and embed_backward: an attention_forward then is the
+  // full-recompute re-run of its layer, and the next attention call is that layer's backward.
+  bool in_backward_ = false;
   std::int64_t vocab_rows_;   // Vp / D
   const LocalBatch* batch_ = nullptr;
   // Embedding routing kept from forward for backward.
