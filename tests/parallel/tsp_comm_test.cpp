@@ -29,6 +29,7 @@ ModelConfig model_for(int D) {
 struct Measured {
   std::vector<comm::CommStats> axis, shards, grads;  // per rank
   std::vector<std::int64_t> comm_buffers_peak;
+  std::vector<std::int64_t> left_in_flight;  // prefetched layer after a step (-1: none)
 };
 
 Measured measure(int D, Recompute recompute) {
@@ -46,6 +47,7 @@ Measured measure(int D, Recompute recompute) {
   out.shards.resize(static_cast<std::size_t>(D));
   out.grads.resize(static_cast<std::size_t>(D));
   out.comm_buffers_peak.resize(static_cast<std::size_t>(D));
+  out.left_in_flight.resize(static_cast<std::size_t>(D));
   std::mutex m;
   comm::run_ranks(D, [&](comm::Communicator& world) {
     kernels::set_thread_count(1);
@@ -68,14 +70,22 @@ Measured measure(int D, Recompute recompute) {
     tracker.reset_peaks();
     ops.set_batch(&local);
     driver.run(true, 1e-2);
+    // No prefetch outlives a step: not after a forward+backward, nor after a forward alone.
+    std::int64_t left = ops.prefetched_layer();
+    const comm::CommStats axis = groups.sp().stats(), shards = ops.shard_comm().stats(),
+                          grads_stats = ops.grad_comm().stats();
+    const std::int64_t peak =
+        tracker.stats().peak[static_cast<std::size_t>(MemCategory::CommBuffers)];
+    driver.run(false, 1e-2);
+    left = std::max(left, ops.prefetched_layer());
     ops.set_batch(nullptr);
     std::lock_guard lock(m);
     const auto r = static_cast<std::size_t>(world.rank());
-    out.axis[r] = groups.sp().stats();
-    out.shards[r] = ops.shard_comm().stats();
-    out.grads[r] = ops.grad_comm().stats();
-    out.comm_buffers_peak[r] =
-        tracker.stats().peak[static_cast<std::size_t>(MemCategory::CommBuffers)];
+    out.axis[r] = axis;
+    out.shards[r] = shards;
+    out.left_in_flight[r] = left;
+    out.grads[r] = grads_stats;
+    out.comm_buffers_peak[r] = peak;
   });
   return out;
 }
@@ -120,6 +130,7 @@ TEST(TspCommunication, BytesPerRankEqualTheScheduleFormula) {
         EXPECT_EQ(m.grads[k].op("reduce").bytes_sent, kL * (D - 1) * A * 4);
         EXPECT_EQ(m.grads[k].op("reduce").calls, kL * D);
         EXPECT_EQ(m.axis[k].op("all_reduce").calls, 0);  // no activation all-reduce anywhere
+        EXPECT_EQ(m.left_in_flight[k], -1);  // the last prefetch is never issued
       }
     }
   }
@@ -137,7 +148,9 @@ TEST(TspMemory, CommunicationBuffersWithinTheStatedBound) {
       const std::int64_t c = R * kvd, h = model_for(D).hidden_size;
       const std::int64_t kv_bwd = std::max({3 * D - 1, 4 * D - 4, 2 * D + 2}) * c;
       const std::int64_t attention_fwd = 2 * A + (3 * D - 1) * c;
-      const std::int64_t attention_bwd = 5 * A + kv_bwd;  // + A of reduce staging at most
+      // Shards 2A, local dP_j x 2 and the summed dP_r 3A, the next group's re-gather 2Dc, the
+      // current group's K/V peak; + the dP reduce's staging (A here) depending on timing.
+      const std::int64_t attention_bwd = 5 * A + 2 * D * c + kv_bwd;
       const std::int64_t mlp = std::max(2 * M, 5 * M) + A;
       const std::int64_t head = 5 * W;
       const std::int64_t embedding = 2 * R * h;  // ids are spread evenly over the vocabulary

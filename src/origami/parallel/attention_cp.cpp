@@ -50,22 +50,15 @@ void to_rank_major(int parts, int self, std::int64_t B, std::int64_t Sl, std::in
 
 // The asynchronous all-gathers of one call's K and V (rank-major staging) and, once they
 // are waited, the other ranks' rows in the attention layout with their positions.
-struct KvGather {
-  Tensor k_all, v_all;  // [Σ][B][Sl][kvd], freed once their remote rows are copied out
-  comm::Handle hk, hv;
-  Tensor k, v;                       // [B, (Σ-1)*Sl, kvd]
-  std::vector<std::int64_t> pos;     // [(Σ-1)*Sl]
+struct KvGather : KvGatherInFlight {  // k_all, v_all freed once their remote rows are copied out
+  Tensor k, v;                    // [B, (Σ-1)*Sl, kvd]
+  std::vector<std::int64_t> pos;  // [(Σ-1)*Sl]
 };
 
 KvGather start_gather(const AttentionDims& d, const SequenceAxis& axis, const float* k,
                       const float* v, MemoryTracker& tracker) {
-  const int parts = axis.comm->size();
-  const std::int64_t count = d.rows() * d.kv_heads * d.head_dim;
   KvGather g;
-  g.k_all = Tensor(tracker, MemCategory::CommBuffers, {parts * count});
-  g.v_all = Tensor(tracker, MemCategory::CommBuffers, {parts * count});
-  g.hk = axis.comm->iall_gather(comm::ConstBuffer(k, count, DType::F32), g.k_all);
-  g.hv = axis.comm->iall_gather(comm::ConstBuffer(v, count, DType::F32), g.v_all);
+  static_cast<KvGatherInFlight&>(g) = cp_start_kv_gather(d, axis, k, v, tracker);
   return g;
 }
 
@@ -103,6 +96,18 @@ float scale_of(const AttentionDims& d) {
 
 }  // namespace
 
+KvGatherInFlight cp_start_kv_gather(const AttentionDims& d, const SequenceAxis& axis,
+                                    const float* k, const float* v, MemoryTracker& tracker) {
+  const int parts = axis.comm->size();
+  const std::int64_t count = d.rows() * d.kv_heads * d.head_dim;
+  KvGatherInFlight g;
+  g.k_all = Tensor(tracker, MemCategory::CommBuffers, {parts * count});
+  g.v_all = Tensor(tracker, MemCategory::CommBuffers, {parts * count});
+  g.hk = axis.comm->iall_gather(comm::ConstBuffer(k, count, DType::F32), g.k_all);
+  g.hv = axis.comm->iall_gather(comm::ConstBuffer(v, count, DType::F32), g.v_all);
+  return g;
+}
+
 void cp_attention_forward(const AttentionDims& d, const float* n, const AttentionWeights& w,
                           const SequenceAxis& axis, const RopeTables& rope, MemoryTracker& tracker,
                           AttentionSaved& s, float* y) {
@@ -118,7 +123,8 @@ void cp_attention_forward(const AttentionDims& d, const float* n, const Attentio
 
 void cp_attention_forward_into(const AttentionDims& d, const float* n, const AttentionWeights& w,
                                const SequenceAxis& axis, const RopeTables& rope,
-                               MemoryTracker& tracker, const AttentionSavedView& s, float* y) {
+                               MemoryTracker& tracker, const AttentionSavedView& s, float* y,
+                               const std::function<void()>& while_gathering) {
   const int parts = axis.comm->size();
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
   attention_project_into(d, n, w, axis.q_pos, rope, s.q, s.k, s.v);
@@ -127,6 +133,7 @@ void cp_attention_forward_into(const AttentionDims& d, const float* n, const Att
   // The rank's own rows while the gathers run.
   kernels::attention_forward(shape_of(d, d.seq), s.q, s.k, s.v, axis.q_pos, axis.q_pos,
                              scale_of(d), s.out, s.lse);
+  if (while_gathering) while_gathering();
   if (parts > 1) {
     finish_gather(d, axis, tracker, g, axis.keep_k, axis.keep_v);
     Tensor out(tracker, MemCategory::Workspace, {rows, qd});
@@ -141,17 +148,20 @@ void cp_attention_forward_into(const AttentionDims& d, const float* n, const Att
     copy_floats(axis.keep_v, s.v, rows * kvd);
   }
   g = KvGather();
-  linear_forward(rows, qd, d.hidden, s.out, w.wo, y, /*accumulate=*/true);
+  if (y != nullptr) linear_forward(rows, qd, d.hidden, s.out, w.wo, y, /*accumulate=*/true);
 }
 
 void cp_attention_backward(const AttentionDims& d, const float* n, const AttentionWeights& w,
                            const SequenceAxis& axis, const RopeTables& rope,
                            const AttentionSaved& s, const float* dy, MemoryTracker& tracker,
-                           float* dn, const AttentionGrads& g) {
+                           float* dn, const AttentionGrads& g, KvGatherInFlight* gathered) {
   const int parts = axis.comm->size(), self = axis.comm->rank();
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
   KvGather kv;  // the re-gather runs behind the output projection and the local rows
-  if (parts > 1) kv = start_gather(d, axis, s.k.f32(), s.v.f32(), tracker);
+  if (parts > 1 && gathered != nullptr && gathered->k_all.defined())
+    static_cast<KvGatherInFlight&>(kv) = std::move(*gathered);
+  else if (parts > 1)
+    kv = start_gather(d, axis, s.k.f32(), s.v.f32(), tracker);
   Tensor dout = attention_output_backward(d, w, s, dy, tracker, g);
   Tensor dq(tracker, MemCategory::Workspace, {rows, qd});
   Tensor dk(tracker, MemCategory::Workspace, {rows, kvd});  // the local keys' contributions,

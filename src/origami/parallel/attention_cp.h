@@ -23,6 +23,7 @@
 // Hl, Kl are the heads of the rank's tensor-parallel shard (all heads without TP).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "origami/comm/communicator.h"
@@ -46,16 +47,34 @@ void cp_attention_forward(const AttentionDims& dims, const float* n, const Atten
                           AttentionSaved& saved, float* y);
 // The same, writing what the backward needs into caller-owned storage (TSP saves every head
 // group's q, k, v, out [rows, width] and lse [batch, heads, seq] side by side).
+// For a caller that pipelines head groups (TSP): `y == nullptr` leaves the output projection
+// y += out W_O to the caller, and `while_gathering` is run while the K/V gathers are in
+// flight, after the local rows' attention (TSP runs the previous group's deferred output
+// projection there).
 struct AttentionSavedView {
   float *q, *k, *v, *out, *lse;
 };
 void cp_attention_forward_into(const AttentionDims& dims, const float* n,
                                const AttentionWeights& w, const SequenceAxis& axis,
                                const RopeTables& rope, MemoryTracker& tracker,
-                               const AttentionSavedView& saved, float* y);
+                               const AttentionSavedView& saved, float* y,
+                               const std::function<void()>& while_gathering = {});
+
+// The K/V all-gathers of one call, in flight (rank-major staging, CommBuffers). Backward's
+// re-gather needs only the saved k, v, so a caller can start the next head group's before
+// the current group's backward and pass it in.
+struct KvGatherInFlight {
+  Tensor k_all, v_all;  // [Σ][B][Sl][Kl*d]
+  comm::Handle hk, hv;
+};
+KvGatherInFlight cp_start_kv_gather(const AttentionDims& dims, const SequenceAxis& axis,
+                                    const float* k, const float* v, MemoryTracker& tracker);
+// `gathered`: this call's K/V re-gather, already started by cp_start_kv_gather on saved.k,
+// saved.v (nullptr: the call starts it).
 void cp_attention_backward(const AttentionDims& dims, const float* n, const AttentionWeights& w,
                            const SequenceAxis& axis, const RopeTables& rope,
                            const AttentionSaved& saved, const float* dy, MemoryTracker& tracker,
-                           float* dn, const AttentionGrads& g);
+                           float* dn, const AttentionGrads& g,
+                           KvGatherInFlight* gathered = nullptr);
 
 }  // namespace origami::parallel

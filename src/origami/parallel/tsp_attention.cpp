@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "origami/core/float_ops.h"
+#include "origami/kernels/gemm.h"
 #include "origami/parallel/tsp_ops.h"
 
 namespace origami::parallel {
@@ -105,6 +106,14 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   Tensor buf[2];
   comm::Handle pending = first_attention_shard(l, buf[0]);
   const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_};
+  // Group j's output projection y += out_j W_O,j is deferred into group j+1's K/V gather
+  // window; W_O,j is kept aside because P_j's buffer receives P_{j+2} meanwhile. (The
+  // projections still add into x in group order.)
+  Tensor wo(tracker_, MemCategory::Workspace, {d.hidden, qd});
+  auto project_out = [&](int j) {
+    kernels::linear_forward(R, qd, d.hidden, s.out.f32() + j * R * qd, wo.f32(), x,
+                            /*accumulate=*/true);
+  };
   for (int j = 0; j < D; ++j) {
     pending.wait();
     // Prefetch P_{j+1} while P_j is used (a different communicator than the K/V gathers);
@@ -118,8 +127,13 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
     const AttentionSavedView into{s.q.f32() + j * R * qd, s.k.f32() + j * R * kvd,
                                   s.v.f32() + j * R * kvd, s.out.f32() + j * R * qd,
                                   s.lse.f32() + j * d.batch * d.heads * d.seq};
-    cp_attention_forward_into(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, tracker_, into, x);
+    cp_attention_forward_into(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, tracker_, into,
+                              /*y=*/nullptr, [&] {
+                                if (j > 0) project_out(j - 1);
+                              });
+    copy_floats(wo.f32(), p.wo, d.hidden * qd);
   }
+  project_out(D - 1);
 }
 
 void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionSaved& s,
@@ -151,7 +165,19 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
     reduced[slot] = -1;
   };
   const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_};
+  // The K/V re-gather needs only the saved k, v: group j+1's is started before group j's
+  // backward, so it runs behind the whole group (one more gather's staging resident).
+  KvGatherInFlight next;
+  auto start_gather = [&](int j) {
+    if (D > 1)
+      next = cp_start_kv_gather(d, axis, s.k.f32() + j * R * kvd, s.v.f32() + j * R * kvd,
+                                tracker_);
+  };
+  start_gather(0);
   for (int j = 0; j < D; ++j) {
+    KvGatherInFlight gathered = std::move(next);
+    next = KvGatherInFlight();
+    if (j + 1 < D) start_gather(j + 1);
     pending.wait();
     if (j + 1 < D)
       pending = broadcast_attention_shard(l, j + 1, buf[(j + 1) % 2]);
@@ -169,7 +195,8 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
     grad[slot].zero();
     float* dp = grad[slot].f32();
     const AttentionGrads dg{dp, dp + qd * h, dp + (qd + kvd) * h, dp + (qd + 2 * kvd) * h};
-    cp_attention_backward(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, g, dx, tracker_, dn, dg);
+    cp_attention_backward(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, g, dx, tracker_, dn, dg,
+                          &gathered);
     // Every rank's contribution to head group j's weight gradient, summed on its owner, on
     // the gradients' own communicator so that the next group's K/V gather does not queue
     // behind it.

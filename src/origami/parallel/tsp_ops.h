@@ -70,6 +70,8 @@ class TspOps final : public StrategyOps {
   // The second duplicate, carrying the attention weight-gradient reduces (dP_j to its owner),
   // so that they run while the next head group's K/V gather runs on the axis.
   comm::Communicator& grad_comm() { return grads_comm_; }
+  // The layer whose P_0 is in flight, -1 when none (between steps: nothing may be left).
+  std::int64_t prefetched_layer() const { return prefetch_.layer; }
 
  private:
   std::int64_t rows() const;
