@@ -147,10 +147,12 @@ TEST(TspMemory, CommunicationBuffersWithinTheStatedBound) {
       const auto [R, kvd, A, M, W] = sizes_for(D);
       const std::int64_t c = R * kvd, h = model_for(D).hidden_size;
       const std::int64_t kv_bwd = std::max({3 * D - 1, 4 * D - 4, 2 * D + 2}) * c;
-      const std::int64_t attention_fwd = 2 * A + (3 * D - 1) * c;
-      // Shards 2A, local dP_j x 2 and the summed dP_r 3A, the next group's re-gather 2Dc, the
-      // current group's K/V peak; + the dP reduce's staging (A here) depending on timing.
-      const std::int64_t attention_bwd = 5 * A + 2 * D * c + kv_bwd;
+      // Two shards; group j+1's gathers started before group j's are waited (5D-1)c.
+      const std::int64_t attention_fwd = 2 * A + (5 * D - 1) * c;
+      // Shards 2A, local dP_j x min(D, 3) and the summed dP_r, the next group's re-gather
+      // 2Dc, the current group's K/V peak; + the dP reduce's staging (A here) depending on
+      // timing.
+      const std::int64_t attention_bwd = (3 + std::min(D, 3)) * A + 2 * D * c + kv_bwd;
       const std::int64_t mlp = std::max(2 * M, 5 * M) + A;
       const std::int64_t head = 5 * W;
       const std::int64_t embedding = 2 * R * h;  // ids are spread evenly over the vocabulary

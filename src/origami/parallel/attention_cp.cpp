@@ -125,41 +125,59 @@ void cp_attention_forward_into(const AttentionDims& d, const float* n, const Att
                                const SequenceAxis& axis, const RopeTables& rope,
                                MemoryTracker& tracker, const AttentionSavedView& s, float* y,
                                const std::function<void()>& while_gathering) {
+  KvGatherInFlight g = cp_attention_forward_begin(d, n, w, axis, rope, tracker, s);
+  cp_attention_forward_finish(d, axis, tracker, s, g, while_gathering);
+  if (y != nullptr)
+    linear_forward(d.rows(), d.heads * d.head_dim, d.hidden, s.out, w.wo, y,
+                   /*accumulate=*/true);
+}
+
+KvGatherInFlight cp_attention_forward_begin(const AttentionDims& d, const float* n,
+                                            const AttentionWeights& w, const SequenceAxis& axis,
+                                            const RopeTables& rope, MemoryTracker& tracker,
+                                            const AttentionSavedView& s) {
+  attention_project_into(d, n, w, axis.q_pos, rope, s.q, s.k, s.v);
+  if (axis.comm->size() == 1) return {};
+  return cp_start_kv_gather(d, axis, s.k, s.v, tracker);
+}
+
+void cp_attention_forward_finish(const AttentionDims& d, const SequenceAxis& axis,
+                                 MemoryTracker& tracker, const AttentionSavedView& s,
+                                 KvGatherInFlight& gathered,
+                                 const std::function<void()>& while_gathering) {
   const int parts = axis.comm->size();
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
-  attention_project_into(d, n, w, axis.q_pos, rope, s.q, s.k, s.v);
-  KvGather g;
-  if (parts > 1) g = start_gather(d, axis, s.k, s.v, tracker);
   // The rank's own rows while the gathers run.
   kernels::attention_forward(shape_of(d, d.seq), s.q, s.k, s.v, axis.q_pos, axis.q_pos,
                              scale_of(d), s.out, s.lse);
   if (while_gathering) while_gathering();
-  if (parts > 1) {
-    finish_gather(d, axis, tracker, g, axis.keep_k, axis.keep_v);
-    Tensor out(tracker, MemCategory::Workspace, {rows, qd});
-    Tensor lse(tracker, MemCategory::Workspace, {d.batch, d.heads, d.seq});
-    kernels::attention_forward(shape_of(d, (parts - 1) * d.seq), s.q, g.k.f32(), g.v.f32(),
-                               axis.q_pos, g.pos.data(), scale_of(d), out.f32(), lse.f32());
-    // Exact: the two calls saw disjoint key sets.
-    kernels::attention_merge(d.batch, d.seq, d.heads, d.head_dim, s.out, s.lse, out.f32(),
-                             lse.f32());
-  } else {
+  if (parts == 1) {
     copy_floats(axis.keep_k, s.k, rows * kvd);
     copy_floats(axis.keep_v, s.v, rows * kvd);
+    return;
   }
-  g = KvGather();
-  if (y != nullptr) linear_forward(rows, qd, d.hidden, s.out, w.wo, y, /*accumulate=*/true);
+  KvGather g;
+  static_cast<KvGatherInFlight&>(g) = std::move(gathered);
+  gathered = KvGatherInFlight();
+  finish_gather(d, axis, tracker, g, axis.keep_k, axis.keep_v);
+  Tensor out(tracker, MemCategory::Workspace, {rows, qd});
+  Tensor lse(tracker, MemCategory::Workspace, {d.batch, d.heads, d.seq});
+  kernels::attention_forward(shape_of(d, (parts - 1) * d.seq), s.q, g.k.f32(), g.v.f32(),
+                             axis.q_pos, g.pos.data(), scale_of(d), out.f32(), lse.f32());
+  // Exact: the two calls saw disjoint key sets.
+  kernels::attention_merge(d.batch, d.seq, d.heads, d.head_dim, s.out, s.lse, out.f32(),
+                           lse.f32());
 }
 
 void cp_attention_backward(const AttentionDims& d, const float* n, const AttentionWeights& w,
                            const SequenceAxis& axis, const RopeTables& rope,
                            const AttentionSaved& s, const float* dy, MemoryTracker& tracker,
-                           float* dn, const AttentionGrads& g, KvGatherInFlight* gathered) {
+                           float* dn, const AttentionGrads& g, const CpBackwardPipeline& pipe) {
   const int parts = axis.comm->size(), self = axis.comm->rank();
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
   KvGather kv;  // the re-gather runs behind the output projection and the local rows
-  if (parts > 1 && gathered != nullptr && gathered->k_all.defined())
-    static_cast<KvGatherInFlight&>(kv) = std::move(*gathered);
+  if (parts > 1 && pipe.gathered != nullptr && pipe.gathered->k_all.defined())
+    static_cast<KvGatherInFlight&>(kv) = std::move(*pipe.gathered);
   else if (parts > 1)
     kv = start_gather(d, axis, s.k.f32(), s.v.f32(), tracker);
   Tensor dout = attention_output_backward(d, w, s, dy, tracker, g);
@@ -169,6 +187,7 @@ void cp_attention_backward(const AttentionDims& d, const float* n, const Attenti
   kernels::attention_backward(shape_of(d, d.seq), s.q.f32(), s.k.f32(), s.v.f32(), axis.q_pos,
                               axis.q_pos, scale_of(d), s.out.f32(), s.lse.f32(), dout.f32(),
                               dq.f32(), dk.f32(), dv.f32());
+  if (pipe.while_gathering) pipe.while_gathering();
   if (parts == 1) {
     dout = Tensor();
     attention_project_backward(d, n, w, axis.q_pos, rope, dq, dk, dv, dn, g);
@@ -193,12 +212,31 @@ void cp_attention_backward(const AttentionDims& d, const float* n, const Attenti
   Tensor in_v(tracker, MemCategory::CommBuffers, {parts * rows * kvd});
   to_rank_major(parts, self, d.batch, d.seq, kvd, dv.f32(), dv_remote.f32(), in_v.f32());
   dv_remote = Tensor();
-  comm::Handle hk = axis.comm->ireduce_scatter(in_k, dk);
-  comm::Handle hv = axis.comm->ireduce_scatter(in_v, dv);
+  KvGradsInFlight grads;
+  grads.hk = axis.comm->ireduce_scatter(in_k, dk);
+  grads.hv = axis.comm->ireduce_scatter(in_v, dv);
+  grads.in_k = std::move(in_k);
+  grads.in_v = std::move(in_v);
+  grads.dk = std::move(dk);
+  grads.dv = std::move(dv);
   attention_project_backward_q(d, n, w, axis.q_pos, rope, dq.f32(), dn, g);
-  hk.wait();
-  hv.wait();
-  attention_project_backward_kv(d, n, w, axis.q_pos, rope, dk.f32(), dv.f32(), dn, g);
+  if (pipe.deferred != nullptr)
+    *pipe.deferred = std::move(grads);
+  else
+    cp_attention_backward_finish(d, n, w, axis, rope, grads, dn, g);
+}
+
+void cp_attention_backward_finish(const AttentionDims& d, const float* n,
+                                  const AttentionWeights& w, const SequenceAxis& axis,
+                                  const RopeTables& rope, KvGradsInFlight& k, float* dn,
+                                  const AttentionGrads& g) {
+  k.hk.wait();
+  k.hv.wait();
+  k.in_k = Tensor();
+  k.in_v = Tensor();
+  attention_project_backward_kv(d, n, w, axis.q_pos, rope, k.dk.f32(), k.dv.f32(), dn, g);
+  k.dk = Tensor();
+  k.dv = Tensor();
 }
 
 }  // namespace origami::parallel

@@ -69,12 +69,47 @@ struct KvGatherInFlight {
 };
 KvGatherInFlight cp_start_kv_gather(const AttentionDims& dims, const SequenceAxis& axis,
                                     const float* k, const float* v, MemoryTracker& tracker);
-// `gathered`: this call's K/V re-gather, already started by cp_start_kv_gather on saved.k,
-// saved.v (nullptr: the call starts it).
+// cp_attention_forward_into in two parts, for a caller that starts the next head group's
+// gathers before it waits for this group's: begin projects q, k, v and starts the gathers;
+// finish attends the local rows, runs while_gathering, waits, attends the remote rows and
+// merges. The output projection is the caller's.
+KvGatherInFlight cp_attention_forward_begin(const AttentionDims& dims, const float* n,
+                                            const AttentionWeights& w, const SequenceAxis& axis,
+                                            const RopeTables& rope, MemoryTracker& tracker,
+                                            const AttentionSavedView& saved);
+void cp_attention_forward_finish(const AttentionDims& dims, const SequenceAxis& axis,
+                                 MemoryTracker& tracker, const AttentionSavedView& saved,
+                                 KvGatherInFlight& gathered,
+                                 const std::function<void()>& while_gathering = {});
+// The dK/dV reduce-scatters of one call, in flight, with what the K/V half of the projection
+// backward needs (the reduced dk, dv of the rank's rows).
+struct KvGradsInFlight {
+  Tensor in_k, in_v;  // reduce-scatter inputs [Σ*rows*Kl*d] (CommBuffers)
+  Tensor dk, dv;      // [rows, Kl*d], the outputs (Workspace)
+  comm::Handle hk, hv;
+};
+// Pipelining options of the backward (all optional):
+//   gathered: this call's K/V re-gather, already started by cp_start_kv_gather on saved.k,
+//             saved.v (otherwise the call starts it);
+//   deferred: return with the dK/dV reduce-scatters still in flight, in *deferred; the caller
+//             finishes with cp_attention_backward_finish (otherwise the call waits for them
+//             after the query half of the projection backward);
+//   while_gathering: run after the local rows' attention backward, before the remote rows'.
+struct CpBackwardPipeline {
+  KvGatherInFlight* gathered = nullptr;
+  KvGradsInFlight* deferred = nullptr;
+  std::function<void()> while_gathering;
+};
 void cp_attention_backward(const AttentionDims& dims, const float* n, const AttentionWeights& w,
                            const SequenceAxis& axis, const RopeTables& rope,
                            const AttentionSaved& saved, const float* dy, MemoryTracker& tracker,
                            float* dn, const AttentionGrads& g,
-                           KvGatherInFlight* gathered = nullptr);
+                           const CpBackwardPipeline& pipeline = {});
+// Waits a deferred call's reduce-scatters and runs the K/V half of its projection backward
+// (uses w.wk, w.wv and g.wk, g.wv only).
+void cp_attention_backward_finish(const AttentionDims& dims, const float* n,
+                                  const AttentionWeights& w, const SequenceAxis& axis,
+                                  const RopeTables& rope, KvGradsInFlight& deferred, float* dn,
+                                  const AttentionGrads& g);
 
 }  // namespace origami::parallel

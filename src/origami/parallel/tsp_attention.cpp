@@ -8,6 +8,7 @@
 // out, lse of the rank's tokens only, so 1/D of one device's. In backward the packed
 // gradient dP_j is reduced to its owner asynchronously on grad_comm() and waited two groups
 // later (two local dP buffers).
+#include <algorithm>
 #include <utility>
 
 #include "origami/core/float_ops.h"
@@ -103,35 +104,51 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   s.v = Tensor(tracker_, MemCategory::Activations, {D, R, kvd});
   s.out = Tensor(tracker_, MemCategory::Activations, {D, R, qd});
   s.lse = Tensor(tracker_, MemCategory::Activations, {D, d.batch, d.heads, d.seq});
-  Tensor buf[2];
-  comm::Handle pending = first_attention_shard(l, buf[0]);
   const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_};
-  // Group j's output projection y += out_j W_O,j is deferred into group j+1's K/V gather
-  // window; W_O,j is kept aside because P_j's buffer receives P_{j+2} meanwhile. (The
-  // projections still add into x in group order.)
-  Tensor wo(tracker_, MemCategory::Workspace, {d.hidden, qd});
+  // Pipelined over head groups (DESIGN.md §3 (a) with (b)): group j+1 is projected and its
+  // K/V gathers started while group j's are still in flight (after j's local rows), so each
+  // gather runs behind the rest of one group and the local rows of the next. A shard is
+  // needed only to project its group (W_O,j is kept aside for the output projection, which
+  // is deferred into the next group's gather window), so its buffer then receives the shard
+  // two ahead: P_{k+2} after projecting k, or, when k+2 == D, the next attention call's P_0
+  // (layer l+1 in a forward, l itself when this is full recompute inside backward), which
+  // runs behind the last groups and the MLP. Projections still add into x in group order.
+  Tensor buf[2];
+  comm::Handle shard[2];
+  shard[0] = first_attention_shard(l, buf[0]);
+  if (D > 1) shard[1] = broadcast_attention_shard(l, 1, buf[1]);
+  Tensor wo[2] = {Tensor(tracker_, MemCategory::Workspace, {d.hidden, qd}),
+                  D > 1 ? Tensor(tracker_, MemCategory::Workspace, {d.hidden, qd}) : Tensor()};
+  KvGatherInFlight kv[2];
+  auto view = [&](int j) {
+    return AttentionSavedView{s.q.f32() + j * R * qd, s.k.f32() + j * R * kvd,
+                              s.v.f32() + j * R * kvd, s.out.f32() + j * R * qd,
+                              s.lse.f32() + j * d.batch * d.heads * d.seq};
+  };
+  auto begin = [&](int k) {
+    const int b = k % 2;
+    shard[b].wait();
+    const Packed p = unpack(buf[b].f32(), qd, kvd, d.hidden);
+    kv[b] = cp_attention_forward_begin(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, tracker_,
+                                       view(k));
+    copy_floats(wo[b].f32(), p.wo, d.hidden * qd);
+    if (k + 2 < D)
+      shard[b] = broadcast_attention_shard(l, k + 2, buf[b]);
+    else if (k + 2 == D)
+      prefetch_attention_shard(in_backward_ ? l : l + 1, std::move(buf[b]));
+    else
+      buf[b] = Tensor();
+  };
   auto project_out = [&](int j) {
-    kernels::linear_forward(R, qd, d.hidden, s.out.f32() + j * R * qd, wo.f32(), x,
+    kernels::linear_forward(R, qd, d.hidden, s.out.f32() + j * R * qd, wo[j % 2].f32(), x,
                             /*accumulate=*/true);
   };
+  begin(0);
   for (int j = 0; j < D; ++j) {
-    pending.wait();
-    // Prefetch P_{j+1} while P_j is used (a different communicator than the K/V gathers);
-    // after the last group, the next attention call's P_0 (it runs behind this group and the
-    // MLP): layer l+1 in a forward, l itself when this is full recompute inside backward.
-    if (j + 1 < D)
-      pending = broadcast_attention_shard(l, j + 1, buf[(j + 1) % 2]);
-    else
-      prefetch_attention_shard(in_backward_ ? l : l + 1, std::move(buf[(j + 1) % 2]));
-    const Packed p = unpack(buf[j % 2].f32(), qd, kvd, d.hidden);
-    const AttentionSavedView into{s.q.f32() + j * R * qd, s.k.f32() + j * R * kvd,
-                                  s.v.f32() + j * R * kvd, s.out.f32() + j * R * qd,
-                                  s.lse.f32() + j * d.batch * d.heads * d.seq};
-    cp_attention_forward_into(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, tracker_, into,
-                              /*y=*/nullptr, [&] {
-                                if (j > 0) project_out(j - 1);
-                              });
-    copy_floats(wo.f32(), p.wo, d.hidden * qd);
+    cp_attention_forward_finish(d, axis, tracker_, view(j), kv[j % 2], [&] {
+      if (j > 0) project_out(j - 1);
+      if (j + 1 < D) begin(j + 1);  // after project_out: wo[(j+1) % 2] is wo[(j-1) % 2]
+    });
   }
   project_out(D - 1);
 }
@@ -145,13 +162,16 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
   const std::int64_t F = attention_floats();
   Tensor buf[2];
   comm::Handle pending = first_attention_shard(l, buf[0]);
-  // This rank's part of dP_j, double-buffered: group j's reduce to its owner is in flight
-  // during group j+1 and waited before the buffer is reused at j+2 (or at the end).
-  Tensor grad[2] = {Tensor(tracker_, MemCategory::CommBuffers, {F}),
-                    D > 1 ? Tensor(tracker_, MemCategory::CommBuffers, {F}) : Tensor()};
+  // This rank's part of dP_j, in three buffers (min(D, 3)): group j's reduce to its owner is
+  // posted during group j+1 (once its K/V half is done, below) and waited before the buffer is
+  // reused at group j+3 (or at the end), so it runs behind more than one group.
+  constexpr int kSlots = 3;
+  Tensor grad[kSlots];
+  for (int i = 0; i < std::min(D, kSlots); ++i)
+    grad[i] = Tensor(tracker_, MemCategory::CommBuffers, {F});
   Tensor total(tracker_, MemCategory::CommBuffers, {D > 1 ? F : 0});  // dP_rank summed here
-  comm::Handle reduce[2];
-  int reduced[2] = {-1, -1};  // the head group each reduce carries
+  comm::Handle reduce[kSlots];
+  int reduced[kSlots] = {-1, -1, -1};  // the head group each reduce carries
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
   auto add_to_grads = [&](const float* sum) {
     for (Tensor* t : {&G.wq, &G.wk, &G.wv, &G.wo}) {
@@ -165,19 +185,38 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
     reduced[slot] = -1;
   };
   const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_};
-  // The K/V re-gather needs only the saved k, v: group j+1's is started before group j's
-  // backward, so it runs behind the whole group (one more gather's staging resident).
+  // Pipelining across head groups (D > 1), all inside group j's backward after its local
+  // rows' attention backward (the hook of cp_attention_backward):
+  //  * group j-1's dK/dV reduce-scatters, left in flight by its call, are waited there and the
+  //    K/V half of its projection backward runs (W_K, W_V of P_{j-1} kept aside: P_{j-1}'s
+  //    buffer is receiving P_{j+1}); then dP_{j-1} is complete and its reduce is posted;
+  //  * group j+1's K/V re-gather is started (it needs only the saved k, v), so it runs behind
+  //    the rest of group j.
   KvGatherInFlight next;
+  KvGradsInFlight kv_grads[2];  // group j's dK/dV reduce-scatters, by j % 2
+  Tensor wkv(tracker_, MemCategory::Workspace, {D > 1 ? 2 * kvd * h : 0});  // W_K, W_V of j-1
+  int prev = -1;  // the group whose K/V half is still to do
   auto start_gather = [&](int j) {
-    if (D > 1)
-      next = cp_start_kv_gather(d, axis, s.k.f32() + j * R * kvd, s.v.f32() + j * R * kvd,
-                                tracker_);
+    next = cp_start_kv_gather(d, axis, s.k.f32() + j * R * kvd, s.v.f32() + j * R * kvd,
+                              tracker_);
   };
-  start_gather(0);
+  auto finish_prev = [&] {
+    if (prev < 0) return;
+    const int slot = prev % kSlots;
+    float* dp = grad[slot].f32();
+    cp_attention_backward_finish(d, n, {nullptr, wkv.f32(), wkv.f32() + kvd * h, nullptr}, axis,
+                                 rope_, kv_grads[prev % 2], dn,
+                                 {nullptr, dp + qd * h, dp + (qd + kvd) * h, nullptr});
+    // Every rank's contribution to head group prev's weight gradient, summed on its owner, on
+    // the gradients' own communicator so that the K/V collectives do not queue behind it.
+    reduce[slot] = grads_comm_.ireduce(grad[slot], total, prev);
+    reduced[slot] = prev;
+    prev = -1;
+  };
+  if (D > 1) start_gather(0);
   for (int j = 0; j < D; ++j) {
     KvGatherInFlight gathered = std::move(next);
     next = KvGatherInFlight();
-    if (j + 1 < D) start_gather(j + 1);
     pending.wait();
     if (j + 1 < D)
       pending = broadcast_attention_shard(l, j + 1, buf[(j + 1) % 2]);
@@ -190,25 +229,31 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
     g.v = copy_out(tracker_, s.v, j, {R, kvd});
     g.out = copy_out(tracker_, s.out, j, {R, qd});
     g.lse = copy_out(tracker_, s.lse, j, {d.batch, d.heads, d.seq});
-    const int slot = j % 2;
-    finish_reduce(slot);  // group j-2's reduce used this buffer
+    const int slot = j % kSlots;
+    finish_reduce(slot);  // group j-3's reduce used this buffer
     grad[slot].zero();
     float* dp = grad[slot].f32();
     const AttentionGrads dg{dp, dp + qd * h, dp + (qd + kvd) * h, dp + (qd + 2 * kvd) * h};
-    cp_attention_backward(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, g, dx, tracker_, dn, dg,
-                          &gathered);
-    // Every rank's contribution to head group j's weight gradient, summed on its owner, on
-    // the gradients' own communicator so that the next group's K/V gather does not queue
-    // behind it.
+    CpBackwardPipeline pipe;
     if (D > 1) {
-      reduce[slot] = grads_comm_.ireduce(grad[slot], total, j);
-      reduced[slot] = j;
+      pipe.gathered = &gathered;
+      pipe.deferred = &kv_grads[j % 2];
+      pipe.while_gathering = [&] {
+        finish_prev();
+        if (j + 1 < D) start_gather(j + 1);
+      };
+    }
+    cp_attention_backward(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, g, dx, tracker_, dn, dg,
+                          pipe);
+    if (D > 1) {
+      copy_floats(wkv.f32(), p.wk, 2 * kvd * h);  // W_K, W_V are adjacent in P_j
+      prev = j;
     } else {
       add_to_grads(dp);
     }
   }
-  finish_reduce(0);
-  finish_reduce(1);
+  finish_prev();
+  for (int i = 0; i < kSlots; ++i) finish_reduce(i);
 }
 
 }  // namespace origami::parallel
