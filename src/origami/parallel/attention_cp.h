@@ -10,16 +10,18 @@
 // exactly by log-sum-exp. Backward runs the output projection's backward and the local rows'
 // attention backward while the re-gather runs, then the remote rows'; the dK/dV
 // reduce-scatters are posted together and the query half of the projection backward (RoPE,
-// dW_Q, dN += dQ W_Q) runs while they are in flight.
+// dW_Q, dN += dQ W_Q) runs while they are in flight. A caller that pipelines head groups
+// (TSP, §3 (a)) uses the split entry points below to start the next group's gathers early
+// and to finish a group's K/V half later.
 //
 //   per rank   q, out [B, Sl, Hl*d]   k, v [B, Sl, Kl*d]   gathered K/V [B, Σ*Sl, Kl*d]
 //   forward    all-gather K, all-gather V          (2 * (Σ-1)/Σ * B*S*Kl*d floats received)
 //   backward   all-gather K, V again; reduce-scatter dK, dV (the conjugate of the gather)
-//   resident   forward: gather staging 2*Σ*R*kvd + the remote rows 2*(Σ-1)*R*kvd at most
-//              (R = B*Sl, kvd = Kl*d; each staging is freed once its remote rows are copied
-//              out, so the peak is (3Σ-1)*R*kvd) + the remote partial out/lse (Workspace);
-//              backward: the same gathers, remote dK/dV 2*(Σ-1)*R*kvd, reduce-scatter inputs
-//              2*Σ*R*kvd (CommBuffers), local dK/dV 2*R*kvd (Workspace).
+//   resident   (R = B*Sl rows, c = R*Kl*d; CommBuffers) forward: the gathers 2Σc, each
+//              replaced by its remote rows (Σ-1)c: peak (3Σ-1)c, + the remote partial out/lse
+//              (Workspace); backward: the re-gather as forward, remote K/V and remote dK/dV
+//              4(Σ-1)c, reduce-scatter inputs 2Σc + the algorithm's staging 2c: peak
+//              max(3Σ-1, 4Σ-4, 2Σ+2)c, + the local rows' dK/dV 2c (Workspace).
 // Hl, Kl are the heads of the rank's tensor-parallel shard (all heads without TP).
 #pragma once
 
