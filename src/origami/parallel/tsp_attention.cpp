@@ -9,6 +9,7 @@
 // gradient dP_j is reduced to its owner asynchronously on grad_comm() and waited two groups
 // later (two local dP buffers).
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "origami/core/float_ops.h"
@@ -145,7 +146,9 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   };
   begin(0);
   for (int j = 0; j < D; ++j) {
-    cp_attention_forward_finish(d, axis, tracker_, view(j), kv[j % 2], [&] {
+    SequenceAxis at = axis;  // prefill keeps its own head group's gathered K/V
+    if (j == rank_ && kv_keep_) std::tie(at.keep_k, at.keep_v) = kv_keep_(l);
+    cp_attention_forward_finish(d, at, tracker_, view(j), kv[j % 2], [&] {
       if (j > 0) project_out(j - 1);
       if (j + 1 < D) begin(j + 1);  // after project_out: wo[(j+1) % 2] is wo[(j-1) % 2]
     });

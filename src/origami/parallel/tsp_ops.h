@@ -34,6 +34,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "origami/parallel/attention_cp.h"
@@ -72,6 +74,12 @@ class TspOps final : public StrategyOps {
   comm::Communicator& grad_comm() { return grads_comm_; }
   // The layer whose P_0 is in flight, -1 when none (between steps: nothing may be left).
   std::int64_t prefetched_layer() const { return prefetch_.layer; }
+
+  // Inference (prefill, infer/engine.h): when set, at head-group step j == this rank the
+  // attention forward of layer l copies the gathered K/V of its own head group to keep(l)
+  // (SequenceAxis::keep_k / keep_v): the KV cache sharded by head group, no extra traffic.
+  using KvKeep = std::function<std::pair<float*, float*>(std::int64_t layer)>;
+  void set_kv_keep(KvKeep keep) { kv_keep_ = std::move(keep); }
 
  private:
   std::int64_t rows() const;
@@ -132,6 +140,7 @@ class TspOps final : public StrategyOps {
   // LM head state between forward and backward.
   Tensor head_lse_;
   const float* head_input_ = nullptr;
+  KvKeep kv_keep_;
 };
 
 // TSP as a Strategy for RankModel: TP-style blocks of every weight over the tsp axis, with
