@@ -9,44 +9,21 @@ namespace origami::parallel {
 
 MeshOps::MeshOps(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
                  ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker)
-    : config_(config),
-      groups_(groups),
-      layout_(layout),
-      params_(params),
-      grads_(grads),
-      tracker_(tracker),
-      rope_(make_rope_tables(config.max_position_embeddings, config.head_dim(), config.rope_theta,
-                             tracker)),
+    : StrategyContext(config, groups, layout, params, grads, tracker),
       tp_size_(groups.tp().size()),
       tp_rank_(groups.tp().rank()),
       seqpar_(groups.plan().sequence_parallel) {
-  ORIGAMI_CHECK(layout.degree() == groups.sp().size(),
-                "token layout over {} ranks on a sequence axis of {}", layout.degree(),
-                groups.sp().size());
-  for (int r = 0; r < layout.degree(); ++r)
-    for (std::int64_t p : layout.positions_of(r)) kv_positions_.push_back(p);
   vocab_rows_ = padded_vocab(config.vocab_size, tp_size_) / tp_size_;
   vocab_first_ = tp_rank_ * vocab_rows_;
 }
 
 void MeshOps::set_batch(const LocalBatch* batch) {
-  if (batch == nullptr) {  // between micro-batches
-    batch_ = nullptr;
-    return;
-  }
-  ORIGAMI_CHECK(
-      batch->batch >= 1 &&
-          static_cast<std::int64_t>(batch->ids.size()) == batch->batch * layout_.local_seq() &&
-          batch->labels.size() == batch->ids.size(),
-      "a local batch must hold batch x {} ids and labels", layout_.local_seq());
-  ORIGAMI_CHECK(!split_stream() || rows_of(*batch) % tp_size_ == 0,
-                "sequence-parallel regions need the rank's {} rows divisible by tp={}",
-                rows_of(*batch), tp_size_);
+  check_batch_shape(batch);
+  if (batch != nullptr)
+    ORIGAMI_CHECK(!split_stream() || rows_of(*batch) % tp_size_ == 0,
+                  "sequence-parallel regions need the rank's {} rows divisible by tp={}",
+                  rows_of(*batch), tp_size_);
   batch_ = batch;
-}
-
-std::int64_t MeshOps::rows_of(const LocalBatch& b) const {
-  return b.batch * layout_.local_seq();
 }
 std::int64_t MeshOps::rows() const {
   return rows_of(*batch_);

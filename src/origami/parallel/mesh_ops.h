@@ -37,11 +37,11 @@
 #include "origami/parallel/attention_cp.h"
 #include "origami/parallel/plan.h"
 #include "origami/parallel/shard_spec.h"
-#include "origami/parallel/strategy_ops.h"
+#include "origami/parallel/strategy_context.h"
 
 namespace origami::parallel {
 
-class MeshOps final : public StrategyOps {
+class MeshOps final : public StrategyContext {
  public:
   MeshOps(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
           ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker);
@@ -61,7 +61,6 @@ class MeshOps final : public StrategyOps {
   void head_backward(float grad_scale, float* dnf) override;
 
  private:
-  std::int64_t rows_of(const LocalBatch& b) const;
   std::int64_t rows() const;  // R: every row of the rank's sequence shard
   bool split_stream() const { return seqpar_ && tp_size_ > 1; }
   // Entry to a tensor-parallel region: the block's input on all R rows.
@@ -72,18 +71,9 @@ class MeshOps final : public StrategyOps {
   float* partial_target(Tensor& holder, float* stream);
   AttentionDims attention_dims() const;
 
-  const ModelConfig& config_;
-  ParallelGroups& groups_;
-  const TokenLayout& layout_;
-  ModelTensors& params_;
-  ModelTensors& grads_;
-  MemoryTracker& tracker_;
-  RopeTables rope_;
-  std::vector<std::int64_t> kv_positions_;  // every sp rank's positions, rank order
   int tp_size_, tp_rank_;
   bool seqpar_;
   std::int64_t vocab_rows_, vocab_first_;  // the rank's vocabulary block
-  const LocalBatch* batch_ = nullptr;
   // LM head state between forward and backward.
   Tensor head_logits_, head_lse_, head_input_holder_;
   const float* head_input_ = nullptr;

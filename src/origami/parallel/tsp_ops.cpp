@@ -11,41 +11,25 @@ namespace origami::parallel {
 
 TspOps::TspOps(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
                ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker)
-    : config_(config),
-      groups_(groups),
-      layout_(layout),
-      params_(params),
-      grads_(grads),
-      tracker_(tracker),
-      rope_(make_rope_tables(config.max_position_embeddings, config.head_dim(), config.rope_theta,
-                             tracker)),
+    : StrategyContext(config, groups, layout, params, grads, tracker),
       size_(groups.sp().size()),
       rank_(groups.sp().rank()),
       axis_(groups.sp()),
       // Collective on the axis: every rank builds its TspOps in the same order.
       bcast_(groups.sp().split(0, groups.sp().rank(), "tsp-shards")),
       grads_comm_(groups.sp().split(0, groups.sp().rank(), "tsp-grads")) {
-  ORIGAMI_CHECK(layout.degree() == size_, "token layout over {} ranks on a tsp axis of {}",
-                layout.degree(), size_);
   ORIGAMI_CHECK(groups.tp().size() == 1, "TSP runs on one axis; the plan has tp={}",
                 groups.tp().size());
-  for (int r = 0; r < size_; ++r)
-    for (std::int64_t p : layout.positions_of(r)) kv_positions_.push_back(p);
   vocab_rows_ = padded_vocab(config.vocab_size, size_) / size_;
 }
 
 void TspOps::set_batch(const LocalBatch* batch) {
-  if (batch != nullptr)
-    ORIGAMI_CHECK(
-        batch->batch >= 1 &&
-            static_cast<std::int64_t>(batch->ids.size()) == batch->batch * layout_.local_seq() &&
-            batch->labels.size() == batch->ids.size(),
-        "a local batch must hold batch x {} ids and labels", layout_.local_seq());
+  check_batch_shape(batch);
   batch_ = batch;
 }
 
 std::int64_t TspOps::rows() const {
-  return batch_->batch * layout_.local_seq();
+  return rows_of(*batch_);
 }
 std::int64_t TspOps::stream_rows() const {
   return rows();

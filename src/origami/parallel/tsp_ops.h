@@ -40,11 +40,11 @@
 
 #include "origami/parallel/attention_cp.h"
 #include "origami/parallel/plan.h"
-#include "origami/parallel/strategy_ops.h"
+#include "origami/parallel/strategy_context.h"
 
 namespace origami::parallel {
 
-class TspOps final : public StrategyOps {
+class TspOps final : public StrategyContext {
  public:
   TspOps(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
          ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker);
@@ -107,14 +107,6 @@ class TspOps final : public StrategyOps {
   };
   Hop ring_hop(const float* cur, float* next, std::int64_t count, int tag);
 
-  const ModelConfig& config_;
-  ParallelGroups& groups_;
-  const TokenLayout& layout_;
-  ModelTensors& params_;
-  ModelTensors& grads_;
-  MemoryTracker& tracker_;
-  RopeTables rope_;
-  std::vector<std::int64_t> kv_positions_;  // every rank's positions, rank order
   int size_, rank_;
   comm::Communicator& axis_;  // the tsp axis: K/V gathers, reductions, all-to-all
   comm::Communicator bcast_;  // its duplicate: shard broadcasts and ring hops overlap with axis_
@@ -132,7 +124,6 @@ class TspOps final : public StrategyOps {
   // full-recompute re-run of its layer, and the next attention call is that layer's backward.
   bool in_backward_ = false;
   std::int64_t vocab_rows_;   // Vp / D
-  const LocalBatch* batch_ = nullptr;
   // Embedding routing kept from forward for backward.
   std::vector<std::int64_t> emb_order_;            // token index of each sent id (grouped by owner)
   std::vector<std::int64_t> emb_send_, emb_recv_;  // ids per destination / source rank

@@ -1,0 +1,32 @@
+#include "origami/parallel/strategy_context.h"
+
+namespace origami::parallel {
+
+StrategyContext::StrategyContext(const ModelConfig& config, ParallelGroups& groups,
+                                 const TokenLayout& layout, ModelTensors& params,
+                                 ModelTensors& grads, MemoryTracker& tracker)
+    : config_(config),
+      groups_(groups),
+      layout_(layout),
+      params_(params),
+      grads_(grads),
+      tracker_(tracker),
+      rope_(make_rope_tables(config.max_position_embeddings, config.head_dim(), config.rope_theta,
+                             tracker)) {
+  ORIGAMI_CHECK(layout.degree() == groups.sp().size(),
+                "token layout over {} ranks on a sequence axis of {}", layout.degree(),
+                groups.sp().size());
+  for (int r = 0; r < layout.degree(); ++r)
+    for (std::int64_t p : layout.positions_of(r)) kv_positions_.push_back(p);
+}
+
+void StrategyContext::check_batch_shape(const LocalBatch* batch) const {
+  if (batch == nullptr) return;
+  ORIGAMI_CHECK(
+      batch->batch >= 1 &&
+          static_cast<std::int64_t>(batch->ids.size()) == batch->batch * layout_.local_seq() &&
+          batch->labels.size() == batch->ids.size(),
+      "a local batch must hold batch x {} ids and labels", layout_.local_seq());
+}
+
+}  // namespace origami::parallel

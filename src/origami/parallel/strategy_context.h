@@ -1,0 +1,37 @@
+// What the blocks of every strategy start from (MeshOps, TspOps): the model, the rank's groups,
+// its token layout, its parameter and gradient shards, its tracker, the RoPE tables, every
+// rank's positions along the sequence axis in rank order (the keys of a gathered K/V) and the
+// micro-batch being run. A base so that the strategies share one constructor and one batch
+// check instead of copies of them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "origami/parallel/plan.h"
+#include "origami/parallel/strategy_ops.h"
+
+namespace origami::parallel {
+
+class StrategyContext : public StrategyOps {
+ protected:
+  StrategyContext(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
+                  ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker);
+
+  // Refuses a batch whose ids and labels are not batch x local_seq (nullptr: between
+  // micro-batches, always accepted).
+  void check_batch_shape(const LocalBatch* batch) const;
+  std::int64_t rows_of(const LocalBatch& b) const { return b.batch * layout_.local_seq(); }
+
+  const ModelConfig& config_;
+  ParallelGroups& groups_;
+  const TokenLayout& layout_;
+  ModelTensors& params_;
+  ModelTensors& grads_;
+  MemoryTracker& tracker_;
+  RopeTables rope_;
+  std::vector<std::int64_t> kv_positions_;  // every sequence-axis rank's positions, rank order
+  const LocalBatch* batch_ = nullptr;
+};
+
+}  // namespace origami::parallel
