@@ -9,14 +9,16 @@
 //  block       shard held            forward                              backward
 //  embedding   rows [r*Vp/D, ..)     all-to-all of ids to the row owners, all-to-all of the row gradients to
 //              of the table          all-to-all of the rows back          the owners (ids kept from forward)
-//  attention   packed P_r = W_Q,W_K, for j = 0..D-1: P_j broadcast by     P_j re-broadcast (prefetched), K/V
-//              W_V rows + W_O cols   j (P_{j+1} prefetched on a second    re-gathered behind dW_O and the local
-//              of head group r       communicator; P_0 during the         rows' backward; dK/dV reduce-
-//                                    previous layer's last group and      scattered behind dQ's projection
-//                                    MLP); local Q/K/V; K/V all-gather    backward; the packed dP_j reduced
-//                                    in rank order behind the local       to j on a third communicator,
-//                                    rows' attention; remote rows; LSE    waited two groups later
-//                                    merge; y += out W_O,j
+//  attention   packed P_r = W_Q,W_K, head groups pipelined: group j+1     P_j re-broadcast (prefetched), K/V
+//              W_V rows + W_O cols   projected (local Q/K/V, RoPE) and    re-gathered (group j+1's started in
+//              of head group r       its K/V all-gather (rank order)      group j); dW_O, local rows' backward;
+//                                    started after group j's local rows,  then group j-1's dK/dV waited and its
+//                                    before group j's gather is waited;   K/V half done, dP_{j-1} reduced to
+//                                    remote rows, LSE merge; y += out     j-1 (third communicator, waited 3
+//                                    W_O,j in group j+1's window. P_j     groups later); remote rows; dK/dV
+//                                    broadcast by j on a second           reduce-scatters posted; dQ half
+//                                    communicator; P_{k+2} (or the next
+//                                    call's P_0) as soon as k is projected
 //  MLP         packed M_r = gate,up  ring: D steps, the shard moves       ring: weights M_s and accumulator
 //              rows + down cols      rank -> rank-1 (isend/irecv posted   dM_s as separate hops (GradRing):
 //                                    before the GEMMs, waited after)      contribution into a local Δ while
