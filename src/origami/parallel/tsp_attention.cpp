@@ -63,29 +63,38 @@ comm::Handle TspOps::broadcast_attention_shard(std::int64_t l, int owner, Tensor
   return bcast_.ibroadcast(buf, owner);
 }
 
-comm::Handle TspOps::first_attention_shard(std::int64_t l, Tensor& buf) {
+void TspOps::first_attention_shards(std::int64_t l, Tensor (&buf)[2],
+                                    comm::Handle (&handle)[2]) {
+  int got = 0;
   if (prefetch_.layer == l) {
-    buf = std::move(prefetch_.buf);
-    comm::Handle h = std::move(prefetch_.handle);
+    got = prefetch_.count;
+    for (int i = 0; i < got; ++i) {
+      buf[i] = std::move(prefetch_.buf[i]);
+      handle[i] = std::move(prefetch_.handle[i]);
+    }
     prefetch_ = ShardPrefetch();
-    return h;
+  } else {
+    // A prefetch for another layer: only a caller that does not follow the driver's layer
+    // order gets here (every rank the same way); drain it so that nothing stays in flight.
+    drop_prefetch();
   }
-  // A prefetch for another layer: only a caller that does not follow the driver's layer order
-  // gets here (every rank the same way); drain it so that nothing stays in flight.
-  drop_prefetch();
-  return broadcast_attention_shard(l, 0, buf);
+  for (int j = got; j < std::min(size_, 2); ++j)
+    handle[j] = broadcast_attention_shard(l, j, buf[j]);
 }
 
-void TspOps::prefetch_attention_shard(std::int64_t l, Tensor buf) {
-  drop_prefetch();
-  if (l < 0 || l >= config_.num_hidden_layers) return;
+void TspOps::prefetch_attention_shard(std::int64_t l, int j, Tensor buf) {
+  if (j == 0) drop_prefetch();
+  if (l < 0 || l >= config_.num_hidden_layers || j >= size_ || prefetch_.count != j ||
+      (j > 0 && prefetch_.layer != l))
+    return;
   prefetch_.layer = l;
-  prefetch_.buf = std::move(buf);
-  prefetch_.handle = broadcast_attention_shard(l, 0, prefetch_.buf);
+  prefetch_.buf[j] = std::move(buf);
+  prefetch_.handle[j] = broadcast_attention_shard(l, j, prefetch_.buf[j]);
+  prefetch_.count = j + 1;
 }
 
 void TspOps::drop_prefetch() {
-  prefetch_.handle.wait();
+  for (comm::Handle& h : prefetch_.handle) h.wait();
   prefetch_ = ShardPrefetch();
 }
 
@@ -116,8 +125,7 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   // runs behind the last groups and the MLP. Projections still add into x in group order.
   Tensor buf[2];
   comm::Handle shard[2];
-  shard[0] = first_attention_shard(l, buf[0]);
-  if (D > 1) shard[1] = broadcast_attention_shard(l, 1, buf[1]);
+  first_attention_shards(l, buf, shard);
   Tensor wo[2] = {Tensor(tracker_, MemCategory::Workspace, {d.hidden, qd}),
                   D > 1 ? Tensor(tracker_, MemCategory::Workspace, {d.hidden, qd}) : Tensor()};
   KvGatherInFlight kv[2];
@@ -135,10 +143,8 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
     copy_floats(wo[b].f32(), p.wo, d.hidden * qd);
     if (k + 2 < D)
       shard[b] = broadcast_attention_shard(l, k + 2, buf[b]);
-    else if (k + 2 == D)
-      prefetch_attention_shard(in_backward_ ? l : l + 1, std::move(buf[b]));
-    else
-      buf[b] = Tensor();
+    else  // P_0 (k = D-2), then P_1 (k = D-1) of the next attention call
+      prefetch_attention_shard(in_backward_ ? l : l + 1, k + 2 - D, std::move(buf[b]));
   };
   auto project_out = [&](int j) {
     kernels::linear_forward(R, qd, d.hidden, s.out.f32() + j * R * qd, wo[j % 2].f32(), x,
@@ -164,7 +170,8 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
   const int D = size_;
   const std::int64_t F = attention_floats();
   Tensor buf[2];
-  comm::Handle pending = first_attention_shard(l, buf[0]);
+  comm::Handle shard[2];
+  first_attention_shards(l, buf, shard);
   // This rank's part of dP_j, in three buffers (min(D, 3)): group j's reduce to its owner is
   // posted during group j+1 (once its K/V half is done, below) and waited before the buffer is
   // reused at group j+3 (or at the end), so it runs behind more than one group.
@@ -220,11 +227,7 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
   for (int j = 0; j < D; ++j) {
     KvGatherInFlight gathered = std::move(next);
     next = KvGatherInFlight();
-    pending.wait();
-    if (j + 1 < D)
-      pending = broadcast_attention_shard(l, j + 1, buf[(j + 1) % 2]);
-    else  // the previous layer's P_0, for its backward (or its recomputed forward)
-      prefetch_attention_shard(l - 1, std::move(buf[(j + 1) % 2]));
+    shard[j % 2].wait();  // P_{j+1} is in flight in the other buffer
     const Packed p = unpack(buf[j % 2].f32(), qd, kvd, h);
     AttentionSaved g;
     g.q = copy_out(tracker_, s.q, j, {R, qd});
@@ -254,6 +257,12 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
     } else {
       add_to_grads(dp);
     }
+    // P_j is done with: its buffer receives P_{j+2}, or the previous layer's P_0, P_1 for its
+    // backward (or its recomputed forward).
+    if (j + 2 < D)
+      shard[j % 2] = broadcast_attention_shard(l, j + 2, buf[j % 2]);
+    else
+      prefetch_attention_shard(l - 1, j + 2 - D, std::move(buf[j % 2]));
   }
   finish_prev();
   for (int i = 0; i < kSlots; ++i) finish_reduce(i);

@@ -91,12 +91,14 @@ class TspOps final : public StrategyContext {
   // The owner packs its shard into buf; every rank then receives it (async, on bcast_).
   // (buf is allocated, as CommBuffers, when empty.)
   comm::Handle broadcast_attention_shard(std::int64_t l, int owner, Tensor& buf);
-  // Layer l's P_0 into buf: the prefetched one (DESIGN.md §3: "P_0 was prefetched during the
-  // previous block's MLP"), or broadcast now. Returns the handle to wait on.
-  comm::Handle first_attention_shard(std::int64_t l, Tensor& buf);
-  // Starts the broadcast of layer l's P_0 into buf (nothing when l is not a layer), kept until
-  // that layer's next attention call takes it.
-  void prefetch_attention_shard(std::int64_t l, Tensor buf);
+  // Layer l's P_0 and P_1 (D > 1) into buf[0], buf[1] with their handles: the prefetched ones
+  // (DESIGN.md §3: "P_0 was prefetched during the previous block's MLP"), the others broadcast
+  // now.
+  void first_attention_shards(std::int64_t l, Tensor (&buf)[2], comm::Handle (&handle)[2]);
+  // Starts the broadcast of layer l's P_j (j = 0, then 1) into buf, kept until that layer's
+  // next attention call takes it. Nothing when l is not a layer, j is not a head group, or
+  // (j = 1) P_0 of l is not prefetched.
+  void prefetch_attention_shard(std::int64_t l, int j, Tensor buf);
   void drop_prefetch();  // waits and frees a prefetch nobody took
   void pack_mlp_shard(std::int64_t l, float* out) const;
   // One ring hop of `count` floats: send `cur` to rank-1, receive the next into `next`.
@@ -113,13 +115,14 @@ class TspOps final : public StrategyContext {
   comm::Communicator& axis_;  // the tsp axis: K/V gathers, reductions, all-to-all
   comm::Communicator bcast_;  // its duplicate: shard broadcasts and ring hops overlap with axis_
   comm::Communicator grads_comm_;  // a second duplicate: the dP_j reduces
-  // The next attention call's P_0, in flight since the end of the previous attention call
-  // (forward: layer l+1's during layer l's last head group and MLP; backward: layer l-1's
-  // during layer l's last group, then layer l-1's MLP backward or recomputed forward).
+  // The next attention call's P_0 and P_1, in flight since the end of the previous attention
+  // call (forward: layer l+1's during layer l's last head groups and MLP; backward: layer
+  // l-1's during layer l's last groups, then layer l-1's MLP backward or recomputed forward).
   struct ShardPrefetch {
     std::int64_t layer = -1;
-    Tensor buf;
-    comm::Handle handle;
+    int count = 0;  // shards P_0 .. P_{count-1}
+    Tensor buf[2];
+    comm::Handle handle[2];
   };
   ShardPrefetch prefetch_;
   // Between head_forward(with_backward) and embed_backward: an attention_forward then is the
