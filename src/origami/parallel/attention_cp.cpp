@@ -96,6 +96,25 @@ float scale_of(const AttentionDims& d) {
 
 }  // namespace
 
+namespace {
+void wait_quietly(comm::Handle& h) {
+  try {
+    h.wait();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): an error is already unwinding the caller
+  }
+}
+}  // namespace
+
+KvGatherInFlight::~KvGatherInFlight() {
+  wait_quietly(hk);
+  wait_quietly(hv);
+}
+
+KvGradsInFlight::~KvGradsInFlight() {
+  wait_quietly(hk);
+  wait_quietly(hv);
+}
+
 KvGatherInFlight cp_start_kv_gather(const AttentionDims& d, const SequenceAxis& axis,
                                     const float* k, const float* v, MemoryTracker& tracker) {
   const int parts = axis.comm->size();

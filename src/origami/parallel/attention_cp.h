@@ -68,6 +68,13 @@ void cp_attention_forward_into(const AttentionDims& dims, const float* n,
 struct KvGatherInFlight {
   Tensor k_all, v_all;  // [Σ][B][Sl][Kl*d]
   comm::Handle hk, hv;
+
+  KvGatherInFlight() = default;
+  KvGatherInFlight(KvGatherInFlight&&) = default;
+  KvGatherInFlight& operator=(KvGatherInFlight&&) = default;
+  // Waits for gathers still in flight (only when an error unwinds the caller), so that the
+  // transport never writes into freed staging.
+  ~KvGatherInFlight();
 };
 KvGatherInFlight cp_start_kv_gather(const AttentionDims& dims, const SequenceAxis& axis,
                                     const float* k, const float* v, MemoryTracker& tracker);
@@ -89,6 +96,11 @@ struct KvGradsInFlight {
   Tensor in_k, in_v;  // reduce-scatter inputs [Σ*rows*Kl*d] (CommBuffers)
   Tensor dk, dv;      // [rows, Kl*d], the outputs (Workspace)
   comm::Handle hk, hv;
+
+  KvGradsInFlight() = default;
+  KvGradsInFlight(KvGradsInFlight&&) = default;
+  KvGradsInFlight& operator=(KvGradsInFlight&&) = default;
+  ~KvGradsInFlight();  // as ~KvGatherInFlight
 };
 // Pipelining options of the backward (all optional):
 //   gathered: this call's K/V re-gather, already started by cp_start_kv_gather on saved.k,
