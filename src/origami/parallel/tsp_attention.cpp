@@ -1,13 +1,13 @@
 // TSP attention, broadcast schedule (tsp_ops.h table). For each head group j = 0..D-1 the
-// owner's packed shard P_j = [W_Q,j | W_K,j | W_V,j | W_O,j] is broadcast in one message (the
-// next one is prefetched on the duplicate communicator while P_j is used, and after the last
-// group the next attention call's P_0: it runs behind the MLP); every rank projects its own
+// owner's packed shard P_j = [W_Q,j | W_K,j | W_V,j | W_O,j] is broadcast in one message on the
+// duplicate communicator, two groups ahead of its use (the next attention call's P_0 and P_1
+// after this call's last two groups: they run behind the MLP); every rank projects its own
 // tokens, all-gathers the group's K/V in rank order while it attends its own rows, attends the
 // other ranks' rows on global positions, merges by log-sum-exp and accumulates its partial
-// output through W_O,j (attention_cp.h). Saved per group (concatenated group-major): q, k, v,
-// out, lse of the rank's tokens only, so 1/D of one device's. In backward the packed
-// gradient dP_j is reduced to its owner asynchronously on grad_comm() and waited two groups
-// later (two local dP buffers).
+// output through W_O,j (attention_cp.h); head groups are pipelined around the gathers. Saved
+// per group (concatenated group-major): q, k, v, out, lse of the rank's tokens only, so 1/D of
+// one device's. In backward the packed gradient dP_j is reduced to its owner asynchronously on
+// grad_comm() and waited three groups later (min(D, 3) local dP buffers).
 #include <algorithm>
 #include <tuple>
 #include <utility>
@@ -120,9 +120,9 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   // gather runs behind the rest of one group and the local rows of the next. A shard is
   // needed only to project its group (W_O,j is kept aside for the output projection, which
   // is deferred into the next group's gather window), so its buffer then receives the shard
-  // two ahead: P_{k+2} after projecting k, or, when k+2 == D, the next attention call's P_0
-  // (layer l+1 in a forward, l itself when this is full recompute inside backward), which
-  // runs behind the last groups and the MLP. Projections still add into x in group order.
+  // two ahead: P_{k+2} after projecting k, or, when k+2 >= D, the next attention call's P_0
+  // and P_1 (layer l+1 in a forward, l itself when this is full recompute inside backward),
+  // which run behind the last groups and the MLP. Projections still add into x in group order.
   Tensor buf[2];
   comm::Handle shard[2];
   first_attention_shards(l, buf, shard);
