@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "origami/core/float_ops.h"
 #include "origami/kernels/attention.h"
 #include "origami/kernels/gemm.h"
 #include "origami/kernels/rope.h"
@@ -79,6 +80,8 @@ void cp_attention_forward_into(const AttentionDims& d, const float* n, const Att
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
   attention_project_into(d, n, w, axis.q_pos, rope, s.q, s.k, s.v);
   const Gathered g = gather_kv(d, axis, s.k, s.v, rows * kvd, tracker);
+  copy_floats(axis.keep_k, g.k.f32(), g.k.numel());
+  copy_floats(axis.keep_v, g.v.f32(), g.v.numel());
   const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
   kernels::attention_forward(shape_of(d, axis.comm->size()), s.q, g.k.f32(), g.v.f32(),
                              axis.q_pos, axis.kv_pos->data(), scale, s.out, s.lse);

@@ -22,6 +22,11 @@ struct SequenceAxis {
   comm::Communicator* comm = nullptr;                 // the sequence-parallel group
   const std::int64_t* q_pos = nullptr;                // [Sl] this rank's positions
   const std::vector<std::int64_t>* kv_pos = nullptr;  // [Σ*Sl] every rank's, in rank order
+  // Inference (prefill): when non-null, the forward copies the complete gathered K and V of
+  // the call there ([B, Σ*Sl, Kl*d], after RoPE, rows in kv_pos order) -- the KV cache kept
+  // from the gather, no extra traffic.
+  float* keep_k = nullptr;
+  float* keep_v = nullptr;
 };
 
 // y[rows, h] += attention over the whole sequence.

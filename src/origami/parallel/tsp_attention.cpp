@@ -5,6 +5,7 @@
 // positions and accumulates its partial output through W_O,j. Saved per group (concatenated
 // group-major): q, k, v, out, lse of the rank's tokens only, so 1/D of one device's.
 #include <cstring>
+#include <tuple>
 
 #include "origami/parallel/tsp_ops.h"
 
@@ -76,7 +77,9 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
     const AttentionSavedView into{s.q.f32() + j * R * qd, s.k.f32() + j * R * kvd,
                                   s.v.f32() + j * R * kvd, s.out.f32() + j * R * qd,
                                   s.lse.f32() + j * d.batch * d.heads * d.seq};
-    cp_attention_forward_into(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, tracker_, into, x);
+    SequenceAxis at = axis;
+    if (j == rank_ && kv_keep_) std::tie(at.keep_k, at.keep_v) = kv_keep_(l);
+    cp_attention_forward_into(d, n, {p.wq, p.wk, p.wv, p.wo}, at, rope_, tracker_, into, x);
   }
 }
 

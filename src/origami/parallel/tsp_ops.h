@@ -29,6 +29,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "origami/parallel/attention_cp.h"
@@ -59,6 +61,12 @@ class TspOps final : public StrategyOps {
   // The duplicate of the axis carrying the shard broadcasts and ring hops (its stats are the
   // weight traffic; the axis' own are K/V, dK/dV, gradient reductions and the embedding's).
   comm::Communicator& shard_comm() { return bcast_; }
+
+  // Inference (prefill, infer/engine.h): when set, at head-group step j == this rank the
+  // attention forward of layer l copies the gathered K/V of its own head group to keep(l)
+  // (SequenceAxis::keep_k / keep_v): the KV cache sharded by head group, no extra traffic.
+  using KvKeep = std::function<std::pair<float*, float*>(std::int64_t layer)>;
+  void set_kv_keep(KvKeep keep) { kv_keep_ = std::move(keep); }
 
  private:
   std::int64_t rows() const;
@@ -97,6 +105,7 @@ class TspOps final : public StrategyOps {
   // LM head state between forward and backward.
   Tensor head_lse_;
   const float* head_input_ = nullptr;
+  KvKeep kv_keep_;
 };
 
 // TSP as a Strategy for RankModel: TP-style blocks of every weight over the tsp axis, with
