@@ -16,6 +16,7 @@
 #include "origami/kernels/rmsnorm.h"
 #include "origami/model/blocks.h"
 #include "origami/model/weights.h"
+#include "origami/parallel/layout.h"
 
 namespace origami::infer_test {
 
@@ -130,6 +131,62 @@ inline std::vector<std::vector<std::int32_t>> generate(
     for (std::size_t b = 0; b < tok.size(); ++b) out[b].push_back(tok[b]);
     if (t + 1 < steps) logits = &e.decode(tok);
   }
+  return out;
+}
+
+// Teacher forcing: prefill prompts of lengths 5, 11, 8, then decode 6 given tokens each;
+// returns the worst relative error of a step's logits [V] against the single device
+// (collective over `world`; every rank checks the same gathered logits).
+inline double teacher_forced_error(comm::Communicator& world, parallel::TokenLayoutKind layout) {
+  const ModelConfig c = gqa_model();
+  const std::vector<int> lengths{5, 11, 8};
+  const auto prompts = random_prompts(c, lengths);
+  const auto forced = random_prompts(c, {6, 6, 6}, 99);  // the tokens fed to decode
+  const std::int64_t T = 6, V = c.vocab_size;
+  Reference ref(c, kSeed);
+  std::vector<std::vector<float>> want;  // per sequence, every position's logits
+  for (std::size_t b = 0; b < prompts.size(); ++b) {
+    std::vector<std::int32_t> all = prompts[b];
+    all.insert(all.end(), forced[b].begin(), forced[b].end());
+    want.push_back(ref.logits(all));
+  }
+  double worst = 0;
+  infer::InferenceEngine e(c, world, world.tracker(), layout);
+  e.initialize(kSeed);
+  std::vector<float> got = gather_logits(e, e.prefill(prompts, T));
+  for (std::int64_t t = 0;; ++t) {
+    for (std::size_t b = 0; b < prompts.size(); ++b) {
+      const std::int64_t pos = lengths[b] - 1 + t;  // the position whose next token is scored
+      worst = std::max(worst, rel_error(got.data() + static_cast<std::int64_t>(b) * V,
+                                        want[b].data() + pos * V, V));
+    }
+    if (t == T) break;
+    std::vector<std::int32_t> tok;
+    for (const auto& f : forced) tok.push_back(f[static_cast<std::size_t>(t)]);
+    got = gather_logits(e, e.decode(tok));
+  }
+  return worst;
+}
+
+inline std::vector<infer::SamplingOptions> samplers() {
+  return {{.temperature = 0},
+          {.temperature = 0.9, .seed = 5},
+          {.temperature = 0.9, .top_k = 5, .seed = 6},
+          {.temperature = 1.2, .top_p = 0.8, .seed = 7},
+          {.temperature = 0.7, .top_k = 20, .top_p = 0.9, .seed = 8}};
+}
+inline std::vector<std::vector<std::int32_t>> generation_prompts() {
+  return random_prompts(gqa_model(), {3, 9, 6, 12});
+}
+constexpr std::int64_t kGenerateSteps = 10;
+
+// Every sampler's tokens [sampler][sequence][step] on `world` (collective).
+inline std::vector<std::vector<std::vector<std::int32_t>>> generate_all(
+    comm::Communicator& world, parallel::TokenLayoutKind layout) {
+  infer::InferenceEngine e(gqa_model(), world, world.tracker(), layout);
+  e.initialize(kSeed);
+  std::vector<std::vector<std::vector<std::int32_t>>> out;
+  for (const auto& o : samplers()) out.push_back(generate(e, generation_prompts(), kGenerateSteps, o));
   return out;
 }
 

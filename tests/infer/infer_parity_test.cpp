@@ -25,82 +25,44 @@ struct ParityCase {
 class InferParity : public ::testing::TestWithParam<ParityCase> {};
 
 TEST_P(InferParity, TeacherForcedLogitsMatchTheSingleDevice) {
-  const ModelConfig c = gqa_model();
-  const std::vector<int> lengths{5, 11, 8};
-  const auto prompts = random_prompts(c, lengths);
-  const auto forced = random_prompts(c, {6, 6, 6}, 99);  // the tokens fed to decode
-  const std::int64_t T = 6, V = c.vocab_size;
-  Reference ref(c, kSeed);
-  std::vector<std::vector<float>> want;  // per sequence, every position's logits
-  for (std::size_t b = 0; b < prompts.size(); ++b) {
-    std::vector<std::int32_t> all = prompts[b];
-    all.insert(all.end(), forced[b].begin(), forced[b].end());
-    want.push_back(ref.logits(all));
-  }
   std::mutex m;
   double worst = 0;
   comm::run_ranks(GetParam().degree, [&](comm::Communicator& world) {
-    infer::InferenceEngine e(c, world, world.tracker(), GetParam().layout);
-    e.initialize(kSeed);
-    std::vector<float> got = gather_logits(e, e.prefill(prompts, T));
-    for (std::int64_t t = 0; t <= T; ++t) {
-      for (std::size_t b = 0; b < prompts.size(); ++b) {
-        const std::int64_t pos = lengths[b] - 1 + t;  // the position whose next token is scored
-        const double err = rel_error(got.data() + static_cast<std::int64_t>(b) * V,
-                                     want[b].data() + pos * V, V);
-        EXPECT_LE(err, 1e-5) << "rank " << world.rank() << " sequence " << b << " step " << t;
-        std::lock_guard lock(m);
-        worst = std::max(worst, err);
-      }
-      if (t == T) break;
-      std::vector<std::int32_t> tok;
-      for (const auto& f : forced) tok.push_back(f[static_cast<std::size_t>(t)]);
-      got = gather_logits(e, e.decode(tok));
-    }
+    const double err = teacher_forced_error(world, GetParam().layout);
+    EXPECT_LE(err, 1e-5) << "rank " << world.rank();
+    std::lock_guard lock(m);
+    worst = std::max(worst, err);
   });
   std::printf("worst relative error of a step's logits: %.3g\n", worst);
 }
 
 TEST_P(InferParity, GeneratedTokensAreTheSingleDevicesForEverySampler) {
   const ModelConfig c = gqa_model();
-  const auto prompts = random_prompts(c, {3, 9, 6, 12});
-  const std::int64_t steps = 10;
-  std::vector<infer::SamplingOptions> samplers{
-      {.temperature = 0},
-      {.temperature = 0.9, .seed = 5},
-      {.temperature = 0.9, .top_k = 5, .seed = 6},
-      {.temperature = 1.2, .top_p = 0.8, .seed = 7},
-      {.temperature = 0.7, .top_k = 20, .top_p = 0.9, .seed = 8}};
+  const auto prompts = generation_prompts();
   // The single device (D = 1 is the engine on one rank: the same code).
   std::vector<std::vector<std::vector<std::int32_t>>> want;
   comm::run_ranks(1, [&](comm::Communicator& world) {
-    infer::InferenceEngine e(c, world, world.tracker());
-    e.initialize(kSeed);
-    for (const auto& o : samplers) want.push_back(generate(e, prompts, steps, o));
+    want = generate_all(world, parallel::TokenLayoutKind::Zigzag);
   });
   // Greedy against the reference too: re-running the whole sequence every token.
-  {
-    Reference ref(c, kSeed);
-    for (std::size_t b = 0; b < prompts.size(); ++b) {
-      std::vector<std::int32_t> seq = prompts[b];
-      for (std::int64_t t = 0; t < steps; ++t) {
-        const std::vector<float> l = ref.logits(seq);
-        const float* last = l.data() + (static_cast<std::int64_t>(seq.size()) - 1) * c.vocab_size;
-        const auto best = static_cast<std::int32_t>(std::max_element(last, last + c.vocab_size) - last);
-        EXPECT_EQ(want[0][b][static_cast<std::size_t>(t)], best) << "sequence " << b << " step " << t;
-        seq.push_back(best);
-      }
+  Reference ref(c, kSeed);
+  for (std::size_t b = 0; b < prompts.size(); ++b) {
+    std::vector<std::int32_t> seq = prompts[b];
+    for (std::int64_t t = 0; t < kGenerateSteps; ++t) {
+      const std::vector<float> l = ref.logits(seq);
+      const float* last = l.data() + (static_cast<std::int64_t>(seq.size()) - 1) * c.vocab_size;
+      const auto best =
+          static_cast<std::int32_t>(std::max_element(last, last + c.vocab_size) - last);
+      EXPECT_EQ(want[0][b][static_cast<std::size_t>(t)], best) << "sequence " << b << " step " << t;
+      seq.push_back(best);
     }
   }
   std::mutex m;
   comm::run_ranks(GetParam().degree, [&](comm::Communicator& world) {
-    infer::InferenceEngine e(c, world, world.tracker(), GetParam().layout);
-    e.initialize(kSeed);
-    for (std::size_t s = 0; s < samplers.size(); ++s) {
-      const auto got = generate(e, prompts, steps, samplers[s]);
-      std::lock_guard lock(m);
-      EXPECT_EQ(got, want[s]) << "sampler " << s << " rank " << world.rank();
-    }
+    const auto got = generate_all(world, GetParam().layout);
+    std::lock_guard lock(m);
+    for (std::size_t s = 0; s < got.size(); ++s)
+      EXPECT_EQ(got[s], want[s]) << "sampler " << s << " rank " << world.rank();
   });
 }
 
