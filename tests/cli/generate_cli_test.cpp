@@ -78,6 +78,18 @@ TEST_F(GenerateCli, TspAndSingleDeviceGenerateTheSameTextAndReport) {
       run_origami("generate --checkpoint " + ckpt_ + sampled + " --strategy tsp --degree 2");
   ASSERT_EQ(s1.code, 0) << s1.output;
   EXPECT_EQ(first_line(s2.output), first_line(s1.output));
+  // --prompt-file, and a batch of two prompts of different lengths (each printed at the end).
+  const std::string pf = dir_ + "/prompt.txt";
+  std::ofstream(pf) << "The cat";
+  const Result f = run_origami("generate --checkpoint " + ckpt_ +
+                               " --prompt-file " + pf + " --max-new-tokens 12 --threads 2");
+  EXPECT_EQ(first_line(f.output), first_line(single.output)) << f.output;
+  const Result batch = run_origami("generate --checkpoint " + ckpt_ + common +
+                                   " --prompt 'A dog sat down' --strategy tsp --degree 2");
+  ASSERT_EQ(batch.code, 0) << batch.output;
+  EXPECT_THAT(batch.output, HasSubstr("[0] " + first_line(single.output) + "\n"));
+  EXPECT_THAT(batch.output, HasSubstr("[1] A dog sat down"));
+  EXPECT_THAT(batch.output, HasSubstr("decode: 22 tokens"));
   // The exported Hugging Face folder gives the same text.
   const std::string hf = dir_ + "/hf";
   ASSERT_EQ(run_origami("export --checkpoint " + ckpt_ + " --out " + hf).code, 0);
