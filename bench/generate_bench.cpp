@@ -54,7 +54,8 @@ ModelConfig bench_model() {
 
 std::vector<std::int32_t> prompt(std::int64_t n, std::int64_t salt = 0) {
   std::vector<std::int32_t> p;
-  for (std::int64_t i = 0; i < n; ++i) p.push_back(static_cast<std::int32_t>((i * 31 + salt * 7) % 256));
+  for (std::int64_t i = 0; i < n; ++i)
+    p.push_back(static_cast<std::int32_t>((i * 31 + salt * 7) % 256));
   return p;
 }
 
@@ -92,13 +93,15 @@ std::int64_t tp_prefill_peak(const ModelConfig& c, int D, std::int64_t S) {
     const parallel::LocalBatch local = model.localize(b);
     model.run(local, /*backward=*/false, 0.0);
     const std::int64_t grads = world.tracker().peak(MemCategory::Gradients);
-    const std::int64_t cache = 2 * c.num_hidden_layers * S * (c.num_key_value_heads / D) *
-                               c.head_dim() * 4;
+    const std::int64_t cache =
+        2 * c.num_hidden_layers * S * (c.num_key_value_heads / D) * c.head_dim() * 4;
     return world.tracker().peak_total() - grads + cache;
   });
 }
 
-double mib(std::int64_t b) { return static_cast<double>(b) / (1 << 20); }
+double mib(std::int64_t b) {
+  return static_cast<double>(b) / (1 << 20);
+}
 
 }  // namespace
 
@@ -109,11 +112,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const char* v = argv[i + 1];
-    if (k == "--ranks") D = std::atoi(v);
-    else if (k == "--out-prefix") prefix = v;
-    else if (k == "--max-seq") max_seq = std::atoll(v);
-    else if (k == "--decode-steps") decode_steps = std::atoll(v);
-    else if (k == "--cap-mib") cap = std::atoll(v) << 20;
+    if (k == "--ranks")
+      D = std::atoi(v);
+    else if (k == "--out-prefix")
+      prefix = v;
+    else if (k == "--max-seq")
+      max_seq = std::atoll(v);
+    else if (k == "--decode-steps")
+      decode_steps = std::atoll(v);
+    else if (k == "--cap-mib")
+      cap = std::atoll(v) << 20;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -138,7 +146,8 @@ int main(int argc, char** argv) {
   }
   if (cap == 0) {
     const auto at = std::find(seqs.begin(), seqs.end(), 512);
-    cap = at != seqs.end() ? peaks[static_cast<std::size_t>(at - seqs.begin())][2] : peaks.back()[2];
+    cap =
+        at != seqs.end() ? peaks[static_cast<std::size_t>(at - seqs.begin())][2] : peaks.back()[2];
   }
   const char* names[] = {"tsp", "tp", "single"};
   for (int k = 0; k < 3; ++k) {
@@ -175,7 +184,8 @@ int main(int argc, char** argv) {
       });
       const double tps = static_cast<double>(B * decode_steps) / seconds;
       dec << fmt::format("{},{},{:.1f}\n", B, ranks, tps);
-      std::printf("decode D=%d batch %2lld: %8.1f tokens/s\n", ranks, static_cast<long long>(B), tps);
+      std::printf("decode D=%d batch %2lld: %8.1f tokens/s\n", ranks, static_cast<long long>(B),
+                  tps);
       std::fflush(stdout);
     }
   }

@@ -24,8 +24,8 @@ struct Result {
 
 Result run_origami(const std::string& args) {
   static int counter = 0;
-  const std::string log = ::testing::TempDir() + "origami_gen_" + std::to_string(::getpid()) +
-                          "_" + std::to_string(counter++);
+  const std::string log = ::testing::TempDir() + "origami_gen_" + std::to_string(::getpid()) + "_" +
+                          std::to_string(counter++);
   const std::string cmd =
       std::string(ORIGAMI_BINARY_DIR) + "/origami " + args + " > " + log + " 2>&1";
   const int status = std::system(cmd.c_str());
@@ -37,15 +37,19 @@ Result run_origami(const std::string& args) {
 }
 
 // The streamed text: the output's first line.
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+std::string first_line(const std::string& s) {
+  return s.substr(0, s.find('\n'));
+}
 
 class GenerateCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = ::testing::TempDir() + "origami_gen_dir_" + std::to_string(::getpid());
     std::filesystem::create_directories(dir_);
-    const Result r = run_origami("train --model tiny --strategy single --steps 2 --seq 32 "
-                                 "--batch 2 --threads 2 --save-dir " + dir_);
+    const Result r = run_origami(
+        "train --model tiny --strategy single --steps 2 --seq 32 "
+        "--batch 2 --threads 2 --save-dir " +
+        dir_);
     ASSERT_EQ(r.code, 0) << r.output;
     ckpt_ = dir_ + "/step-00000002";
   }
@@ -58,8 +62,8 @@ TEST_F(GenerateCli, TspAndSingleDeviceGenerateTheSameTextAndReport) {
   const std::string common = " --prompt 'The cat' --max-new-tokens 12 --threads 2";
   const Result single = run_origami("generate --checkpoint " + ckpt_ + common);
   ASSERT_EQ(single.code, 0) << single.output;
-  const Result tsp = run_origami("generate --checkpoint " + ckpt_ + common +
-                                 " --strategy tsp --degree 2");
+  const Result tsp =
+      run_origami("generate --checkpoint " + ckpt_ + common + " --strategy tsp --degree 2");
   ASSERT_EQ(tsp.code, 0) << tsp.output;
   EXPECT_THAT(first_line(single.output), ::testing::StartsWith("The cat"));
   EXPECT_EQ(first_line(single.output).size(), 7u + 12u) << single.output;
@@ -81,8 +85,8 @@ TEST_F(GenerateCli, TspAndSingleDeviceGenerateTheSameTextAndReport) {
   // --prompt-file, and a batch of two prompts of different lengths (each printed at the end).
   const std::string pf = dir_ + "/prompt.txt";
   std::ofstream(pf) << "The cat";
-  const Result f = run_origami("generate --checkpoint " + ckpt_ +
-                               " --prompt-file " + pf + " --max-new-tokens 12 --threads 2");
+  const Result f = run_origami("generate --checkpoint " + ckpt_ + " --prompt-file " + pf +
+                               " --max-new-tokens 12 --threads 2");
   EXPECT_EQ(first_line(f.output), first_line(single.output)) << f.output;
   const Result batch = run_origami("generate --checkpoint " + ckpt_ + common +
                                    " --prompt 'A dog sat down' --strategy tsp --degree 2");

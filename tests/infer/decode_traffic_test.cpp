@@ -39,12 +39,13 @@ TEST_P(DecodeTraffic, IsExactlyTheAllReducesOfHiddenVectorsAndTheArgMax) {
     EXPECT_EQ(s.op("all_reduce_maxloc").calls, 1);
     EXPECT_EQ(s.op("all_reduce_maxloc").bytes_sent, ring * B * 16 / D);
     EXPECT_EQ(s.ops.size(), 2u) << s.summary();
-    EXPECT_EQ(s.total().bytes_sent,
-              (1 + 2 * L) * ring * B * h * 4 / D + ring * B * 16 / D);
+    EXPECT_EQ(s.total().bytes_sent, (1 + 2 * L) * ring * B * h * 4 / D + ring * B * 16 / D);
     EXPECT_EQ(world.stats().total().bytes_sent, 0) << world.stats().summary();
     // Far below one layer's weight shard: no weight could have moved.
-    const std::int64_t shard = (2 * (c.num_attention_heads + c.num_key_value_heads) *
-                                    c.head_dim() * h + 3 * c.intermediate_size * h) / D * 4;
+    const std::int64_t shard =
+        (2 * (c.num_attention_heads + c.num_key_value_heads) * c.head_dim() * h +
+         3 * c.intermediate_size * h) /
+        D * 4;
     EXPECT_LT(s.total().bytes_sent, shard);
   });
 }

@@ -69,9 +69,12 @@ class Reference {
     for (const LayerTensors& L : params_.layers) {
       kernels::rmsnorm_forward(S, h, x.data(), L.input_norm.f32(), eps, n.data(), rstd.data());
       AttentionSaved as;
-      attention_block_forward({.batch = 1, .seq = S, .hidden = h,
+      attention_block_forward({.batch = 1,
+                               .seq = S,
+                               .hidden = h,
                                .heads = c_.num_attention_heads,
-                               .kv_heads = c_.num_key_value_heads, .head_dim = c_.head_dim()},
+                               .kv_heads = c_.num_key_value_heads,
+                               .head_dim = c_.head_dim()},
                               n.data(), {L.wq.f32(), L.wk.f32(), L.wv.f32(), L.wo.f32()},
                               pos.data(), rope_, tracker_, as, x.data());
       kernels::rmsnorm_forward(S, h, x.data(), L.post_norm.f32(), eps, n.data(), rstd.data());
@@ -79,8 +82,7 @@ class Reference {
       mlp_block_forward({.rows = S, .hidden = h, .ffn = c_.intermediate_size}, n.data(),
                         {L.w_gate.f32(), L.w_up.f32(), L.w_down.f32()}, tracker_, ms, x.data());
     }
-    kernels::rmsnorm_forward(S, h, x.data(), params_.final_norm.f32(), eps, n.data(),
-                             rstd.data());
+    kernels::rmsnorm_forward(S, h, x.data(), params_.final_norm.f32(), eps, n.data(), rstd.data());
     std::vector<float> out(static_cast<std::size_t>(S * V));
     kernels::linear_forward(S, h, V, n.data(), params_.lm_head.f32(), out.data());
     return out;
@@ -186,7 +188,8 @@ inline std::vector<std::vector<std::vector<std::int32_t>>> generate_all(
   infer::InferenceEngine e(gqa_model(), world, world.tracker(), layout);
   e.initialize(kSeed);
   std::vector<std::vector<std::vector<std::int32_t>>> out;
-  for (const auto& o : samplers()) out.push_back(generate(e, generation_prompts(), kGenerateSteps, o));
+  for (const auto& o : samplers())
+    out.push_back(generate(e, generation_prompts(), kGenerateSteps, o));
   return out;
 }
 

@@ -66,16 +66,16 @@ TEST_P(InferParity, GeneratedTokensAreTheSingleDevicesForEverySampler) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Degrees, InferParity,
-    ::testing::Values(ParityCase{1, TokenLayoutKind::Zigzag}, ParityCase{2, TokenLayoutKind::Zigzag},
-                      ParityCase{4, TokenLayoutKind::Zigzag},
-                      ParityCase{2, TokenLayoutKind::Contiguous},
-                      ParityCase{4, TokenLayoutKind::Contiguous}),
-    [](const auto& info) {
-      return fmt::format("D{}_{}", info.param.degree,
-                         parallel::token_layout_name(info.param.layout));
-    });
+INSTANTIATE_TEST_SUITE_P(Degrees, InferParity,
+                         ::testing::Values(ParityCase{1, TokenLayoutKind::Zigzag},
+                                           ParityCase{2, TokenLayoutKind::Zigzag},
+                                           ParityCase{4, TokenLayoutKind::Zigzag},
+                                           ParityCase{2, TokenLayoutKind::Contiguous},
+                                           ParityCase{4, TokenLayoutKind::Contiguous}),
+                         [](const auto& info) {
+                           return fmt::format("D{}_{}", info.param.degree,
+                                              parallel::token_layout_name(info.param.layout));
+                         });
 
 // Bad input: a clear ConfigError naming what to change.
 TEST(InferBadInput, RefusesEmptyTooLongAndOutOfVocabularyPrompts) {
@@ -105,9 +105,10 @@ TEST(InferBadInput, RefusesEmptyTooLongAndOutOfVocabularyPrompts) {
 TEST(InferBadInput, RefusesADegreeThatDoesNotSplitTheHeads) {
   ModelConfig c = gqa_model();
   c.num_key_value_heads = 2;
-  EXPECT_THROW(comm::run_ranks(4, [&](comm::Communicator& world) {
-                 infer::InferenceEngine e(c, world, world.tracker());
-               }),
+  EXPECT_THROW(comm::run_ranks(4,
+                               [&](comm::Communicator& world) {
+                                 infer::InferenceEngine e(c, world, world.tracker());
+                               }),
                ConfigError);
 }
 

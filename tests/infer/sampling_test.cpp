@@ -24,7 +24,8 @@ std::vector<float> shard_of(const std::vector<float>& full, std::int64_t B, std:
   std::vector<float> out(static_cast<std::size_t>(B * Vr), 1e30f);
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t i = 0; i < Vr && r * Vr + i < V; ++i)
-      out[static_cast<std::size_t>(b * Vr + i)] = full[static_cast<std::size_t>(b * V + r * Vr + i)];
+      out[static_cast<std::size_t>(b * Vr + i)] =
+          full[static_cast<std::size_t>(b * V + r * Vr + i)];
   return out;
 }
 
@@ -119,11 +120,12 @@ TEST(Sampling, TopKAndTopPNeverDrawOutsideTheirSet) {
 TEST(Sampling, DistributedThresholdsAndDrawsEqualTheSingleDevices) {
   const std::int64_t B = 3, V = 97;  // odd: padded rows at every D > 1
   const auto logits = random_logits(B * V, 5);
-  const std::vector<SamplingOptions> opts{{.temperature = 0},
-                                          {.temperature = 1.0, .seed = 1},
-                                          {.temperature = 0.8, .top_k = 7, .seed = 2},
-                                          {.temperature = 1.1, .top_p = 0.6, .seed = 3},
-                                          {.temperature = 0.9, .top_k = 30, .top_p = 0.85, .seed = 4}};
+  const std::vector<SamplingOptions> opts{
+      {.temperature = 0},
+      {.temperature = 1.0, .seed = 1},
+      {.temperature = 0.8, .top_k = 7, .seed = 2},
+      {.temperature = 1.1, .top_p = 0.6, .seed = 3},
+      {.temperature = 0.9, .top_k = 30, .top_p = 0.85, .seed = 4}};
   auto run = [&](int D) {
     std::vector<std::vector<float>> thresholds;
     std::vector<std::vector<std::int32_t>> draws;
@@ -153,10 +155,12 @@ TEST(Sampling, DistributedThresholdsAndDrawsEqualTheSingleDevices) {
     if (opts[o].temperature == 0) continue;
     for (std::int64_t b = 0; b < B; ++b) {
       const std::vector<float> row(logits.begin() + b * V, logits.begin() + (b + 1) * V);
-      const std::vector<bool> keep = kept_set(row, opts[o].top_k, opts[o].top_p, opts[o].temperature);
+      const std::vector<bool> keep =
+          kept_set(row, opts[o].top_k, opts[o].top_p, opts[o].temperature);
       for (std::int64_t i = 0; i < V; ++i)
         EXPECT_EQ(row[static_cast<std::size_t>(i)] >= one.first[o][static_cast<std::size_t>(b)],
-                  keep[static_cast<std::size_t>(i)]) << "option " << o << " seq " << b << " id " << i;
+                  keep[static_cast<std::size_t>(i)])
+            << "option " << o << " seq " << b << " id " << i;
     }
     for (std::int32_t id : one.second[o]) EXPECT_LT(id, V);
   }

@@ -32,15 +32,18 @@ ModelConfig model_of(const GenerateOptions& o) {
   ModelConfig saved;
   if (!o.checkpoint.empty()) {
     if (!ckpt::is_complete(o.checkpoint))
-      throw ConfigError(fmt::format("--checkpoint {}: not a complete checkpoint folder (no {} "
-                                    "marker); give DIR/step-N of a finished save",
-                                    o.checkpoint, ckpt::kMarker));
+      throw ConfigError(
+          fmt::format("--checkpoint {}: not a complete checkpoint folder (no {} "
+                      "marker); give DIR/step-N of a finished save",
+                      o.checkpoint, ckpt::kMarker));
     saved = parse_model_config(ckpt::read_index(o.checkpoint).at("config").dump(), &warnings);
   } else {
     const std::string cfg = o.model_dir + "/config.json";
     if (!fs::is_regular_file(cfg) || !fs::is_regular_file(o.model_dir + "/model.safetensors"))
-      throw ConfigError(fmt::format("--model-dir {}: needs config.json and model.safetensors "
-                                    "(an `origami export` folder)", o.model_dir));
+      throw ConfigError(
+          fmt::format("--model-dir {}: needs config.json and model.safetensors "
+                      "(an `origami export` folder)",
+                      o.model_dir));
     saved = load_model_config(cfg, &warnings);
   }
   if (!o.config_path.empty()) {
@@ -60,13 +63,13 @@ ModelConfig model_of(const GenerateOptions& o) {
 }
 
 std::string memory_table(const std::vector<MemoryStats>& ranks) {
-  const MemCategory shown[] = {MemCategory::Parameters, MemCategory::KvCache,
-                               MemCategory::Workspace,  MemCategory::CommBuffers,
+  const MemCategory shown[] = {MemCategory::Parameters,  MemCategory::KvCache,
+                               MemCategory::Workspace,   MemCategory::CommBuffers,
                                MemCategory::Activations, MemCategory::Logits};
   std::string out = fmt::format("{:<6}", "rank");
   for (MemCategory c : shown)
-    out += fmt::format("{:>24}", c == MemCategory::Parameters ? "weights"
-                                                              : std::string(mem_category_name(c)));
+    out += fmt::format(
+        "{:>24}", c == MemCategory::Parameters ? "weights" : std::string(mem_category_name(c)));
   out += fmt::format("{:>14}\n", "peak total");
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     out += fmt::format("{:<6}", r);
@@ -104,26 +107,28 @@ GenerateResult generate(const GenerateOptions& o,
     const auto n = static_cast<std::int64_t>(prompts.back().size());
     if (n == 0) throw ConfigError(fmt::format("prompt {} is empty; give at least one byte", i));
     if (n + o.max_new_tokens > config.max_position_embeddings)
-      throw ConfigError(fmt::format(
-          "prompt {} has {} tokens; with --max-new-tokens {} that exceeds the model's "
-          "max_position_embeddings {}: shorten the prompt or lower --max-new-tokens",
-          i, n, o.max_new_tokens, config.max_position_embeddings));
+      throw ConfigError(
+          fmt::format("prompt {} has {} tokens; with --max-new-tokens {} that exceeds the model's "
+                      "max_position_embeddings {}: shorten the prompt or lower --max-new-tokens",
+                      i, n, o.max_new_tokens, config.max_position_embeddings));
     for (std::int32_t id : prompts.back())
       if (id >= config.vocab_size)
-        throw ConfigError(fmt::format("prompt {}: byte {} is outside the model's vocabulary of "
-                                      "{} (the byte tokenizer needs 256)", i, id,
-                                      config.vocab_size));
+        throw ConfigError(
+            fmt::format("prompt {}: byte {} is outside the model's vocabulary of "
+                        "{} (the byte tokenizer needs 256)",
+                        i, id, config.vocab_size));
   }
   int D = 1;
   if (o.strategy == "tsp") D = o.degree > 0 ? o.degree : 2;
   if (o.strategy == "single" && o.degree > 1)
-    throw ConfigError(fmt::format("--degree {} with --strategy single; use --strategy tsp", o.degree));
+    throw ConfigError(
+        fmt::format("--degree {} with --strategy single; use --strategy tsp", o.degree));
   if (mpi) {
     const char* n = std::getenv("OMPI_COMM_WORLD_SIZE");
     const int world = n != nullptr ? std::max(1, std::atoi(n)) : 1;
     if (o.degree > 0 && o.degree != world)
-      throw ConfigError(fmt::format("--degree {} under mpirun -np {}; they must agree", o.degree,
-                                    world));
+      throw ConfigError(
+          fmt::format("--degree {} under mpirun -np {}; they must agree", o.degree, world));
     D = world;
   }
   parallel::check_tensor_split(config, D, "tsp");
@@ -169,8 +174,8 @@ GenerateResult generate(const GenerateOptions& o,
     for (int r = 0; r < world.size(); ++r) {
       MemoryStats s;
       for (int c = 0; c < kNumMemCategories; ++c)
-        s.peak[static_cast<std::size_t>(c)] = all[static_cast<std::size_t>(r) * v.size() +
-                                                  static_cast<std::size_t>(c)];
+        s.peak[static_cast<std::size_t>(c)] =
+            all[static_cast<std::size_t>(r) * v.size() + static_cast<std::size_t>(c)];
       s.peak_total = all[static_cast<std::size_t>(r + 1) * v.size() - 1];
       result.rank_memory.push_back(s);
     }
@@ -202,8 +207,7 @@ GenerateCommand::GenerateCommand(CLI::App& app) {
   command_->add_option("--prompt-file", prompt_files_, "file holding one prompt (repeatable)");
   command_->add_option("--max-new-tokens", o.max_new_tokens, "tokens to generate per prompt")
       ->capture_default_str();
-  command_->add_option("--temperature", o.sampling.temperature, "0: greedy")
-      ->capture_default_str();
+  command_->add_option("--temperature", o.sampling.temperature, "0: greedy")->capture_default_str();
   command_->add_option("--top-k", o.sampling.top_k, "keep the k most likely (0: off)")
       ->capture_default_str();
   command_->add_option("--top-p", o.sampling.top_p, "nucleus mass (1: off)")->capture_default_str();
@@ -246,10 +250,9 @@ int GenerateCommand::run() {
   }
   std::cout << fmt::format("prefill: {} tokens in {:.3f} s, {:.0f} tokens/s\n", r.prefill_tokens,
                            r.prefill_s, static_cast<double>(r.prefill_tokens) / r.prefill_s);
-  std::cout << fmt::format("decode: {} tokens in {:.3f} s, {:.0f} tokens/s (batch {})\n",
-                           r.decode_tokens, r.decode_s,
-                           r.decode_s > 0 ? static_cast<double>(r.decode_tokens) / r.decode_s : 0.0,
-                           r.tokens.size());
+  std::cout << fmt::format(
+      "decode: {} tokens in {:.3f} s, {:.0f} tokens/s (batch {})\n", r.decode_tokens, r.decode_s,
+      r.decode_s > 0 ? static_cast<double>(r.decode_tokens) / r.decode_s : 0.0, r.tokens.size());
   std::cout << "peak memory per rank by category:\n" << memory_table(r.rank_memory) << std::flush;
   return 0;
 }

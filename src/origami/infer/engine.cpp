@@ -39,8 +39,8 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, comm::Communicator w
   rank_ = axis_.rank();
   specs_ = parallel::tsp_strategy(config_, *groups_).specs;
   params_ = parallel::allocate_sharded(config_, specs_, tracker, MemCategory::Parameters);
-  rope_ = make_rope_tables(config_.max_position_embeddings, config_.head_dim(),
-                           config_.rope_theta, tracker);
+  rope_ = make_rope_tables(config_.max_position_embeddings, config_.head_dim(), config_.rope_theta,
+                           tracker);
   vocab_rows_ = parallel::padded_vocab(config_.vocab_size, D_) / D_;
 }
 
@@ -82,15 +82,17 @@ const Tensor& InferenceEngine::prefill(const std::vector<std::vector<std::int32_
     const auto n = static_cast<std::int64_t>(prompts[b].size());
     if (n == 0) throw ConfigError(fmt::format("prompt {} is empty; give at least one token", b));
     if (n + max_new_tokens > c.max_position_embeddings)
-      throw ConfigError(fmt::format(
-          "prompt {} has {} tokens; with {} new tokens that exceeds the model's "
-          "max_position_embeddings {}: shorten the prompt or lower --max-new-tokens",
-          b, n, max_new_tokens, c.max_position_embeddings));
+      throw ConfigError(
+          fmt::format("prompt {} has {} tokens; with {} new tokens that exceeds the model's "
+                      "max_position_embeddings {}: shorten the prompt or lower --max-new-tokens",
+                      b, n, max_new_tokens, c.max_position_embeddings));
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int32_t id = prompts[b][static_cast<std::size_t>(i)];
       if (id < 0 || id >= c.vocab_size)
-        throw ConfigError(fmt::format("prompt {}: token id {} at position {} is outside the "
-                                      "vocabulary [0, {})", b, id, i, c.vocab_size));
+        throw ConfigError(
+            fmt::format("prompt {}: token id {} at position {} is outside the "
+                        "vocabulary [0, {})",
+                        b, id, i, c.vocab_size));
     }
     longest = std::max(longest, n);
   }
@@ -112,12 +114,12 @@ const Tensor& InferenceEngine::prefill(const std::vector<std::vector<std::int32_
     lengths_.push_back(static_cast<std::int64_t>(prompts[b].size()));
   }
   prefill_len_ = S;
-  const parallel::TokenLayout layout(D_ > 1 ? layout_kind_ : parallel::TokenLayoutKind::Full, S,
-                                     D_, rank_);
-  parallel::LocalBatch local{B, layout.slice(ids.data(), B),
-                             std::vector<std::int32_t>(static_cast<std::size_t>(B) *
-                                                       static_cast<std::size_t>(layout.local_seq()),
-                                                       0)};
+  const parallel::TokenLayout layout(D_ > 1 ? layout_kind_ : parallel::TokenLayoutKind::Full, S, D_,
+                                     rank_);
+  parallel::LocalBatch local{
+      B, layout.slice(ids.data(), B),
+      std::vector<std::int32_t>(
+          static_cast<std::size_t>(B) * static_cast<std::size_t>(layout.local_seq()), 0)};
   std::vector<std::int64_t> kv_positions;  // every rank's positions, rank order (as gathered)
   for (int r = 0; r < D_; ++r)
     for (std::int64_t p : layout.positions_of(r)) kv_positions.push_back(p);
@@ -175,11 +177,13 @@ const Tensor& InferenceEngine::decode(const std::vector<std::int32_t>& tokens) {
   for (std::int64_t b = 0; b < B; ++b) {
     const std::int32_t id = tokens[static_cast<std::size_t>(b)];
     if (id < 0 || id >= c.vocab_size)
-      throw ConfigError(fmt::format("sequence {}: token id {} is outside the vocabulary [0, {})",
-                                    b, id, c.vocab_size));
+      throw ConfigError(fmt::format("sequence {}: token id {} is outside the vocabulary [0, {})", b,
+                                    id, c.vocab_size));
     if (pos[static_cast<std::size_t>(b)] >= cache_->capacity())
-      throw ConfigError(fmt::format("sequence {} reached the {} positions its prefill reserved "
-                                    "(max_new_tokens)", b, cache_->capacity()));
+      throw ConfigError(
+          fmt::format("sequence {} reached the {} positions its prefill reserved "
+                      "(max_new_tokens)",
+                      b, cache_->capacity()));
   }
   const std::int64_t h = c.hidden_size, d = c.head_dim();
   const std::int64_t Hl = c.num_attention_heads / D_, Kl = c.num_key_value_heads / D_;
@@ -207,8 +211,8 @@ const Tensor& InferenceEngine::decode(const std::vector<std::int32_t>& tokens) {
     // rotated at its own position.
     kernels::rmsnorm_forward(B, h, x.f32(), L.input_norm.f32(), eps, n.f32(), rstd.f32());
     const AttentionWeights w{L.wq.f32(), L.wk.f32(), L.wv.f32(), L.wo.f32()};
-    const AttentionDims dims{.batch = 1, .seq = B, .hidden = h, .heads = Hl, .kv_heads = Kl,
-                             .head_dim = d};
+    const AttentionDims dims{
+        .batch = 1, .seq = B, .hidden = h, .heads = Hl, .kv_heads = Kl, .head_dim = d};
     attention_project_into(dims, n.f32(), w, pos.data(), rope_, q.f32(), k.f32(), v.f32());
     for (std::int64_t b = 0; b < B; ++b) {
       const std::int64_t p = pos[static_cast<std::size_t>(b)], slot = cache_->slot_of(p);
@@ -216,9 +220,12 @@ const Tensor& InferenceEngine::decode(const std::vector<std::int32_t>& tokens) {
       float* vc = cache_->v(l, b);
       copy_floats(kc + slot * kvd, k.f32() + b * kvd, kvd);
       copy_floats(vc + slot * kvd, v.f32() + b * kvd, kvd);
-      const kernels::AttentionShape shape{.batch = 1, .q_len = 1,
-                                          .kv_len = cache_->visible_slots(p), .heads = Hl,
-                                          .kv_heads = Kl, .head_dim = d};
+      const kernels::AttentionShape shape{.batch = 1,
+                                          .q_len = 1,
+                                          .kv_len = cache_->visible_slots(p),
+                                          .heads = Hl,
+                                          .kv_heads = Kl,
+                                          .head_dim = d};
       kernels::attention_forward(shape, q.f32() + b * qd, kc, vc, &p, slot_pos, scale,
                                  out.f32() + b * qd, lse.f32());
     }

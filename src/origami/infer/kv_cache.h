@@ -43,8 +43,8 @@ class KvCache {
 
  private:
   std::int64_t batch_, capacity_, width_, prefill_;
-  std::vector<Tensor> k_, v_;              // per layer [B, capacity, width]
-  std::vector<std::int64_t> positions_;    // [capacity] position held by each slot
+  std::vector<Tensor> k_, v_;               // per layer [B, capacity, width]
+  std::vector<std::int64_t> positions_;     // [capacity] position held by each slot
   std::vector<std::int64_t> prefill_slot_;  // [S] slot holding position p < S
 };
 

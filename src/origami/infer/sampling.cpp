@@ -117,8 +117,7 @@ void validate(const SamplingOptions& o) {
     throw ConfigError(fmt::format("--top-p {} must be in (0, 1] (1: off)", o.top_p));
 }
 
-double gumbel_noise(std::uint64_t seed, std::int64_t step, std::int64_t sequence,
-                    std::int64_t id) {
+double gumbel_noise(std::uint64_t seed, std::int64_t step, std::int64_t sequence, std::int64_t id) {
   const rng::Key key = rng::make_key(seed, fmt::format("gumbel/{}/{}", step, sequence));
   const double u = rng::uniform(key, static_cast<std::uint64_t>(id));
   return -std::log(-std::log(u));
@@ -130,8 +129,8 @@ std::vector<float> sampling_thresholds(comm::Communicator& axis, const float* lo
   validate(o);
   std::vector<float> t = top_k_thresholds(axis, logits, batch, s, o.top_k);
   if (o.top_p < 1 && o.temperature > 0) {
-    const std::vector<float> tp = top_p_thresholds(axis, logits, batch, s, o.top_p,
-                                                   o.temperature, t);
+    const std::vector<float> tp =
+        top_p_thresholds(axis, logits, batch, s, o.top_p, o.temperature, t);
     for (std::size_t b = 0; b < t.size(); ++b) t[b] = std::max(t[b], tp[b]);
   }
   return t;
@@ -155,9 +154,9 @@ std::vector<std::int32_t> sample_tokens(comm::Communicator& axis, const float* l
       const float l = logits[b * s.rows + i];
       if (l < floor[static_cast<std::size_t>(b)]) continue;
       const std::int64_t id = s.first_id + i;
-      const double score = greedy ? static_cast<double>(l)
-                                  : static_cast<double>(l) / o.temperature +
-                                        gumbel_noise(o.seed, step, b, id);
+      const double score =
+          greedy ? static_cast<double>(l)
+                 : static_cast<double>(l) / o.temperature + gumbel_noise(o.seed, step, b, id);
       if (score > v) {  // strict: the smaller id wins a tie, as in all_reduce_maxloc
         v = score;
         at = id;

@@ -53,7 +53,6 @@ std::vector<float> sampling_thresholds(comm::Communicator& axis, const float* lo
                                        const SamplingOptions& options);
 
 // The Gumbel noise of (seed, step, sequence, global id).
-double gumbel_noise(std::uint64_t seed, std::int64_t step, std::int64_t sequence,
-                    std::int64_t id);
+double gumbel_noise(std::uint64_t seed, std::int64_t step, std::int64_t sequence, std::int64_t id);
 
 }  // namespace origami::infer

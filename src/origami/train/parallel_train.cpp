@@ -57,8 +57,9 @@ std::string rank_memory_report(const std::vector<MemoryStats>& ranks) {
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     out += fmt::format("{:<4}", r);
     for (int c = 0; c < kNumMemCategories; ++c)
-      if (shown(c)) out += fmt::format("{:>{}}", format_bytes(ranks[r].peak[static_cast<std::size_t>(c)]),
-                         width[static_cast<std::size_t>(c)]);
+      if (shown(c))
+        out += fmt::format("{:>{}}", format_bytes(ranks[r].peak[static_cast<std::size_t>(c)]),
+                           width[static_cast<std::size_t>(c)]);
     out += fmt::format("{:>14}\n", format_bytes(ranks[r].peak_total));
   }
   return out;
