@@ -9,6 +9,8 @@
 // against a weight shard of (2(H+Hkv)d*h + 3f*h)/D floats per layer that never moves.
 #include <gtest/gtest.h>
 
+#include <mutex>
+
 #include "infer_harness.h"
 #include "origami/comm/run_ranks.h"
 
@@ -51,6 +53,40 @@ TEST_P(DecodeTraffic, IsExactlyTheAllReducesOfHiddenVectorsAndTheArgMax) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Degrees, DecodeTraffic, ::testing::Values(2, 4));
+
+// Keeping the cache adds no traffic to the TSP forward: on the axis, prefill is exactly the
+// forward's K/V all-gathers (2 per head group per layer, each rank sending the other rank its
+// R*kvd floats at D = 2), the embedding's 3 all-to-alls, and B broadcasts of h floats (each
+// prompt's last hidden row), plus the split that makes TspOps' own communicator (16 bytes of
+// setup; the weight shards travel on it).
+TEST(PrefillTraffic, IsTheTspForwardsPlusTheLastHiddenRows) {
+  const int D = 2;
+  const ModelConfig c = gqa_model();
+  const auto prompts = random_prompts(c, {4, 9, 7, 2});  // padded to S = 12
+  const std::int64_t B = 4, S = 12, R = B * S / D, L = c.num_hidden_layers, h = c.hidden_size;
+  const std::int64_t kvd = c.num_key_value_heads / D * c.head_dim();
+  std::mutex m;
+  std::int64_t broadcast_bytes = 0;
+  comm::run_ranks(D, [&](comm::Communicator& world) {
+    infer::InferenceEngine e(c, world, world.tracker());
+    e.initialize(kSeed);
+    world.reset_stats();
+    e.axis().reset_stats();
+    e.prefill(prompts, 2);
+    EXPECT_EQ(e.prefill_length(), S);
+    const comm::CommStats s = e.axis().stats();
+    EXPECT_EQ(s.op("all_gather").calls, 2 * D * L);
+    EXPECT_EQ(s.op("all_gather").bytes_sent, 2 * D * L * (D - 1) * R * kvd * 4);
+    EXPECT_EQ(s.op("all_to_all").calls, 3);
+    EXPECT_EQ(s.op("broadcast").calls, B);
+    EXPECT_EQ(s.op("split").calls, 1);
+    EXPECT_EQ(s.ops.size(), 4u) << s.summary();
+    EXPECT_EQ(world.stats().total().bytes_sent, 0) << world.stats().summary();
+    std::lock_guard lock(m);
+    broadcast_bytes += s.op("broadcast").bytes_sent;
+  });
+  EXPECT_EQ(broadcast_bytes, B * h * 4);
+}
 
 }  // namespace
 }  // namespace origami::infer_test
