@@ -22,11 +22,10 @@ struct SequenceAxis {
   comm::Communicator* comm = nullptr;                 // the sequence-parallel group
   const std::int64_t* q_pos = nullptr;                // [Sl] this rank's positions
   const std::vector<std::int64_t>* kv_pos = nullptr;  // [Σ*Sl] every rank's, in rank order
-  // Inference (prefill): when non-null, the forward copies the complete gathered K and V of
-  // the call there ([B, Σ*Sl, Kl*d], after RoPE, rows in kv_pos order) -- the KV cache kept
-  // from the gather, no extra traffic.
-  float* keep_k = nullptr;
-  float* keep_v = nullptr;
+  // Optional (prefill's KV cache): when non-null the forward copies the complete gathered K
+  // and V of the call there, after RoPE, as [B, Σ*Sl, Kl*d]: each sequence's rows of every
+  // rank in rank order (positions kv_pos).
+  float *keep_k = nullptr, *keep_v = nullptr;
 };
 
 // y[rows, h] += attention over the whole sequence.

@@ -68,18 +68,19 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   Tensor buf[2] = {Tensor(tracker_, MemCategory::CommBuffers, {attention_floats()}),
                    Tensor(tracker_, MemCategory::CommBuffers, {attention_floats()})};
   comm::Handle pending = broadcast_attention_shard(l, 0, buf[0]);
-  const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_};
+  SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_};
   for (int j = 0; j < D; ++j) {
     pending.wait();
+    // Prefill (infer/engine.h): rank j keeps head group j's gathered K/V as its KV cache.
+    axis.keep_k = axis.keep_v = nullptr;
+    if (j == rank_ && kv_keep_) std::tie(axis.keep_k, axis.keep_v) = kv_keep_(l);
     // Prefetch P_{j+1} while P_j is used (a different communicator than the K/V gathers).
     if (j + 1 < D) pending = broadcast_attention_shard(l, j + 1, buf[(j + 1) % 2]);
     const Packed p = unpack(buf[j % 2].f32(), qd, kvd, d.hidden);
     const AttentionSavedView into{s.q.f32() + j * R * qd, s.k.f32() + j * R * kvd,
                                   s.v.f32() + j * R * kvd, s.out.f32() + j * R * qd,
                                   s.lse.f32() + j * d.batch * d.heads * d.seq};
-    SequenceAxis at = axis;
-    if (j == rank_ && kv_keep_) std::tie(at.keep_k, at.keep_v) = kv_keep_(l);
-    cp_attention_forward_into(d, n, {p.wq, p.wk, p.wv, p.wo}, at, rope_, tracker_, into, x);
+    cp_attention_forward_into(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, tracker_, into, x);
   }
 }
 
