@@ -90,3 +90,34 @@ TEST(PrefillTraffic, IsTheTspForwardsPlusTheLastHiddenRows) {
 
 }  // namespace
 }  // namespace origami::infer_test
+
+namespace origami::infer_test {
+namespace {
+
+// The cache is sharded by head group: each rank holds exactly 2*L*B*capacity*(Kv/D)*d floats
+// (capacity = max(S, longest prompt + max_new_tokens)), so the ranks together hold what one
+// device holds (at the same capacity) -- no replica (TRAPS.md: KV cache mirrored on every
+// rank while queries are split by head).
+TEST(KvCacheMemory, IsShardedByHeadGroupExactly) {
+  const ModelConfig c = gqa_model();
+  const auto prompts = random_prompts(c, {4, 9, 7, 2});  // longest 9: S = 16 at D = 4 zigzag
+  const std::int64_t B = 4, L = c.num_hidden_layers, d = c.head_dim(), new_tokens = 10;
+  const std::int64_t cap = 9 + new_tokens;  // >= S at every D here
+  for (int D : {1, 2, 4}) {
+    std::mutex m;
+    std::int64_t total = 0;
+    comm::run_ranks(D, [&](comm::Communicator& world) {
+      infer::InferenceEngine e(c, world, world.tracker());
+      e.initialize(kSeed);
+      e.prefill(prompts, new_tokens);
+      const std::int64_t mine = world.tracker().current(MemCategory::KvCache);
+      EXPECT_EQ(mine, 2 * L * B * cap * (c.num_key_value_heads / D) * d * 4) << "D " << D;
+      std::lock_guard lock(m);
+      total += mine;
+    });
+    EXPECT_EQ(total, 2 * L * B * cap * c.num_key_value_heads * d * 4) << "D " << D;
+  }
+}
+
+}  // namespace
+}  // namespace origami::infer_test
