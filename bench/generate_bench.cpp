@@ -59,29 +59,31 @@ std::vector<std::int32_t> prompt(std::int64_t n, std::int64_t salt = 0) {
   return p;
 }
 
-// Peak over ranks of each rank's peak total (bytes), after fn ran on every rank.
-std::int64_t peak_over_ranks(int D, const std::function<std::int64_t(comm::Communicator&)>& fn) {
+// The stats of the rank with the highest peak total, after fn ran on every rank.
+MemoryStats worst_rank(int D, const std::function<MemoryStats(comm::Communicator&)>& fn) {
   std::mutex m;
-  std::int64_t worst = 0;
+  MemoryStats worst;
   comm::run_ranks(D, [&](comm::Communicator& world) {
-    const std::int64_t p = fn(world);
+    const MemoryStats s = fn(world);
     std::lock_guard lock(m);
-    worst = std::max(worst, p);
+    if (s.peak_total >= worst.peak_total) worst = s;
   });
   return worst;
 }
 
-std::int64_t engine_prefill_peak(const ModelConfig& c, int D, std::int64_t S) {
-  return peak_over_ranks(D, [&](comm::Communicator& world) {
+MemoryStats engine_prefill(const ModelConfig& c, int D, std::int64_t S) {
+  return worst_rank(D, [&](comm::Communicator& world) {
     infer::InferenceEngine e(c, world, world.tracker());
     e.initialize(1);
     e.prefill({prompt(S)}, 0);
-    return world.tracker().peak_total();
+    return world.tracker().stats();
   });
 }
 
-std::int64_t tp_prefill_peak(const ModelConfig& c, int D, std::int64_t S) {
-  return peak_over_ranks(D, [&](comm::Communicator& world) {
+// The TP forward's stats with its gradient buffers removed and the head-sharded KV cache a TP
+// engine would keep added (to the total and to the KV cache column).
+MemoryStats tp_prefill(const ModelConfig& c, int D, std::int64_t S) {
+  return worst_rank(D, [&](comm::Communicator& world) {
     parallel::ParallelConfig plan;
     plan.tp = D;
     parallel::ParallelGroups groups(world, plan);
@@ -92,10 +94,15 @@ std::int64_t tp_prefill_peak(const ModelConfig& c, int D, std::int64_t S) {
     const TokenBatch b{1, S, ids.data(), labels.data()};
     const parallel::LocalBatch local = model.localize(b);
     model.run(local, /*backward=*/false, 0.0);
-    const std::int64_t grads = world.tracker().peak(MemCategory::Gradients);
+    MemoryStats s = world.tracker().stats();
+    const auto G = static_cast<std::size_t>(MemCategory::Gradients);
+    const auto K = static_cast<std::size_t>(MemCategory::KvCache);
     const std::int64_t cache =
         2 * c.num_hidden_layers * S * (c.num_key_value_heads / D) * c.head_dim() * 4;
-    return world.tracker().peak_total() - grads + cache;
+    s.peak_total += cache - s.peak[G];
+    s.peak[G] = 0;
+    s.peak[K] = cache;
+    return s;
   });
 }
 
@@ -136,8 +143,19 @@ int main(int argc, char** argv) {
   pre << "seq,tsp_mib,tp_mib,single_mib\n";
   std::vector<std::array<std::int64_t, 3>> peaks;
   for (std::int64_t S : seqs) {
-    const std::array<std::int64_t, 3> p{engine_prefill_peak(c, D, S), tp_prefill_peak(c, D, S),
-                                        engine_prefill_peak(c, 1, S)};
+    const std::array<MemoryStats, 3> st{engine_prefill(c, D, S), tp_prefill(c, D, S),
+                                        engine_prefill(c, 1, S)};
+    const std::array<std::int64_t, 3> p{st[0].peak_total, st[1].peak_total, st[2].peak_total};
+    if (S == seqs.back()) {
+      std::printf("per-category peaks at S=%lld (worst rank):\n%-24s %10s %10s %10s\n",
+                  static_cast<long long>(S), "category", "tsp", "tp", "single");
+      for (int k = 0; k < kNumMemCategories; ++k) {
+        const auto i = static_cast<std::size_t>(k);
+        std::printf("%-24s %10.2f %10.2f %10.2f\n",
+                    std::string(mem_category_name(static_cast<MemCategory>(k))).c_str(),
+                    mib(st[0].peak[i]), mib(st[1].peak[i]), mib(st[2].peak[i]));
+      }
+    }
     peaks.push_back(p);
     pre << fmt::format("{},{:.3f},{:.3f},{:.3f}\n", S, mib(p[0]), mib(p[1]), mib(p[2]));
     std::printf("prefill S=%5lld  tsp %8.2f MiB  tp %8.2f MiB  single %8.2f MiB (per rank, D=%d)\n",
