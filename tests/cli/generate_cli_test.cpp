@@ -120,6 +120,20 @@ TEST_F(GenerateCli, RefusesBadInputWithExitCode2) {
   EXPECT_THAT(r.output, HasSubstr("--checkpoint"));
   r = run_origami("generate --checkpoint " + dir_ + "/nowhere --prompt abc");
   EXPECT_EQ(r.code, 2);
+  // A prompt byte outside a vocabulary smaller than the byte tokenizer's.
+  const std::string small = dir_ + "/v128.json";
+  std::ofstream(small) << R"({"vocab_size": 128, "hidden_size": 32, "intermediate_size": 64,
+    "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
+    "max_position_embeddings": 64})";
+  ASSERT_EQ(run_origami("train --config " + small +
+                        " --strategy single --steps 1 --seq 16 "
+                        "--batch 1 --threads 1 --save-dir " +
+                        dir_ + "/v128")
+                .code,
+            0);
+  r = run_origami("generate --checkpoint " + dir_ + "/v128/step-00000001 --prompt 'caf\xc3\xa9'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, HasSubstr("outside the model's vocabulary of 128"));
   // A config the checkpoint does not match.
   const std::string cfg = dir_ + "/other.json";
   std::ofstream(cfg) << R"({"vocab_size": 256, "hidden_size": 64, "intermediate_size": 96,
