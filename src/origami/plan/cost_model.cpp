@@ -6,15 +6,35 @@
 #include <map>
 
 #include "origami/core/error.h"
+#include "origami/plan/buffers.h"
+#include "origami/plan/shapes.h"
 
 namespace origami::plan {
 
 std::string Mesh::strategy() const {
+  if (tsp > 1) return "tsp";
   if (tp > 1 && sp > 1) return "tp+sp";
   if (tp > 1) return "tp";
   if (sp > 1) return "sp";
   if (dp > 1) return "dp";
   return "single";
+}
+
+std::string Mesh::json_strategy() const {
+  const std::string s = strategy();
+  return s == "tp+sp" ? "tpsp" : s;
+}
+
+ElementSizes ElementSizes::of(const Precision& p) {
+  ElementSizes e;
+  e.param = p.parameters;
+  e.grad = p.gradients;
+  e.optimizer = p.moments;
+  e.master = p.master;
+  e.activation = p.activations;
+  e.comm = p.communication;
+  e.logits = p.logits;
+  return e;
 }
 
 Recompute parse_recompute(const std::string& name) {
@@ -37,53 +57,65 @@ std::string recompute_name(Recompute r) {
 }
 
 void check_layout(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
-  if (mesh.dp < 1 || mesh.tp < 1 || mesh.sp < 1)
-    throw ConfigError(fmt::format("mesh degrees must be >= 1 (dp={}, tp={}, sp={})", mesh.dp,
-                                  mesh.tp, mesh.sp));
+  if (mesh.dp < 1 || mesh.tp < 1 || mesh.sp < 1 || mesh.tsp < 1)
+    throw ConfigError(fmt::format("mesh degrees must be >= 1 (dp={}, tp={}, sp={}, tsp={})",
+                                  mesh.dp, mesh.tp, mesh.sp, mesh.tsp));
   if (w.batch < 1 || w.seq < 1)
     throw ConfigError(fmt::format("batch and sequence must be >= 1 (got {} and {})", w.batch,
                                   w.seq));
-  const int T = mesh.tp;
+  if (mesh.tsp > 1 && (mesh.tp > 1 || mesh.sp > 1))
+    throw ConfigError(fmt::format("tsp={} runs on its own axis: use tp=1 and sp=1 with it "
+                                  "(got tp={}, sp={})",
+                                  mesh.tsp, mesh.tp, mesh.sp));
+  const int T = mesh.tp * mesh.tsp;  // the weight-sharding degree
+  const char* axis = mesh.tsp > 1 ? "tsp" : "tp";
   if (m.num_attention_heads % T != 0 || m.num_key_value_heads % T != 0 ||
       m.intermediate_size % T != 0)
     throw ConfigError(fmt::format(
-        "tp={} must divide the attention heads ({}), kv heads ({}) and MLP width ({})", T,
+        "{}={} must divide the attention heads ({}), kv heads ({}) and MLP width ({})", axis, T,
         m.num_attention_heads, m.num_key_value_heads, m.intermediate_size));
   if (w.batch % mesh.dp != 0)
     throw ConfigError(fmt::format("dp={} must divide the micro-batch ({})", mesh.dp, w.batch));
-  if (mesh.sp > 1 && w.seq % (2 * mesh.sp) != 0)
-    throw ConfigError(fmt::format("sp={} needs the sequence ({}) to be a multiple of 2*sp "
+  const int seq_degree = mesh.sp * mesh.tsp;
+  if (seq_degree > 1 && w.seq % (2 * seq_degree) != 0)
+    throw ConfigError(fmt::format("{}={} needs the sequence ({}) to be a multiple of 2*{} "
                                   "(zigzag layout)",
-                                  mesh.sp, w.seq));
+                                  mesh.tsp > 1 ? "tsp" : "sp", seq_degree, w.seq,
+                                  mesh.tsp > 1 ? "tsp" : "sp"));
   const std::int64_t rows = w.batch / mesh.dp * (w.seq / mesh.sp);
-  if (mesh.sequence_parallel && T > 1 && rows % T != 0)
-    throw ConfigError(fmt::format("TP-SP needs the rank's {} rows to split over tp={}", rows, T));
+  if (mesh.sequence_parallel && mesh.tp > 1 && rows % mesh.tp != 0)
+    throw ConfigError(
+        fmt::format("TP-SP needs the rank's {} rows to split over tp={}", rows, mesh.tp));
 }
-
-namespace {
-
-// The shapes one rank works on (docs/planner.md, "Per-rank shapes").
-struct Shapes {
-  std::int64_t h, d, L, heads, kv_heads, ffn, vocab_rows;  // heads/kv/ffn/vocab: this rank's
-  std::int64_t block_rows;   // B/dp · S/sp: the rows a block computes on
-  std::int64_t stream_rows;  // the residual stream's rows (block_rows / tp under TP-SP)
-};
 
 Shapes shapes_of(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
   check_layout(m, mesh, w);
-  const int T = mesh.tp;
   Shapes s{};
+  s.T = mesh.tp * mesh.tsp;
+  s.D = mesh.tsp;
+  s.sp = mesh.sp;
+  s.dp = mesh.dp;
+  s.seqpar = mesh.sequence_parallel && mesh.tp > 1;
   s.h = m.hidden_size;
   s.d = m.head_dim();
   s.L = m.num_hidden_layers;
-  s.heads = m.num_attention_heads / T;
-  s.kv_heads = m.num_key_value_heads / T;
-  s.ffn = m.intermediate_size / T;
-  s.vocab_rows = (m.vocab_size + T - 1) / T;  // V padded to a multiple of tp, split
-  s.block_rows = w.batch / mesh.dp * (w.seq / mesh.sp);
-  s.stream_rows = mesh.sequence_parallel && T > 1 ? s.block_rows / T : s.block_rows;
+  s.H = m.num_attention_heads;
+  s.Hkv = m.num_key_value_heads;
+  s.f = m.intermediate_size;
+  s.V = m.vocab_size;
+  s.heads = s.H / s.T;
+  s.kv_heads = s.Hkv / s.T;
+  s.ffn = s.f / s.T;
+  s.qd = s.heads * s.d;
+  s.kvd = s.kv_heads * s.d;
+  s.vocab_rows = (s.V + s.T - 1) / s.T;  // V padded to a multiple of the degree, split
+  s.block_rows = w.batch / mesh.dp * (w.seq / (mesh.sp * mesh.tsp));
+  s.stream_rows = s.seqpar ? s.block_rows / mesh.tp : s.block_rows;
+  s.rope_positions = std::max<std::int64_t>(m.max_position_embeddings, w.seq);
   return s;
 }
+
+namespace {
 
 // Elements of each gradient tensor this rank holds, and whether it is an RMSNorm weight.
 std::vector<std::pair<std::int64_t, bool>> rank_tensors(const Shapes& s) {
@@ -112,14 +144,17 @@ Memory memory_per_device(const ModelConfig& m, const Mesh& mesh, const Workload&
   Memory mem;
   mem.parameters = elems * w.elem.param;
   mem.gradients = elems * w.elem.grad;
-  mem.optimizer = 2 * elems * w.elem.optimizer;  // AdamW's two moments
+  mem.optimizer = elems * (2 * w.elem.optimizer + w.elem.master);  // moments + master copy
 
   // What one layer saves (driver.h): input and post-attention residual [Rs, h], two rstd [Rs];
   // attention q, out [Rb, H/T·d], k, v [Rb, Kv/T·d], lse [Rb·H/T]; MLP gate/up [Rb, f/T].
+  // Under TSP the D head groups' and MLP shards' slots are all saved (heads etc. are one
+  // group's): `groups` = D.
+  const std::int64_t groups = s.D;
   const std::int64_t Rs = s.stream_rows, Rb = s.block_rows;
   const std::int64_t stream = 2 * Rs * s.h + 2 * Rs;
-  const std::int64_t attention = Rb * (2 * s.heads * s.d + 2 * s.kv_heads * s.d + s.heads);
-  const std::int64_t mlp = 2 * Rb * s.ffn;
+  const std::int64_t attention = groups * Rb * (2 * s.qd + 2 * s.kvd + s.heads);
+  const std::int64_t mlp = groups * 2 * Rb * s.ffn;
   const std::int64_t final_rstd = Rs;
   std::int64_t act = 0;
   switch (w.recompute) {
@@ -134,7 +169,9 @@ Memory memory_per_device(const ModelConfig& m, const Mesh& mesh, const Workload&
       break;
   }
   mem.activations = act * w.elem.activation;
-  mem.logits = Rb * s.vocab_rows * w.elem.activation;
+  mem.logits = Rb * s.vocab_rows * w.elem.logits;  // one [rows, V/T] block at a time
+  mem.comm_buffers = comm_buffers_peak(s, w);
+  mem.workspace = workspace_peak(s, w);
   return mem;
 }
 
@@ -179,11 +216,12 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
                                          const Workload& w, int axis_rank) {
   const Shapes s = shapes_of(m, mesh, w);
   const std::int64_t e = w.elem.comm, L = s.L, Rb = s.block_rows;
+  if (mesh.world() == 1 || (mesh.dp == mesh.world())) return {};
   // Full recompute re-runs each layer's forward (its collectives included) in backward.
   const std::int64_t layer_forwards = w.recompute == Recompute::Full ? 2 * L : L;
   Ledger out;
   const int T = mesh.tp;
-  if (T > 1) {
+  if (T > 1 && !s.tsp()) {
     const std::int64_t N = Rb * s.h;  // one [Rb, h] partial
     if (mesh.sequence_parallel) {
       // Exits (embedding, attention, MLP forward; dN of attention, MLP and the head backward)
@@ -203,6 +241,32 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
       out.add("tp", "all_gather", 1, all_gather_sent(2 * Rb, T, e));  // (max, sum-exp) pairs
     }
   }
+  if (s.tsp()) {
+    // docs/tsp.md's table. Chain broadcast: a rank sends the shard unless it is the last of
+    // the chain (D-1 of D roots); chain reduce: every rank but the root sends it.
+    const int D = s.D;
+    const std::int64_t A = 2 * (s.qd + s.kvd) * s.h, M = 3 * s.ffn * s.h, W = s.vocab_rows * s.h;
+    const std::int64_t kv = Rb * s.kvd;
+    out.add("tsp_shards", "broadcast", (layer_forwards + L) * D,
+            (layer_forwards + L) * (D - 1) * A * e);
+    // Ring hops: MLP forward D-1 of M per layer forward, backward D-1 of [M | dM] and the
+    // accumulator's last hop; the head once: D-1 of W forward, D-1 of [W | dW] + W backward.
+    const std::int64_t sends = layer_forwards * (D - 1) + L * D + (D - 1) + D;
+    const std::int64_t sent = layer_forwards * (D - 1) * M + L * ((D - 1) * 2 * M + M) +
+                              (D - 1) * W + ((D - 1) * 2 * W + W);
+    out.add("tsp_shards", "send", sends, sent * e);
+    out.add("tsp_shards", "recv", sends, 0);
+    out.add("tsp", "all_gather", 2 * D * (layer_forwards + L),
+            2 * D * (layer_forwards + L) * all_gather_sent(kv, D, e));
+    out.add("tsp", "reduce_scatter", 2 * D * L, 2 * D * L * reduce_scatter_sent(kv, D, e));
+    out.add("tsp", "reduce", D * L, L * (D - 1) * A * e);
+    // Embedding: counts, ids and rows forward; row gradients backward. Bytes: counts are 8-byte
+    // integers; ids (4 bytes) and rows spread evenly over the D vocabulary blocks.
+    const std::int64_t foreign = Rb * (D - 1) / D;
+    out.add("tsp", "all_to_all", 4,
+            (D - 1) * 8 + foreign * 4 + 2 * foreign * s.h * e);
+    return out.take();
+  }
   const int S = mesh.sp;
   if (S > 1) {
     const std::int64_t kv = Rb * s.kv_heads * s.d;  // this rank's K (or V) block
@@ -218,10 +282,12 @@ std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& me
                                             const ElementSizes& elem, int axis_rank) {
   Workload w;
   w.batch = mesh.dp;
-  w.seq = 2 * mesh.sp * mesh.tp;  // shapes of the weights only: any valid workload
+  w.seq = 2 * mesh.sp * mesh.tp * mesh.tsp;  // shapes of the weights only: any valid workload
   const Shapes s = shapes_of(m, mesh, w);
   Ledger out;
   for (const auto& [n, norm] : rank_tensors(s)) {
+    if (norm && mesh.tsp > 1)
+      out.add("tsp", "all_reduce", 1, all_reduce_sent(n, mesh.tsp, axis_rank, elem.grad));
     if (mesh.sp > 1) out.add("sp", "all_reduce", 1, all_reduce_sent(n, mesh.sp, axis_rank, elem.grad));
     if (mesh.dp > 1) out.add("dp", "all_reduce", 1, all_reduce_sent(n, mesh.dp, axis_rank, elem.grad));
     if (norm && mesh.sequence_parallel && mesh.tp > 1)
