@@ -61,15 +61,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 std::string gib(std::int64_t bytes) { return fmt::format("{:.2f}", double(bytes) / kGiB); }
 
 std::string strategy_label(const plan::Layout& l) {
-  std::string s = l.strategy();
-  if (l.sequence_parallel && l.tp > 1) s = s == "tp" ? "tp-sp" : "tp-sp+sp";
+  const std::string s = plan::family_name(l);
   return l.dp > 1 && s != "dp" ? "dp x " + s : s;
-}
-
-// The strategy family a longest-sequence line is about: TP-SP apart from TP.
-std::string family(const plan::Layout& l) {
-  const std::string s = l.json_strategy();
-  return l.sequence_parallel && l.tp > 1 ? (s == "tp" ? "tp-sp" : "tp-sp+sp") : s;
 }
 
 nlohmann::json row_json(const plan::PlanRow& r) {
@@ -164,7 +157,7 @@ int PlanCommand::run() {
   std::map<std::string, std::pair<std::int64_t, plan::Layout>> longest;
   for (plan::PlanRow& r : rows) {
     r.max_seq = plan::longest_sequence(model, r.layout, work, hw).value_or(0);
-    auto& best = longest[family(r.layout)];
+    auto& best = longest[plan::family_name(r.layout)];
     if (r.max_seq > best.first) best = {r.max_seq, r.layout};
   }
   std::vector<plan::InferenceRow> inference;
@@ -258,8 +251,8 @@ int PlanCommand::run() {
     }
     std::cout << "longest sequence that fits (micro-batch " << batch_ << "):";
     for (const auto& [name, best] : longest)
-      std::cout << fmt::format(" {} {}{};", name, best.first,
-                               best.first > 0 ? fmt::format(" (dp {})", best.second.dp) : "");
+      std::cout << (best.first > 0 ? fmt::format(" {} {} (dp {});", name, best.first, best.second.dp)
+                                   : fmt::format(" {} none;", name));
     std::cout << "\ninference, TSP prefill of the prompt + decode with a head-sharded KV cache "
                  "(UNCHECKED: no engine to compare with yet):\n";
     for (const plan::InferenceRow& r : inference)

@@ -27,8 +27,7 @@ void plot_memory_vs_sequence(const ModelConfig& m, int world, const plan::Worklo
     plan::Workload x = w;
     x.seq = seqs[i];
     for (const plan::Layout& l : plan::enumerate_layouts(world)) {
-      std::string name = l.json_strategy();
-      if (l.sequence_parallel && l.tp > 1) name = name == "tp" ? "tp-sp" : "tp-sp+sp";
+      const std::string name = plan::family_name(l);
       auto [it, fresh] = gib.try_emplace(name, seqs.size(), std::numeric_limits<double>::quiet_NaN());
       if (fresh) names.push_back(name);
       try {

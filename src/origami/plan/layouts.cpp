@@ -6,6 +6,11 @@
 
 namespace origami::plan {
 
+std::string family_name(const Layout& l) {
+  const std::string s = l.strategy();
+  return l.sequence_parallel && l.tp > 1 ? (s == "tp" ? "tp-sp" : "tp-sp+sp") : s;
+}
+
 std::vector<Layout> enumerate_layouts(int world) {
   std::vector<Layout> out;
   for (int dp = 1; dp <= world; ++dp) {

@@ -15,6 +15,10 @@ namespace origami::plan {
 // the rest (TP rows twice: plain and with sequence-parallel regions) and TSP over the rest.
 std::vector<Layout> enumerate_layouts(int world);
 
+// The strategy family of a layout, as the table names it (dp x ... aside): single, dp, tp,
+// tp-sp (TP with sequence-parallel regions), sp, tp+sp, tp-sp+sp, tsp.
+std::string family_name(const Layout& l);
+
 // A row of the plan: the layout and its prediction, or why the engine would refuse it.
 struct PlanRow {
   Layout layout;
