@@ -87,8 +87,9 @@ Measured measure(const ModelConfig& m, const parallel::ParallelConfig& p, Recomp
 // tsp_comm_test.cpp builds them, so the shard communicator's stats are visible. Engine axis
 // names map onto the planner's: sp -> "tsp", the shard communicator -> "tsp_shards".
 Measured measure_tsp(const ModelConfig& m, int dp, int D, Recompute r, std::int64_t B,
-                     std::int64_t S, int who) {
-  parallel::ParallelConfig p = make_plan(dp, 1, D);
+                     std::int64_t S, int who,
+                     parallel::TokenLayoutKind layout_kind = parallel::TokenLayoutKind::Zigzag) {
+  parallel::ParallelConfig p = make_plan(dp, 1, D, false, layout_kind);
   p.tsp = true;
   Case c;
   c.model = m;
@@ -238,6 +239,112 @@ TEST_P(CostModel, EqualsTheEngineOnEveryBaseline) {
 INSTANTIATE_TEST_SUITE_P(Policies, CostModel,
                          ::testing::Values(Recompute::None, Recompute::Mlp, Recompute::Full),
                          [](const auto& info) { return recompute_name(info.param); });
+
+// The configurations of the parity matrices (tests/parallel/parity_test.cpp and
+// tsp_parity_test.cpp; gradient accumulation aside: the figures are per micro-batch and per
+// step), each compared on world rank 0 and on the last rank: every category and every op.
+struct MatrixCase {
+  const char* name;
+  ModelConfig model;
+  int dp, tp, sp;
+  bool seqpar;
+  int tsp;
+  bool contiguous;
+  Recompute recompute;
+  std::int64_t batch, seq;
+};
+
+std::vector<MatrixCase> parity_matrices() {
+  const ModelConfig mha = make_model(100, 64, 96, 4, 4), gqa = make_model(97, 64, 96, 4, 2),
+                    six = make_model(100, 48, 96, 6, 3), gqa4 = make_model(97, 64, 96, 8, 4),
+                    eight = make_model(100, 64, 96, 8, 8);
+  const auto N = Recompute::None, M = Recompute::Mlp, F = Recompute::Full;
+  return {
+      {"single", mha, 1, 1, 1, false, 1, false, N, 2, 24},
+      {"single_mlp", gqa, 1, 1, 1, false, 1, false, M, 2, 24},
+      {"single_full", gqa, 1, 1, 1, false, 1, false, F, 2, 24},
+      {"dp2", mha, 2, 1, 1, false, 1, false, N, 2, 24},
+      {"dp4_B4", gqa, 4, 1, 1, false, 1, false, N, 4, 24},
+      {"dp2_full", mha, 2, 1, 1, false, 1, false, F, 2, 24},
+      {"tp2", mha, 1, 2, 1, false, 1, false, N, 2, 24},
+      {"tp3", six, 1, 3, 1, false, 1, false, N, 2, 24},
+      {"tp4", mha, 1, 4, 1, false, 1, false, N, 2, 24},
+      {"tp2_gqa", gqa, 1, 2, 1, false, 1, false, N, 2, 24},
+      {"tp2_mlp", mha, 1, 2, 1, false, 1, false, M, 2, 24},
+      {"tp2_gqa_full", gqa, 1, 2, 1, false, 1, false, F, 2, 24},
+      {"tpsp2", mha, 1, 2, 1, true, 1, false, N, 2, 24},
+      {"tpsp3", six, 1, 3, 1, true, 1, false, N, 2, 24},
+      {"tpsp4", mha, 1, 4, 1, true, 1, false, N, 1, 24},
+      {"tpsp2_gqa_mlp", gqa, 1, 2, 1, true, 1, false, M, 2, 24},
+      {"tpsp2_full", mha, 1, 2, 1, true, 1, false, F, 2, 24},
+      {"sp2_zigzag", mha, 1, 1, 2, false, 1, false, N, 2, 24},
+      {"sp2_contiguous", mha, 1, 1, 2, false, 1, true, N, 2, 24},
+      {"sp3_zigzag", six, 1, 1, 3, false, 1, false, N, 2, 24},
+      {"sp3_contiguous", six, 1, 1, 3, false, 1, true, N, 2, 24},
+      {"sp4_zigzag_gqa", gqa, 1, 1, 4, false, 1, false, N, 2, 24},
+      {"sp4_contiguous_gqa", gqa, 1, 1, 4, false, 1, true, N, 2, 24},
+      {"sp2_mlp", gqa, 1, 1, 2, false, 1, false, M, 2, 24},
+      {"sp2_full", mha, 1, 1, 2, false, 1, true, F, 2, 24},
+      {"tp2xsp2_zigzag", mha, 1, 2, 2, false, 1, false, N, 2, 24},
+      {"tp2xsp2_contiguous_gqa", gqa, 1, 2, 2, false, 1, true, N, 2, 24},
+      {"tpsp2xsp2_full", mha, 1, 2, 2, true, 1, false, F, 2, 24},
+      {"dp2xtp2", gqa, 2, 2, 1, false, 1, false, N, 2, 24},
+      {"dp2xtpsp2_mlp", mha, 2, 2, 1, true, 1, false, M, 2, 24},
+      {"dp2xsp2", mha, 2, 1, 2, false, 1, false, N, 2, 24},
+      {"tsp2_zigzag", mha, 1, 1, 1, false, 2, false, N, 2, 24},
+      {"tsp2_contiguous", mha, 1, 1, 1, false, 2, true, N, 2, 24},
+      {"tsp2_gqa", gqa, 1, 1, 1, false, 2, false, N, 2, 24},
+      {"tsp3_zigzag", six, 1, 1, 1, false, 3, false, N, 2, 24},
+      {"tsp3_contiguous", six, 1, 1, 1, false, 3, true, N, 2, 24},
+      {"tsp4_zigzag", mha, 1, 1, 1, false, 4, false, N, 2, 24},
+      {"tsp4_contiguous_gqa", gqa4, 1, 1, 1, false, 4, true, N, 2, 24},
+      {"tsp4_gqa_B4", gqa4, 1, 1, 1, false, 4, false, N, 4, 24},
+      {"tsp4_B1", mha, 1, 1, 1, false, 4, false, N, 1, 24},
+      {"tsp8_zigzag", eight, 1, 1, 1, false, 8, false, N, 2, 32},
+      {"tsp8_contiguous", eight, 1, 1, 1, false, 8, true, N, 1, 32},
+      {"tsp2_mlp", gqa, 1, 1, 1, false, 2, false, M, 2, 24},
+      {"tsp4_full", mha, 1, 1, 1, false, 4, false, F, 2, 24},
+      {"tsp3_mlp_contiguous", six, 1, 1, 1, false, 3, true, M, 2, 24},
+      {"tsp2_full", gqa, 1, 1, 1, false, 2, false, F, 2, 24},
+      {"dp2xtsp2", mha, 2, 1, 1, false, 2, false, N, 2, 24},
+      {"dp2xtsp2_gqa_full", gqa, 2, 1, 1, false, 2, true, F, 4, 24},
+  };
+}
+
+TEST(CostModel, EqualsTheEngineOnTheParityMatrices) {
+  for (const MatrixCase& c : parity_matrices()) {
+    const plan::Mesh mesh{c.dp, c.tp, c.sp, c.seqpar, c.tsp};
+    plan::Workload w;
+    w.batch = c.batch;
+    w.seq = c.seq;
+    w.recompute = to_plan(c.recompute);
+    w.contiguous = c.contiguous;
+    const auto kind =
+        c.contiguous ? parallel::TokenLayoutKind::Contiguous : parallel::TokenLayoutKind::Zigzag;
+    for (int who : {0, mesh.world() - 1}) {
+      const std::string what = std::string(c.name) + " rank " + std::to_string(who);
+      const Measured got =
+          c.tsp > 1 ? measure_tsp(c.model, c.dp, c.tsp, c.recompute, c.batch, c.seq, who, kind)
+                    : measure(c.model, make_plan(c.dp, c.tp, c.sp, c.seqpar, kind), c.recompute,
+                              c.batch, c.seq, who);
+      const plan::Memory want = plan::memory_per_device(c.model, mesh, w);
+      EXPECT_EQ(want.parameters, got.memory.parameters) << what;
+      EXPECT_EQ(want.gradients, got.memory.gradients) << what;
+      EXPECT_EQ(want.optimizer, got.memory.optimizer) << what;
+      EXPECT_EQ(want.activations, got.memory.activations) << what;
+      EXPECT_EQ(want.logits, got.memory.logits) << what;
+      expect_within_5_percent(want.comm_buffers, got.memory.comm_buffers, what + " comm buffers");
+      expect_within_5_percent(want.workspace, got.memory.workspace, what + " workspace");
+      // The rank's position on each axis: world rank r is (dp, sp, tp) = row-major with tp
+      // innermost (parallel/layout.h); the uneven all-reduce blocks depend on it.
+      const int axis_rank = c.tsp > 1 ? who % c.tsp : who % std::max(c.tp, 1);
+      expect_ops(plan::comm_per_micro_batch(c.model, mesh, w, axis_rank), got.micro,
+                 what + " micro-batch");
+      expect_ops(plan::comm_gradient_reduction(c.model, mesh, w.elem, axis_rank), got.grad,
+                 what + " gradient reduction");
+    }
+  }
+}
 
 TEST(CostModelRings, AllReduceBytesFollowTheUnevenBlocks) {
   // 10 elements over 4 ranks: blocks 3,3,2,2; rank r sends (10 - c_r) + (10 - c_{r+1}).

@@ -77,11 +77,15 @@ void check_layout(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
   if (w.batch % mesh.dp != 0)
     throw ConfigError(fmt::format("dp={} must divide the micro-batch ({})", mesh.dp, w.batch));
   const int seq_degree = mesh.sp * mesh.tsp;
-  if (seq_degree > 1 && w.seq % (2 * seq_degree) != 0)
+  const char* seq_axis = mesh.tsp > 1 ? "tsp" : "sp";
+  if (seq_degree > 1 && !w.contiguous && w.seq % (2 * seq_degree) != 0)
     throw ConfigError(fmt::format("{}={} needs the sequence ({}) to be a multiple of 2*{} "
                                   "(zigzag layout)",
-                                  mesh.tsp > 1 ? "tsp" : "sp", seq_degree, w.seq,
-                                  mesh.tsp > 1 ? "tsp" : "sp"));
+                                  seq_axis, seq_degree, w.seq, seq_axis));
+  if (seq_degree > 1 && w.contiguous && w.seq % seq_degree != 0)
+    throw ConfigError(fmt::format("{}={} needs the sequence ({}) to be a multiple of {} "
+                                  "(contiguous layout)",
+                                  seq_axis, seq_degree, w.seq, seq_axis));
   const std::int64_t rows = w.batch / mesh.dp * (w.seq / mesh.sp);
   if (mesh.sequence_parallel && mesh.tp > 1 && rows % mesh.tp != 0)
     throw ConfigError(

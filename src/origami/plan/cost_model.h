@@ -43,7 +43,9 @@ struct ElementSizes {
 
 struct Workload {
   std::int64_t batch = 1;  // global micro-batch (sequences), split over dp
-  std::int64_t seq = 1;    // tokens per sequence, split over sp
+  std::int64_t seq = 1;    // tokens per sequence, split over sp (or tsp)
+  bool contiguous = false; // token layout: contiguous chunks (S % degree) instead of zigzag
+                           // (S % 2·degree); the costs are the same
   Recompute recompute = Recompute::None;
   ElementSizes elem;
   // Mixed precision (bf16 activations): selects the hardware's bf16 FLOP rate.
