@@ -65,7 +65,7 @@ std::string strategy_label(const plan::Layout& l) {
   return l.dp > 1 && s != "dp" ? "dp x " + s : s;
 }
 
-nlohmann::json row_json(const plan::PlanRow& r) {
+nlohmann::json row_json(const plan::PlanRow& r, std::int64_t layers) {
   const plan::Layout& l = r.layout;
   nlohmann::json j{{"strategy", l.json_strategy()},
                    {"sequence_parallel", l.sequence_parallel && l.tp > 1},
@@ -97,6 +97,11 @@ nlohmann::json row_json(const plan::PlanRow& r) {
                    {"op", c.op.op},
                    {"calls", c.op.calls},
                    {"bytes_sent", c.op.bytes_sent},
+                   {"forward_calls", c.op.forward_calls},
+                   {"forward_bytes", c.op.forward_bytes},
+                   {"backward_bytes", c.gradient_reduction ? 0 : c.op.bytes_sent - c.op.forward_bytes},
+                   {"per_layer_calls", c.op.layer_calls / layers},
+                   {"per_layer_bytes", c.op.layer_bytes / layers},
                    {"gradient_reduction", c.gradient_reduction},
                    {"link", plan::link_class_name(c.link)},
                    {"seconds", c.seconds},
@@ -185,7 +190,7 @@ int PlanCommand::run() {
                        {"hardware", hw.name},
                        {"memory_per_device", hw.memory_bytes}};
     nlohmann::json js = nlohmann::json::array();
-    for (const plan::PlanRow& r : rows) js.push_back(row_json(r));
+    for (const plan::PlanRow& r : rows) js.push_back(row_json(r, model.num_hidden_layers));
     out["rows"] = std::move(js);
     nlohmann::json ls = nlohmann::json::object();
     for (const auto& [name, best] : longest)

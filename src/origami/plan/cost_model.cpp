@@ -199,13 +199,33 @@ namespace {
 // Accumulates (axis, op) -> calls, bytes in a stable order.
 class Ledger {
  public:
+  // `calls` issues of `bytes_per_call` each, in the forward or backward pass, inside the
+  // layers (counted per layer) or once per model.
   void add(const std::string& axis, const std::string& op, std::int64_t calls,
-           std::int64_t bytes) {
+           std::int64_t bytes_per_call, Phase phase, bool in_layers) {
+    add_total(axis, op, calls, calls * bytes_per_call, phase, in_layers);
+  }
+  // `calls` issues sending `bytes` together (calls that send different amounts).
+  void add_total(const std::string& axis, const std::string& op, std::int64_t calls,
+                 std::int64_t bytes, Phase phase, bool in_layers) {
     if (calls == 0) return;
     auto [it, fresh] = index_.try_emplace(axis + "/" + op, ops_.size());
     if (fresh) ops_.push_back({axis, op, 0, 0});
-    ops_[it->second].calls += calls;
-    ops_[it->second].bytes_sent += bytes;
+    CommOp& o = ops_[it->second];
+    o.calls += calls;
+    o.bytes_sent += bytes;
+    if (phase == Phase::Forward) {
+      o.forward_calls += calls;
+      o.forward_bytes += bytes;
+    }
+    if (in_layers) {
+      o.layer_calls += calls;
+      o.layer_bytes += bytes;
+    }
+  }
+  // For the step's gradient reductions (neither pass, not in the layers).
+  void add(const std::string& axis, const std::string& op, std::int64_t bytes) {
+    add(axis, op, 1, bytes, Phase::Step, false);
   }
   std::vector<CommOp> take() { return std::move(ops_); }
 
@@ -221,8 +241,10 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
   const Shapes s = shapes_of(m, mesh, w);
   const std::int64_t e = w.elem.comm, L = s.L, Rb = s.block_rows;
   if (mesh.world() == 1 || (mesh.dp == mesh.world())) return {};
+  constexpr Phase Fwd = Phase::Forward, Bwd = Phase::Backward;
+  constexpr bool kLayer = true, kModel = false;
   // Full recompute re-runs each layer's forward (its collectives included) in backward.
-  const std::int64_t layer_forwards = w.recompute == Recompute::Full ? 2 * L : L;
+  const std::int64_t rerun = w.recompute == Recompute::Full ? L : 0;
   Ledger out;
   const int T = mesh.tp;
   if (T > 1 && !s.tsp()) {
@@ -231,18 +253,26 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
       // Exits (embedding, attention, MLP forward; dN of attention, MLP and the head backward)
       // reduce-scatter to [Rb/T, h]; entries all-gather the normed rows (forward, and the
       // block input again in backward), dY in backward, the head input and the embedding dX.
-      out.add("tp", "reduce_scatter", 1 + 2 * layer_forwards + 2 * L + 1,
-              (1 + 2 * layer_forwards + 2 * L + 1) * reduce_scatter_sent(N / T, T, e));
-      const std::int64_t gathers = 2 * layer_forwards + 4 * L + 2;
-      out.add("tp", "all_gather", gathers + 1,
-              gathers * all_gather_sent(N / T, T, e) + all_gather_sent(2 * Rb, T, e));
-      out.add("tp", "all_reduce", 1, all_reduce_sent(Rb, T, axis_rank, e));  // target logits
+      const std::int64_t rs = reduce_scatter_sent(N / T, T, e), ag = all_gather_sent(N / T, T, e);
+      out.add("tp", "reduce_scatter", 1, rs, Fwd, kModel);            // embedding
+      out.add("tp", "reduce_scatter", 2 * L, rs, Fwd, kLayer);        // attention, MLP
+      out.add("tp", "reduce_scatter", 2 * rerun + 2 * L, rs, Bwd, kLayer);
+      out.add("tp", "reduce_scatter", 1, rs, Bwd, kModel);            // head dX
+      out.add("tp", "all_gather", 2 * L, ag, Fwd, kLayer);            // normed rows
+      out.add("tp", "all_gather", 2 * rerun + 4 * L, ag, Bwd, kLayer);  // dY and rows again
+      out.add("tp", "all_gather", 1, ag, Fwd, kModel);                // head input
+      out.add("tp", "all_gather", 1, all_gather_sent(2 * Rb, T, e), Fwd, kModel);  // pairs
+      out.add("tp", "all_gather", 1, ag, Bwd, kModel);                // embedding dX
+      out.add("tp", "all_reduce", 1, all_reduce_sent(Rb, T, axis_rank, e), Fwd, kModel);
     } else {
       // Every exit all-reduced forward, every dN backward, the head's dX; the target logits.
-      const std::int64_t reduces = 1 + 2 * layer_forwards + 2 * L + 1;
-      out.add("tp", "all_reduce", reduces + 1,
-              reduces * all_reduce_sent(N, T, axis_rank, e) + all_reduce_sent(Rb, T, axis_rank, e));
-      out.add("tp", "all_gather", 1, all_gather_sent(2 * Rb, T, e));  // (max, sum-exp) pairs
+      const std::int64_t ar = all_reduce_sent(N, T, axis_rank, e);
+      out.add("tp", "all_reduce", 1, ar, Fwd, kModel);  // embedding
+      out.add("tp", "all_reduce", 2 * L, ar, Fwd, kLayer);
+      out.add("tp", "all_reduce", 2 * rerun + 2 * L, ar, Bwd, kLayer);
+      out.add("tp", "all_reduce", 1, ar, Bwd, kModel);  // head dX
+      out.add("tp", "all_reduce", 1, all_reduce_sent(Rb, T, axis_rank, e), Fwd, kModel);
+      out.add("tp", "all_gather", 1, all_gather_sent(2 * Rb, T, e), Fwd, kModel);  // pairs
     }
   }
   if (s.tsp()) {
@@ -251,33 +281,45 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
     const int D = s.D;
     const std::int64_t A = 2 * (s.qd + s.kvd) * s.h, M = 3 * s.ffn * s.h, W = s.vocab_rows * s.h;
     const std::int64_t kv = Rb * s.kvd;
-    out.add("tsp_shards", "broadcast", (layer_forwards + L) * D,
-            (layer_forwards + L) * (D - 1) * A * e);
+    // D broadcasts per layer pass, D-1 of which this rank sends (A each).
+    const std::int64_t bcast = (D - 1) * A * e;  // per layer pass
+    out.add_total("tsp_shards", "broadcast", L * D, L * bcast, Fwd, kLayer);
+    out.add_total("tsp_shards", "broadcast", (rerun + L) * D, (rerun + L) * bcast, Bwd, kLayer);
     // Ring hops: MLP forward D-1 of M per layer forward, backward D-1 of [M | dM] and the
     // accumulator's last hop; the head once: D-1 of W forward, D-1 of [W | dW] + W backward.
-    const std::int64_t sends = layer_forwards * (D - 1) + L * D + (D - 1) + D;
-    const std::int64_t sent = layer_forwards * (D - 1) * M + L * ((D - 1) * 2 * M + M) +
-                              (D - 1) * W + ((D - 1) * 2 * W + W);
-    out.add("tsp_shards", "send", sends, sent * e);
-    out.add("tsp_shards", "recv", sends, 0);
-    out.add("tsp", "all_gather", 2 * D * (layer_forwards + L),
-            2 * D * (layer_forwards + L) * all_gather_sent(kv, D, e));
-    out.add("tsp", "reduce_scatter", 2 * D * L, 2 * D * L * reduce_scatter_sent(kv, D, e));
-    out.add("tsp", "reduce", D * L, L * (D - 1) * A * e);
+    out.add("tsp_shards", "send", L * (D - 1), M * e, Fwd, kLayer);
+    out.add("tsp_shards", "send", rerun * (D - 1), M * e, Bwd, kLayer);
+    out.add("tsp_shards", "send", L * (D - 1), 2 * M * e, Bwd, kLayer);
+    out.add("tsp_shards", "send", L, M * e, Bwd, kLayer);
+    out.add("tsp_shards", "send", D - 1, W * e, Fwd, kModel);
+    out.add("tsp_shards", "send", D - 1, 2 * W * e, Bwd, kModel);
+    out.add("tsp_shards", "send", 1, W * e, Bwd, kModel);
+    out.add("tsp_shards", "recv", L * (D - 1), 0, Fwd, kLayer);
+    out.add("tsp_shards", "recv", rerun * (D - 1) + L * D, 0, Bwd, kLayer);
+    out.add("tsp_shards", "recv", D - 1, 0, Fwd, kModel);
+    out.add("tsp_shards", "recv", D, 0, Bwd, kModel);
+    const std::int64_t ag = all_gather_sent(kv, D, e);
+    out.add("tsp", "all_gather", 2 * D * L, ag, Fwd, kLayer);
+    out.add("tsp", "all_gather", 2 * D * (rerun + L), ag, Bwd, kLayer);
+    out.add("tsp", "reduce_scatter", 2 * D * L, reduce_scatter_sent(kv, D, e), Bwd, kLayer);
+    out.add_total("tsp", "reduce", D * L, L * (D - 1) * A * e, Bwd, kLayer);
     // Embedding: counts, ids and rows forward; row gradients backward. Bytes: counts are 8-byte
     // integers; ids (4 bytes) and rows spread evenly over the D vocabulary blocks.
     const std::int64_t foreign = Rb * (D - 1) / D;
-    out.add("tsp", "all_to_all", 4,
-            (D - 1) * 8 + foreign * 4 + 2 * foreign * s.h * e);
+    out.add("tsp", "all_to_all", 1, (D - 1) * 8, Fwd, kModel);
+    out.add("tsp", "all_to_all", 1, foreign * 4, Fwd, kModel);
+    out.add("tsp", "all_to_all", 1, foreign * s.h * e, Fwd, kModel);
+    out.add("tsp", "all_to_all", 1, foreign * s.h * e, Bwd, kModel);
     return out.take();
   }
   const int S = mesh.sp;
   if (S > 1) {
     const std::int64_t kv = Rb * s.kv_heads * s.d;  // this rank's K (or V) block
     // K and V gathered in each layer forward and again in backward; dK, dV reduce-scattered.
-    out.add("sp", "all_gather", 2 * layer_forwards + 2 * L,
-            (2 * layer_forwards + 2 * L) * all_gather_sent(kv, S, e));
-    out.add("sp", "reduce_scatter", 2 * L, 2 * L * reduce_scatter_sent(kv, S, e));
+    const std::int64_t ag = all_gather_sent(kv, S, e);
+    out.add("sp", "all_gather", 2 * L, ag, Fwd, kLayer);
+    out.add("sp", "all_gather", 2 * rerun + 2 * L, ag, Bwd, kLayer);
+    out.add("sp", "reduce_scatter", 2 * L, reduce_scatter_sent(kv, S, e), Bwd, kLayer);
   }
   return out.take();
 }
@@ -291,11 +333,11 @@ std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& me
   Ledger out;
   for (const auto& [n, norm] : rank_tensors(s)) {
     if (norm && mesh.tsp > 1)
-      out.add("tsp", "all_reduce", 1, all_reduce_sent(n, mesh.tsp, axis_rank, elem.grad));
-    if (mesh.sp > 1) out.add("sp", "all_reduce", 1, all_reduce_sent(n, mesh.sp, axis_rank, elem.grad));
-    if (mesh.dp > 1) out.add("dp", "all_reduce", 1, all_reduce_sent(n, mesh.dp, axis_rank, elem.grad));
+      out.add("tsp", "all_reduce", all_reduce_sent(n, mesh.tsp, axis_rank, elem.grad));
+    if (mesh.sp > 1) out.add("sp", "all_reduce", all_reduce_sent(n, mesh.sp, axis_rank, elem.grad));
+    if (mesh.dp > 1) out.add("dp", "all_reduce", all_reduce_sent(n, mesh.dp, axis_rank, elem.grad));
     if (norm && mesh.sequence_parallel && mesh.tp > 1)
-      out.add("tp", "all_reduce", 1, all_reduce_sent(n, mesh.tp, axis_rank, elem.grad));
+      out.add("tp", "all_reduce", all_reduce_sent(n, mesh.tp, axis_rank, elem.grad));
   }
   return out.take();
 }

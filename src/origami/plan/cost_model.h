@@ -77,6 +77,10 @@ struct Memory {
 };
 Memory memory_per_device(const ModelConfig& m, const Mesh& mesh, const Workload& w);
 
+// Where an operation is issued: the forward pass, the backward pass (including the forward
+// re-run of full recompute), or once per step (the gradient reductions).
+enum class Phase { Forward, Backward, Step };
+
 // One kind of collective on one mesh axis: calls and bytes the given rank sends.
 struct CommOp {
   std::string axis;  // "tp", "sp", "dp", "tsp" (the engine's sequence axis under TSP) or
@@ -85,6 +89,10 @@ struct CommOp {
                      // "send", "recv", "all_to_all"
   std::int64_t calls = 0;
   std::int64_t bytes_sent = 0;
+  // Of which in the forward pass (backward = total - forward), and inside the layers (per
+  // layer: layer_* / L; the rest is the embedding, head and loss, once per micro-batch).
+  std::int64_t forward_calls = 0, forward_bytes = 0;
+  std::int64_t layer_calls = 0, layer_bytes = 0;
 };
 // One micro-batch's forward+backward (the blocks' collectives; the step's gradient
 // reductions are separate), for the rank at `axis_rank` of each axis (bytes differ between
