@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -37,6 +38,12 @@ void plot_memory_vs_sequence(const ModelConfig& m, int world, const plan::Worklo
       }
     }
   }
+  // Strategies refused at every length (e.g. DP with one sequence) draw nothing: left out.
+  std::erase_if(names, [&](const std::string& n) {
+    return std::all_of(gib[n].begin(), gib[n].end(), [](double g) { return std::isnan(g); });
+  });
+  if (names.empty())
+    throw ConfigError("--plot: no layout can run this model at any of the plotted lengths");
   const std::string dat = png + ".dat", gp = png + ".gp";
   {
     std::ofstream d(dat);
@@ -61,7 +68,7 @@ void plot_memory_vs_sequence(const ModelConfig& m, int world, const plan::Worklo
     g << fmt::format("set title 'per-device memory, {} devices, micro-batch {}, {}'\n", world,
                      w.batch, hw.name);
     g << "set xlabel 'sequence length (tokens)'\nset ylabel 'GiB per device'\n";
-    g << "set logscale xy 2\nset key left top\nset grid\n";
+    g << "set logscale xy 2\nset key outside right\nset grid\n";
     g << "plot ";
     for (std::size_t k = 0; k < names.size(); ++k)
       g << fmt::format("'{}' using 1:{} with linespoints title '{}', ", dat, k + 2, names[k]);
