@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace origami::cli {
 
 namespace {
@@ -69,6 +71,33 @@ nlohmann::json row_json(const plan::PlanRow& r, std::int64_t layers) {
 }
 
 }  // namespace
+
+// The first feasible row's communication (the recommendation when one fits): per operation,
+// the rank's bytes forward, backward, per layer and per step, its link class, time and the
+// part of it exposed.
+void print_comm_breakdown(std::ostream& out, const PlanReport& p) {
+  const auto it = std::find_if(p.rows.begin(), p.rows.end(),
+                               [](const plan::PlanRow& r) { return r.error.empty(); });
+  if (it == p.rows.end() || it->prediction.comm.empty()) return;
+  const double mib = 1 << 20;
+  const std::int64_t L = p.model.num_hidden_layers;
+  out << fmt::format("communication per rank of {} (dp {} tp {} sp {} tsp {}), MiB:\n",
+                     strategy_label(it->layout), it->layout.dp, it->layout.tp, it->layout.sp,
+                     it->layout.tsp);
+  out << fmt::format("  {:<11} {:<22} {:>5} {:>7} {:>10} {:>10} {:>10} {:>11} {:>9} {:>9}\n",
+                     "axis", "op", "link", "calls", "forward", "backward", "per layer",
+                     "per step", "seconds", "exposed");
+  for (const plan::CommCost& c : it->prediction.comm) {
+    const bool step = c.gradient_reduction;
+    out << fmt::format(
+        "  {:<11} {:<22} {:>5} {:>7} {:>10.2f} {:>10.2f} {:>10.3f} {:>11.2f} {:>9.3g} {:>9.3g}\n",
+        c.op.axis, step ? c.op.op + " (grads)" : c.op.op, plan::link_class_name(c.link),
+        c.op.calls, step ? 0.0 : double(c.op.forward_bytes) / mib,
+        step ? 0.0 : double(c.op.bytes_sent - c.op.forward_bytes) / mib,
+        double(c.op.layer_bytes) / double(L) / mib, double(c.op.bytes_sent) / mib, c.seconds,
+        c.exposed_s);
+  }
+}
 
 nlohmann::json plan_json(const PlanReport& p) {
   nlohmann::json out{{"model", p.source},
@@ -141,6 +170,7 @@ void print_plan_table(std::ostream& out, const PlanReport& p) {
         double(p.inter_bytes) / (1 << 20), p.step_s, p.exposed_comm_s, p.tokens_per_s,
         r.max_seq);
   }
+  print_comm_breakdown(out, p);
   out << "longest sequence that fits (micro-batch " << p.batch << "):";
   for (const auto& [name, best] : p.longest)
     out << (best.first > 0 ? fmt::format(" {} {} (dp {});", name, best.first, best.second.dp)
