@@ -1,6 +1,7 @@
 #include "origami/plan/predict.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "origami/plan/shapes.h"
@@ -73,13 +74,9 @@ int axis_size(const Layout& l, const std::string& axis) {
 }
 
 // Messages one call of `op` sends per rank on an n-rank axis (docs/comm.md's algorithms).
-double messages_per_call(const std::string& op, int n, double bytes_per_call) {
+double messages_per_call(const std::string& op, int n) {
   if (op == "all_reduce") return 2.0 * (n - 1);
   if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") return n - 1;
-  if (op == "broadcast" || op == "reduce") {  // pipelined chain, 512 KiB chunks
-    const double chunks = std::max(1.0, bytes_per_call / double(512 << 10));
-    return chunks + n - 2;
-  }
   if (op == "send") return 1;
   return 0;  // recv: the peer's send carries the cost
 }
@@ -157,8 +154,18 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& w, con
       c.link = link_class(l, op.axis, hw.devices_per_node);
       const int n = axis_size(l, op.axis);
       const double per_call = op.calls > 0 ? double(op.bytes_sent) / double(op.calls) : 0;
-      c.seconds = link_of(hw, c.link).seconds(double(op.bytes_sent),
-                                              double(op.calls) * messages_per_call(op.op, n, per_call));
+      const Link& link = link_of(hw, c.link);
+      if ((op.op == "broadcast" || op.op == "reduce") && n > 1) {
+        // A pipelined chain: every rank waits for the last chunk to cross n-1 hops, i.e.
+        // (chunks + n - 2) chunk-hops; a rank sends the buffer on n-1 of every n calls.
+        const double buffer = per_call * n / (n - 1);
+        const double chunk = std::min(buffer, double(512 << 10));
+        const double chunks = chunk > 0 ? std::ceil(buffer / chunk) : 0;
+        c.seconds = double(op.calls) * (chunks + n - 2) * (link.alpha_s + chunk / link.beta_Bps);
+      } else {
+        c.seconds = link.seconds(double(op.bytes_sent),
+                                 double(op.calls) * messages_per_call(op.op, n));
+      }
       c.exposed_s = c.seconds;
       p.comm_bytes_per_step += op.bytes_sent;
       (c.link == LinkClass::Intra ? p.intra_bytes : p.inter_bytes) += op.bytes_sent;
