@@ -23,20 +23,21 @@ PlanCommand::PlanCommand(CLI::App& app) {
       "plan",
       "Per-device memory, communication, step time and tokens/s of every layout (closed form)");
   command_->add_option("--model", preset_,
-                       fmt::format("model preset: {}", fmt::join(model_preset_names(), ", ")));
+                       fmt::format("model preset: {} (default small)",
+                                   fmt::join(model_preset_names(), ", ")));
   command_->add_option("--config", config_path_, "a Hugging Face Llama config.json instead");
   command_->add_option("--seq", seq_, "tokens per sequence")->required();
   command_->add_option("--world,--devices", world_,
                        "devices (every dp x tp x sp and dp x tsp factorisation)")
       ->required();
   command_->add_option("--micro-batch,--batch", batch_,
-                       "sequences per micro-batch, the whole job's (split over dp)");
+                       "sequences per micro-batch, the whole job's (split over dp; default 1)");
   command_->add_option("--devices-per-node", devices_per_node_,
                        "devices per node (default: the hardware preset's)");
-  command_->add_option("--precision", precision_, "fp32 | bf16 (core/precision.h)");
-  command_->add_option("--recompute", recompute_, "none | mlp | full");
+  command_->add_option("--precision", precision_, "fp32 | bf16 (core/precision.h; default fp32)");
+  command_->add_option("--recompute", recompute_, "none | mlp | full (default none)");
   command_->add_option("--hardware", hardware_,
-                       fmt::format("hardware preset: {}",
+                       fmt::format("hardware preset: {} (default h100)",
                                    fmt::join(plan::hardware_preset_names(), ", ")));
   command_->add_option("--json", json_path_,
                        "write the rows as JSON to FILE ('-' or no value: standard output)")
