@@ -54,8 +54,8 @@ struct Workload {
 };
 
 // Refuses (ConfigError saying what to change) a mesh the engine would refuse: degrees < 1,
-// tp not dividing heads, kv heads or the MLP width, batch % dp, zigzag's S % 2sp, TP-SP's
-// rows % tp.
+// tsp combined with tp or sp, tp (or tsp) not dividing heads, kv heads or the MLP width,
+// batch % dp, zigzag's S % 2·degree (contiguous: S % degree), TP-SP's rows % tp.
 void check_layout(const ModelConfig& m, const Mesh& mesh, const Workload& w);
 
 // Per-device peak bytes by category (the tracker's categories, core/memory_tracker.h).
