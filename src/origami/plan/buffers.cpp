@@ -43,33 +43,38 @@ std::int64_t reduce_staging(std::int64_t count, int n, std::int64_t elem) {
   return std::min(kReduceSlots, ceil_div(bytes, chunk)) * std::min(chunk, bytes);
 }
 
-std::int64_t TspResident::peak_bytes(std::int64_t comm_elem) const {
-  const std::int64_t elems = max_of({attention_forward, mlp_forward, mlp_backward, head_forward,
-                                     head_backward, embedding});
-  return std::max(elems * comm_elem,
-                  attention_backward * comm_elem + attention_backward_staging_bytes);
+CpAttention cp_attention(int parts, std::int64_t rows, std::int64_t qd, std::int64_t kvd,
+                         std::int64_t comm_elem) {
+  CpAttention c;
+  const std::int64_t kv = parts * rows * kvd * comm_elem;  // one gathered K (or V)
+  c.forward_comm = 3 * kv;  // gathered K, V and the all-gather's staging
+  c.backward_comm = 5 * kv + reduce_scatter_staging(rows * kvd, parts, comm_elem);
+  c.backward_workspace = rows * (2 * qd + 2 * kvd);  // dout, dq, dk, dv
+  return c;
 }
 
-TspResident tsp_resident_set(const Shapes& s, std::int64_t comm_elem) {
+std::int64_t TspResident::peak_bytes() const {
+  return max_of({attention_forward, attention_backward, mlp_forward, mlp_backward, head_forward,
+                 head_backward, embedding});
+}
+
+TspResident tsp_resident_set(const Shapes& s, std::int64_t e) {
   const std::int64_t D = s.D, R = s.block_rows;
-  const std::int64_t A = 2 * (s.qd + s.kvd) * s.h;  // packed attention shard P_j
-  const std::int64_t M = 3 * s.ffn * s.h;           // packed MLP shard M_j
-  const std::int64_t W = s.vocab_rows * s.h;        // LM-head block
-  const std::int64_t kv = D * R * s.kvd;            // one head group's gathered K (or V)
+  const std::int64_t A = 2 * (s.qd + s.kvd) * s.h * e;  // packed attention shard P_j
+  const std::int64_t M = 3 * s.ffn * s.h * e;           // packed MLP shard M_j
+  const std::int64_t W = s.vocab_rows * s.h * e;        // LM-head block
+  const CpAttention group = cp_attention(static_cast<int>(D), R, s.qd, s.kvd, e);
   TspResident r;
-  r.attention_forward = 2 * A + 3 * kv;  // current + prefetched P_j; gathered K, V; staging
-  // Two shard buffers, the local and the summed dP_j; gathered K/V, dK/dV and the staging.
-  r.attention_backward = 4 * A + 5 * kv;
-  // Then either the dK/dV reduce-scatter's staging (gathered tensors alive) or, after they
-  // are freed, the dP_j reduce's staging.
-  r.attention_backward_staging_bytes = std::max(
-      reduce_scatter_staging(R * s.kvd, static_cast<int>(D), comm_elem),
-      reduce_staging(A, static_cast<int>(D), comm_elem) - 5 * kv * comm_elem);
+  r.attention_forward = 2 * A + group.forward_comm;  // current + prefetched P_j; K/V gather
+  // Two shard buffers, the local and the summed dP_j; the group's K/V gather and dK/dV
+  // reduce-scatter; then, after those are freed, the dP_j reduce's staging.
+  r.attention_backward = 4 * A + std::max(group.backward_comm,
+                                          reduce_staging(A / e, static_cast<int>(D), e));
   r.mlp_forward = 2 * M;   // current + incoming shard
   r.mlp_backward = 4 * M;  // two [M | dM]
   r.head_forward = 2 * W;
   r.head_backward = 4 * W;
-  r.embedding = 2 * R * s.h;  // looked-up rows (ids spread evenly: R) + rows back
+  r.embedding = 2 * R * s.h * e;  // looked-up rows (ids spread evenly: R) + rows back
   return r;
 }
 
@@ -82,19 +87,19 @@ std::int64_t comm_buffers_peak(const Shapes& s, const Workload& w) {
   const std::int64_t grads =
       max_of({all_reduce_staging(largest, s.sp, g), all_reduce_staging(largest, s.dp, g),
               all_reduce_staging(s.h, s.seqpar ? s.T : 1, g), all_reduce_staging(s.h, s.D, g)});
-  if (s.tsp()) return std::max(tsp_resident_set(s, e).peak_bytes(e), grads);
+  if (s.tsp()) return std::max(tsp_resident_set(s, e).peak_bytes(), grads);
 
   const std::int64_t Rs = s.stream_rows, Rb = s.block_rows, T = s.T;
   const std::int64_t G = s.seqpar ? Rb * s.h * e : 0;  // TP-SP rows gathered for a block
   const std::int64_t reduce = s.seqpar  ? Rs * s.h * e + reduce_scatter_staging(Rs * s.h, T, e)
                               : T > 1 ? all_reduce_staging(Rb * s.h, static_cast<int>(T), e)
                                       : 0;
-  const std::int64_t kv = S * Rb * s.kvd * e;  // one gathered K (or V) under SP
-  const std::int64_t attention_forward = std::max(G + (S > 1 ? 3 * kv : 0), reduce);
+  // Without sp the block is the single-device one: no gathers (mesh_ops.cpp).
+  const CpAttention cp = S > 1 ? cp_attention(S, Rb, s.qd, s.kvd, e) : CpAttention{};
+  const std::int64_t attention_forward = std::max(G + cp.forward_comm, reduce);
   const std::int64_t head_forward =
       G + (T > 1 ? 2 * T * Rb * e + all_reduce_staging(Rb, static_cast<int>(T), e) : 0);
-  const std::int64_t attention_backward =
-      2 * G + std::max(S > 1 ? 5 * kv + reduce_scatter_staging(Rb * s.kvd, S, e) : 0, reduce);
+  const std::int64_t attention_backward = 2 * G + std::max(cp.backward_comm, reduce);
   const std::int64_t mlp_backward = 2 * G + reduce;
   return max_of({attention_forward, std::max(G, reduce), head_forward, attention_backward,
                  mlp_backward, grads});
@@ -114,11 +119,15 @@ std::int64_t workspace_peak(const Shapes& s, const Workload& w) {
   if (s.tsp()) {
     // Gate/up copied out of their slot (or recomputed) + dgated, da, du.
     backward_mlp = 3 * Rs * h + 5 * Rb * s.ffn;
-    // q, k, v, out, lse of the head group copied out; dout, dq, dk, dv.
-    backward_attention = 3 * Rs * h + Rb * (4 * s.qd + 4 * s.kvd + s.heads);
+    // q, k, v, out, lse of the head group copied out, then the group's backward scratch.
+    backward_attention = 3 * Rs * h + Rb * (2 * s.qd + 2 * s.kvd + s.heads) +
+                         cp_attention(s.D, Rb, s.qd, s.kvd, 1).backward_workspace;
   } else {
     backward_mlp = 3 * Rs * h + P + (mlp ? 5 : 3) * Rb * s.ffn;
-    backward_attention = 3 * Rs * h + P + Rb * (2 * s.qd + 2 * s.kvd);  // dout dq dk dv
+    // dout, dq, dk, dv: the single-device block's, or the context-parallel one's under sp.
+    const std::int64_t scratch = s.sp > 1 ? cp_attention(s.sp, Rb, s.qd, s.kvd, 1).backward_workspace
+                                          : Rb * (2 * s.qd + 2 * s.kvd);
+    backward_attention = 3 * Rs * h + P + scratch;
   }
   const std::int64_t head_forward = 2 * Rs * h + 4 * Rb;  // x, nf, stats [3, Rb], lse
   const std::int64_t head_backward = 4 * Rs * h + Rb + P;  // x, nf, dx, dnf, lse, partial

@@ -11,15 +11,26 @@
 
 namespace origami::plan {
 
-// TSP's resident communication buffers per phase, in elements of the communication type
-// (docs/tsp.md, "Resident set per phase"), plus the collectives' staging in bytes. ONE
-// function so a schedule change (a prefetch of the next layer's shard 0, K/V gather staging)
-// is one edit here.
+// Context-parallel attention (parallel/attention_cp.cpp) over `parts` ranks of `rows` local
+// rows (TSP gathers even at parts = 1; SP uses the single-device block then): the gathered K, V
+// and the all-gather's staging in forward (3·parts·rows·kvd elements); in backward the
+// gathered K, V, dK, dV and the staging (5·parts·rows·kvd) plus the reduce-scatter's staging,
+// in bytes; the backward's workspace dout, dq, dk, dv in elements. SP and every TSP head group
+// use it: ONE function to adjust when attention_cp.cpp's buffers change.
+struct CpAttention {
+  std::int64_t forward_comm = 0, backward_comm = 0;  // bytes
+  std::int64_t backward_workspace = 0;               // elements
+};
+CpAttention cp_attention(int parts, std::int64_t rows, std::int64_t qd, std::int64_t kvd,
+                         std::int64_t comm_elem);
+
+// TSP's resident communication buffers per phase, in bytes (docs/tsp.md, "Resident set per
+// phase"), the collectives' staging included. ONE function so a schedule change (a prefetch
+// of the next layer's shard 0, K/V gather staging) is one edit here.
 struct TspResident {
   std::int64_t attention_forward = 0, attention_backward = 0, mlp_forward = 0,
                mlp_backward = 0, head_forward = 0, head_backward = 0, embedding = 0;
-  std::int64_t attention_backward_staging_bytes = 0;  // the reduce-scatter's / reduce's staging
-  std::int64_t peak_bytes(std::int64_t comm_elem) const;
+  std::int64_t peak_bytes() const;
 };
 TspResident tsp_resident_set(const Shapes& s, std::int64_t comm_elem);
 

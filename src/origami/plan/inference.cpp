@@ -23,7 +23,7 @@ InferenceRow predict_inference(const ModelConfig& m, int degree, const Workload&
   row.kv_cache = 2 * s.L * w.batch * w.seq * s.kvd * ea;
   const TspResident res = tsp_resident_set(s, ec);
   row.comm_buffers =
-      std::max({res.attention_forward, res.mlp_forward, res.head_forward, res.embedding}) * ec;
+      std::max({res.attention_forward, res.mlp_forward, res.head_forward, res.embedding});
   // The forward's peak (driver.cpp): x, n and the MLP's gated rows; the RoPE tables.
   row.workspace = (s.rope_positions * s.d + 2 * R * h + R * s.ffn) * ea;
   row.logits = R * s.vocab_rows * w.elem.logits;
