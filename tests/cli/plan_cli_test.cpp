@@ -15,6 +15,7 @@
 
 #include "origami/model/config.h"
 #include "origami/plan/cost_model.h"
+#include "origami/plan/predict.h"
 
 namespace {
 
@@ -43,44 +44,102 @@ CliRun origami(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base + ".out"), slurp(base + ".err")};
 }
 
-TEST(PlanCli, JsonRowsAreTheCostModelsForEveryFactorisation) {
-  const CliRun r = origami("plan --model small --seq 256 --batch 2 --devices 4 --recompute mlp --json");
+TEST(PlanCli, JsonRowsAreThePredictionsForEveryLayout) {
+  const CliRun r = origami(
+      "plan --model small --seq 256 --batch 2 --devices 4 --recompute mlp --hardware cpu --json");
   ASSERT_EQ(r.code, 0) << r.err;
-  const auto rows = nlohmann::json::parse(r.out);
-  // dp x tp x sp = 4: (1,1,4) (1,2,2)x2 (1,4,1)x2 (2,1,2) (2,2,1)x2 (4,1,1) -> 9 rows.
-  ASSERT_EQ(rows.size(), 9u);
+  const auto out = nlohmann::json::parse(r.out);
+  const auto& rows = out["rows"];
+  // dp x tp x sp = 4: (1,1,4) (1,2,2)x2 (1,4,1)x2 (2,1,2) (2,2,1)x2 (4,1,1) -> 9 rows, and
+  // dp x tsp: (1,4) (2,2) -> 11.
+  ASSERT_EQ(rows.size(), 11u);
   const origami::ModelConfig m = origami::model_preset("small");
   origami::plan::Workload w;
   w.batch = 2;
   w.seq = 256;
   w.recompute = origami::plan::Recompute::Mlp;
-  int infeasible = 0;
+  const origami::plan::Hardware hw = origami::plan::hardware_preset("cpu");
+  int infeasible = 0, recommended = 0, tsp = 0;
+  double last_step = 0;
   for (const auto& row : rows) {
     const origami::plan::Mesh mesh{row["mesh"]["dp"], row["mesh"]["tp"], row["mesh"]["sp"],
-                                   row["sequence_parallel"]};
+                                   row["sequence_parallel"], row["mesh"]["tsp"]};
     EXPECT_EQ(mesh.world(), 4);
-    EXPECT_EQ(row["strategy"], mesh.strategy());
+    EXPECT_EQ(row["strategy"], mesh.json_strategy());  // single dp tp sp tpsp tsp
+    if (row["strategy"] == "tsp") ++tsp;
     if (!row["feasible"]) {  // dp=4 cannot split a micro-batch of 2
       EXPECT_EQ(mesh.dp, 4);
       EXPECT_THAT(row["error"].get<std::string>(), HasSubstr("micro-batch"));
       ++infeasible;
       continue;
     }
-    const origami::plan::Memory want = origami::plan::memory_per_device(m, mesh, w);
-    EXPECT_EQ(row["bytes"]["saved_activations"], want.activations);
-    EXPECT_EQ(row["bytes"]["parameters"], want.parameters);
-    EXPECT_EQ(row["bytes"]["total"], want.total());
-    EXPECT_GT(row["comm_bytes_sent_per_step"].get<std::int64_t>(), 0);
+    const origami::plan::Prediction want = origami::plan::predict(m, mesh, w, hw);
+    for (const auto& [key, bytes] :
+         std::vector<std::pair<const char*, std::int64_t>>{
+             {"parameters", want.memory.parameters},
+             {"gradients", want.memory.gradients},
+             {"optimizer_state", want.memory.optimizer},
+             {"saved_activations", want.memory.activations},
+             {"communication_buffers", want.memory.comm_buffers},
+             {"workspace", want.memory.workspace},
+             {"logits", want.memory.logits},
+             {"total", want.memory.total()}})
+      EXPECT_EQ(row["bytes"][key], bytes) << key;
+    EXPECT_EQ(row["comm_bytes_sent_per_step"], want.comm_bytes_per_step);
+    EXPECT_DOUBLE_EQ(row["step_s"].get<double>(), want.step_s);
+    EXPECT_GT(row["tokens_per_s"].get<double>(), 0);
+    EXPECT_GT(row["max_seq"].get<std::int64_t>(), 0);
+    // Fitting rows first, fastest first; the first is the recommendation.
+    EXPECT_TRUE(row["fits"]);
+    EXPECT_GE(row["step_s"].get<double>(), last_step);
+    last_step = row["step_s"].get<double>();
+    if (row["recommended"]) ++recommended;
   }
   EXPECT_EQ(infeasible, 1);
+  EXPECT_EQ(tsp, 2);
+  EXPECT_EQ(recommended, 1);
+  EXPECT_TRUE(rows[0]["recommended"]);
+  EXPECT_GT(out["longest_sequence"]["tsp"]["max_seq"].get<std::int64_t>(), 256);
+  ASSERT_FALSE(out["inference"].empty());
+  EXPECT_FALSE(out["inference"][0]["checked"]);
 }
 
-TEST(PlanCli, TablePrintsOneRowPerLayout) {
-  const CliRun r = origami("plan --model 7b --seq 4096 --devices 8 --batch 8");
+TEST(PlanCli, TableMarksTheRecommendationAndListsEveryLayout) {
+  const CliRun r =
+      origami("plan --model 7b --seq 4096 --world 8 --micro-batch 8 --hardware h200 "
+              "--precision bf16 --recompute full");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("tp(sp regions)"));
+  EXPECT_THAT(r.out, HasSubstr("tp-sp "));
   EXPECT_THAT(r.out, HasSubstr("dp x tp+sp"));
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2 + 16);  // header lines + rows
+  EXPECT_THAT(r.out, HasSubstr("dp x tsp"));
+  EXPECT_THAT(r.out, HasSubstr("\n* "));  // the recommendation
+  EXPECT_THAT(r.out, HasSubstr("longest sequence that fits"));
+  EXPECT_THAT(r.out, HasSubstr("UNCHECKED"));
+  // 16 baseline layouts of 8 devices and 3 TSP ones (tsp 8, dp 2 x tsp 4, dp 4 x tsp 2).
+  std::istringstream lines(r.out);
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);)
+    if (line.size() > 2 && (line[0] == '*' || line[0] == ' ') && line[1] == ' ' &&
+        line.find('|') != std::string::npos && line.find("strategy") == std::string::npos)
+      ++rows;
+  EXPECT_EQ(rows, 19);
+}
+
+TEST(PlanCli, JsonToAFileAndPlot) {
+  const std::string json = ::testing::TempDir() + "origami_plan_rows.json";
+  CliRun r = origami("plan --model tiny --seq 64 --world 2 --hardware cpu --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("strategy"));  // the table still goes to standard output
+  EXPECT_EQ(nlohmann::json::parse(slurp(json))["rows"].size(), 5u);  // dp, sp, tp, tp-sp, tsp
+  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) GTEST_SKIP() << "no gnuplot";
+  const std::string png = ::testing::TempDir() + "origami_plan_memory.png";
+  r = origami("plan --model tiny --seq 64 --world 2 --hardware cpu --plot " + png);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(png, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  EXPECT_EQ(std::string(magic + 1, 3), "PNG");
+  for (const std::string& f : {png, png + ".dat", png + ".gp"}) std::remove(f.c_str());
 }
 
 TEST(PlanCli, BadInputExitsTwoWithAMessage) {
@@ -92,7 +151,27 @@ TEST(PlanCli, BadInputExitsTwoWithAMessage) {
   EXPECT_THAT(r.err, HasSubstr("none, mlp or full"));
   r = origami("plan --model small --seq 8 --devices 0");
   EXPECT_EQ(r.code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--devices"));
+  EXPECT_THAT(r.err, HasSubstr("--world"));
+  r = origami("plan --model small --seq 8 --devices 2 --hardware tpu");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("mi300x, h100, h200, cpu"));
+  r = origami("plan --model small --seq 8 --devices 2 --precision fp8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("fp32, bf16"));
+  r = origami("plan --model 7b --seq 4096 --world 12 --hardware h100");  // 1.5 nodes
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("whole number of nodes"));
+  // 70B on 3 devices: 3 divides no head count and 4096 is not a multiple of 6: every layout
+  // is refused, each row says why, and the command explains.
+  r = origami("plan --model 70b --seq 4096 --world 3 --devices-per-node 3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.out, HasSubstr("infeasible: tp=3 must divide the attention heads"));
+  EXPECT_THAT(r.err, HasSubstr("no layout of 3 devices"));
+  // A sequence that fits nowhere: the longest that does is named.
+  r = origami("plan --model 7b --seq 4000000 --world 8 --hardware h200");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("fits no layout"));
+  EXPECT_THAT(r.err, HasSubstr("the longest that fits is"));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "origami/cli/export_command.h"
+#include "origami/cli/generate_command.h"
 #include "origami/cli/plan_command.h"
 #include "origami/cli/train_command.h"
 #include "origami/core/error.h"
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   origami::cli::TrainCommand train(app);
   origami::cli::ExportCommand export_command(app);
   origami::cli::PlanCommand plan(app);
+  origami::cli::GenerateCommand generate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -29,6 +31,7 @@ int main(int argc, char** argv) {
     if (train.selected()) return train.run();
     if (export_command.selected()) return export_command.run();
     if (plan.selected()) return plan.run();
+    if (generate.selected()) return generate.run();
   } catch (const origami::ConfigError& e) {
     std::cerr << "origami: error: " << e.what() << "\n";
     return 2;

@@ -2,130 +2,154 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "origami/cli/plan_plot.h"
+#include "origami/cli/plan_report.h"
 #include "origami/core/error.h"
 #include "origami/model/config.h"
-#include "origami/plan/cost_model.h"
+#include "origami/plan/inference.h"
+#include "origami/plan/layouts.h"
 
 namespace origami::cli {
 
 PlanCommand::PlanCommand(CLI::App& app) {
   command_ = app.add_subcommand(
-      "plan", "Per-device memory, communication and FLOPs of every baseline layout (closed form)");
-  command_->add_option("--model", preset_, "preset: " + fmt::format("{}", fmt::join(
-                                                            model_preset_names(), ", ")));
+      "plan",
+      "Per-device memory, communication, step time and tokens/s of every layout (closed form)");
+  command_->add_option("--model", preset_,
+                       fmt::format("model preset: {} (default small)",
+                                   fmt::join(model_preset_names(), ", ")));
   command_->add_option("--config", config_path_, "a Hugging Face Llama config.json instead");
   command_->add_option("--seq", seq_, "tokens per sequence")->required();
-  command_->add_option("--devices", devices_, "devices (every dp x tp x sp factorisation)")
+  command_->add_option("--world,--devices", world_,
+                       "devices (every dp x tp x sp and dp x tsp factorisation)")
       ->required();
-  command_->add_option("--batch", batch_, "sequences per micro-batch (split over dp)");
-  command_->add_option("--recompute", recompute_, "none | mlp | full");
-  command_->add_flag("--json", json_, "one JSON object per layout instead of the table");
+  command_->add_option("--micro-batch,--batch", batch_,
+                       "sequences per micro-batch, the whole job's (split over dp; default 1)");
+  command_->add_option("--devices-per-node", devices_per_node_,
+                       "devices per node (default: the hardware preset's)");
+  command_->add_option("--precision", precision_, "fp32 | bf16 (core/precision.h; default fp32)");
+  command_->add_option("--recompute", recompute_, "none | mlp | full (default none)");
+  command_->add_option("--hardware", hardware_,
+                       fmt::format("hardware preset: {} (default h100)",
+                                   fmt::join(plan::hardware_preset_names(), ", ")));
+  command_->add_option("--json", json_path_,
+                       "write the rows as JSON to FILE ('-' or no value: standard output)")
+      ->expected(0, 1);
+  command_->add_option("--plot", plot_path_,
+                       "draw per-device memory against sequence length per strategy (PNG)");
+  command_->add_option("--memory-gib", memory_gib_, "override: memory per device (GiB)");
+  command_->add_option("--peak-tflops", peak_tflops_,
+                       "override: peak TFLOP/s per device for the chosen precision");
+  command_->add_option("--achievable", achievable_, "override: fraction of the peak reached");
+  command_->add_option("--overhead-gib", overhead_gib_,
+                       "override: runtime overhead per device (GiB; 0 for engine comparisons)");
+  command_->add_option("--intra-alpha-us", intra_alpha_us_, "override: intra-node latency (us)");
+  command_->add_option("--intra-gbs", intra_gbs_, "override: intra-node GB/s per device");
+  command_->add_option("--inter-alpha-us", inter_alpha_us_, "override: inter-node latency (us)");
+  command_->add_option("--inter-gbs", inter_gbs_, "override: inter-node GB/s per device");
 }
 
 namespace {
-
-struct Row {
-  plan::Mesh mesh;
-  std::string error;  // why the layout is impossible (empty when it is feasible)
-  plan::Memory memory;
-  std::int64_t comm_bytes = 0;  // sent per rank per step: blocks + gradient reductions
-  double flops = 0;             // per device per step
-};
-
-std::vector<plan::Mesh> meshes(int n) {
-  std::vector<plan::Mesh> out;
-  for (int dp = 1; dp <= n; ++dp)
-    for (int tp = 1; dp * tp <= n; ++tp) {
-      if (n % (dp * tp) != 0) continue;
-      const int sp = n / (dp * tp);
-      out.push_back({dp, tp, sp, false});
-      if (tp > 1) out.push_back({dp, tp, sp, true});
-    }
-  return out;
-}
-
-std::string strategy_name(const plan::Mesh& m) {
-  const std::string s = m.strategy() + (m.sequence_parallel && m.tp > 1 ? "(sp regions)" : "");
-  return m.dp > 1 && s != "dp" ? "dp x " + s : s;
-}
-
-std::string gib(std::int64_t bytes) { return fmt::format("{:.3f}", double(bytes) / (1 << 30)); }
-
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 }  // namespace
 
 int PlanCommand::run() {
-  if (devices_ < 1) throw ConfigError(fmt::format("--devices must be >= 1 (got {})", devices_));
+  if (world_ < 1) throw ConfigError(fmt::format("--world must be >= 1 (got {})", world_));
+  if (seq_ < 1) throw ConfigError(fmt::format("--seq must be >= 1 (got {})", seq_));
+  if (batch_ < 1) throw ConfigError(fmt::format("--micro-batch must be >= 1 (got {})", batch_));
   std::vector<std::string> warnings;
   const ModelConfig model =
       config_path_.empty() ? model_preset(preset_) : load_model_config(config_path_, &warnings);
   for (const auto& w : warnings) std::cerr << "origami: warning: " << w << "\n";
+  const Precision precision = Precision::parse(precision_);
+  plan::Hardware hw = plan::hardware_preset(hardware_);
+  if (devices_per_node_) {
+    if (*devices_per_node_ < 1)
+      throw ConfigError(fmt::format("--devices-per-node must be >= 1 (got {})", *devices_per_node_));
+    hw.devices_per_node = *devices_per_node_;
+  }
+  if (world_ > hw.devices_per_node && world_ % hw.devices_per_node != 0)
+    throw ConfigError(fmt::format(
+        "--world {} is not a whole number of nodes of {} devices; use a multiple of {} or set "
+        "--devices-per-node",
+        world_, hw.devices_per_node, hw.devices_per_node));
+  if (memory_gib_) hw.memory_bytes = static_cast<std::int64_t>(*memory_gib_ * kGiB);
+  if (peak_tflops_) (precision.name == "bf16" ? hw.peak_flops_bf16 : hw.peak_flops_fp32) = *peak_tflops_ * 1e12;
+  if (achievable_) hw.achievable = *achievable_;
+  if (overhead_gib_) hw.runtime_overhead_bytes = static_cast<std::int64_t>(*overhead_gib_ * kGiB);
+  if (intra_alpha_us_) hw.intra.alpha_s = *intra_alpha_us_ * 1e-6;
+  if (intra_gbs_) hw.intra.beta_Bps = *intra_gbs_ * 1e9;
+  if (inter_alpha_us_) hw.inter.alpha_s = *inter_alpha_us_ * 1e-6;
+  if (inter_gbs_) hw.inter.beta_Bps = *inter_gbs_ * 1e9;
+  if (hw.achievable <= 0 || hw.intra.beta_Bps <= 0 || hw.inter.beta_Bps <= 0)
+    throw ConfigError("--achievable, --intra-gbs and --inter-gbs must be > 0");
+
   plan::Workload work;
   work.batch = batch_;
   work.seq = seq_;
   work.recompute = plan::parse_recompute(recompute_);
+  work.set_precision(precision);
 
-  std::vector<Row> rows;
-  for (const plan::Mesh& mesh : meshes(devices_)) {
-    Row r;
-    r.mesh = mesh;
+  PlanReport report{config_path_.empty() ? preset_ : config_path_, model, seq_, batch_, world_,
+                    precision, recompute_, hw, plan::plan_rows(model, world_, work, hw), {}, {},
+                    {}};
+  std::vector<plan::PlanRow>& rows = report.rows;
+  // The longest sequence each layout fits; per strategy family, the best of its layouts.
+  auto& longest = report.longest;
+  for (plan::PlanRow& r : rows) {
+    r.max_seq = plan::longest_sequence(model, r.layout, work, hw).value_or(0);
+    auto& best = longest[plan::family_name(r.layout)];
+    if (r.max_seq > best.first) best = {r.max_seq, r.layout};
+  }
+  for (int D = 1; D <= std::min(world_, hw.devices_per_node); D *= 2) {
+    if (world_ % D != 0) continue;
     try {
-      r.memory = plan::memory_per_device(model, mesh, work);
-      for (const auto& op : plan::comm_per_micro_batch(model, mesh, work)) r.comm_bytes += op.bytes_sent;
-      for (const auto& op : plan::comm_gradient_reduction(model, mesh, work.elem))
-        r.comm_bytes += op.bytes_sent;
-      r.flops = plan::training_flops(model, batch_, seq_) / mesh.world();
+      report.inference.push_back(plan::predict_inference(model, D, work, hw));
     } catch (const ConfigError& e) {
-      r.error = e.what();
+      report.inference_errors.push_back(fmt::format("tsp={}: {}", D, e.what()));
     }
-    rows.push_back(std::move(r));
   }
 
-  if (json_) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const Row& r : rows) {
-      nlohmann::json j{{"strategy", r.mesh.strategy()},
-                       {"sequence_parallel", r.mesh.sequence_parallel && r.mesh.tp > 1},
-                       {"mesh", {{"dp", r.mesh.dp}, {"tp", r.mesh.tp}, {"sp", r.mesh.sp}}},
-                       {"feasible", r.error.empty()}};
-      if (!r.error.empty()) {
-        j["error"] = r.error;
-      } else {
-        j["bytes"] = {{"parameters", r.memory.parameters}, {"gradients", r.memory.gradients},
-                      {"optimizer_state", r.memory.optimizer},
-                      {"saved_activations", r.memory.activations}, {"logits", r.memory.logits},
-                      {"total", r.memory.total()}};
-        j["comm_bytes_sent_per_step"] = r.comm_bytes;
-        j["flops_per_device_per_step"] = r.flops;
-      }
-      out.push_back(std::move(j));
+  const bool json = command_->count("--json") > 0;
+  const bool json_stdout = json && (json_path_.empty() || json_path_ == "-");
+  if (json) {
+    const std::string text = plan_json(report).dump(2) + "\n";
+    if (json_stdout) {
+      std::cout << text;
+    } else {
+      std::ofstream f(json_path_);
+      if (!f) throw ConfigError(fmt::format("--json: cannot write '{}'", json_path_));
+      f << text;
     }
-    std::cout << out.dump(2) << "\n";
-    return 0;
   }
-  std::cout << fmt::format(
-      "model {} L={} h={} | seq {} x batch {} | {} devices | recompute {} | fp32 | "
-      "comm buffers, workspace and runtime overhead not included\n",
-      config_path_.empty() ? preset_ : config_path_, model.num_hidden_layers, model.hidden_size,
-      seq_, batch_, devices_, recompute_);
-  std::cout << fmt::format("{:<22} {:>3} {:>3} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11} {:>10}\n",
-                           "strategy", "dp", "tp", "sp", "params", "grads", "optim", "saved", "logits",
-                           "total GiB", "comm MiB", "TFLOP/dev");
-  for (const Row& r : rows) {
-    const std::string head = fmt::format("{:<22} {:>3} {:>3} {:>3}", strategy_name(r.mesh),
-                                         r.mesh.dp, r.mesh.tp, r.mesh.sp);
-    if (!r.error.empty()) {
-      std::cout << head << "  infeasible: " << r.error << "\n";
-      continue;
-    }
-    std::cout << fmt::format("{} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11.2f} {:>10.3f}\n", head,
-                             gib(r.memory.parameters), gib(r.memory.gradients),
-                             gib(r.memory.optimizer), gib(r.memory.activations),
-                             gib(r.memory.logits), gib(r.memory.total()),
-                             double(r.comm_bytes) / (1 << 20), r.flops / 1e12);
+  if (!json_stdout) print_plan_table(std::cout, report);
+  if (!plot_path_.empty()) plot_memory_vs_sequence(model, world_, work, hw, plot_path_);
+
+  // Impossible requests: explain and exit 2 (the table above still shows why per row).
+  const bool any_feasible =
+      std::any_of(rows.begin(), rows.end(), [](const plan::PlanRow& r) { return r.error.empty(); });
+  if (!any_feasible) {
+    std::cerr << "origami plan: no layout of " << world_
+              << " devices can run this model and sequence: every row above is refused (see "
+                 "its reason); change --world, --seq or --micro-batch\n";
+    return 2;
+  }
+  if (!rows.front().recommended) {
+    std::int64_t best = 0;
+    for (const auto& [name, b] : longest) best = std::max(best, b.first);
+    std::cerr << "origami plan: sequence " << seq_ << " fits no layout of " << world_ << " x "
+              << fmt::format("{:.2f}", double(hw.memory_bytes) / kGiB) << " GiB; "
+              << (best > 0 ? fmt::format("the longest that fits is {} tokens", best)
+                           : std::string("not even the shortest sequence fits"))
+              << "; use more devices, --recompute full, --precision bf16 or a shorter --seq\n";
+    return 2;
   }
   return 0;
 }

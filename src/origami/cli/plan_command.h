@@ -1,8 +1,11 @@
-// `origami plan`: the closed-form cost of every baseline layout of N devices for a model and
-// sequence length (per-device memory by category, bytes sent per rank per step, FLOPs), as a
-// table or JSON. No engine code runs: it answers for models no machine here could hold.
+// `origami plan`: for a model, sequence length, device count and hardware, every layout
+// (strategy x mesh factorisation x DP) with its per-device memory by category, whether it
+// fits, communication per step, predicted step time and cluster tokens/s, sorted, the
+// recommendation marked; the longest sequence each strategy fits; inference rows (unchecked).
+// Closed form only (src/origami/plan/): no engine code runs.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -20,10 +23,17 @@ class PlanCommand {
   std::string preset_ = "small";
   std::string config_path_;
   std::int64_t seq_ = 0;
-  int devices_ = 1;
+  int world_ = 1;
+  std::optional<int> devices_per_node_;
   std::int64_t batch_ = 1;
   std::string recompute_ = "none";
-  bool json_ = false;
+  std::string precision_ = "fp32";
+  std::string hardware_ = "h100";
+  std::string json_path_;  // "-": stdout
+  std::string plot_path_;
+  // Hardware overrides (unset: the preset's).
+  std::optional<double> memory_gib_, peak_tflops_, achievable_, overhead_gib_;
+  std::optional<double> intra_alpha_us_, intra_gbs_, inter_alpha_us_, inter_gbs_;
 };
 
 }  // namespace origami::cli

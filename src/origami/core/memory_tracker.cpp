@@ -15,6 +15,7 @@ std::string_view mem_category_name(MemCategory c) {
     case MemCategory::CommBuffers: return "communication buffers";
     case MemCategory::Workspace: return "workspace";
     case MemCategory::Logits: return "logits";
+    case MemCategory::KvCache: return "KV cache";
   }
   return "?";
 }

@@ -21,8 +21,9 @@ enum class MemCategory : std::uint8_t {
   CommBuffers,  // receive buffers, foreign weight shards, gathered K/V
   Workspace,    // temporaries of one kernel or one block
   Logits,
+  KvCache,  // inference: the keys and values kept for decoding
 };
-inline constexpr int kNumMemCategories = 7;
+inline constexpr int kNumMemCategories = 8;
 
 std::string_view mem_category_name(MemCategory c);
 

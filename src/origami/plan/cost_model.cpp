@@ -6,15 +6,35 @@
 #include <map>
 
 #include "origami/core/error.h"
+#include "origami/plan/buffers.h"
+#include "origami/plan/shapes.h"
 
 namespace origami::plan {
 
 std::string Mesh::strategy() const {
+  if (tsp > 1) return "tsp";
   if (tp > 1 && sp > 1) return "tp+sp";
   if (tp > 1) return "tp";
   if (sp > 1) return "sp";
   if (dp > 1) return "dp";
   return "single";
+}
+
+std::string Mesh::json_strategy() const {
+  const std::string s = strategy();
+  return s == "tp+sp" ? "tpsp" : s;
+}
+
+ElementSizes ElementSizes::of(const Precision& p) {
+  ElementSizes e;
+  e.param = p.parameters;
+  e.grad = p.gradients;
+  e.optimizer = p.moments;
+  e.master = p.master;
+  e.activation = p.activations;
+  e.comm = p.communication;
+  e.logits = p.logits;
+  return e;
 }
 
 Recompute parse_recompute(const std::string& name) {
@@ -37,53 +57,69 @@ std::string recompute_name(Recompute r) {
 }
 
 void check_layout(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
-  if (mesh.dp < 1 || mesh.tp < 1 || mesh.sp < 1)
-    throw ConfigError(fmt::format("mesh degrees must be >= 1 (dp={}, tp={}, sp={})", mesh.dp,
-                                  mesh.tp, mesh.sp));
+  if (mesh.dp < 1 || mesh.tp < 1 || mesh.sp < 1 || mesh.tsp < 1)
+    throw ConfigError(fmt::format("mesh degrees must be >= 1 (dp={}, tp={}, sp={}, tsp={})",
+                                  mesh.dp, mesh.tp, mesh.sp, mesh.tsp));
   if (w.batch < 1 || w.seq < 1)
     throw ConfigError(fmt::format("batch and sequence must be >= 1 (got {} and {})", w.batch,
                                   w.seq));
-  const int T = mesh.tp;
+  if (mesh.tsp > 1 && (mesh.tp > 1 || mesh.sp > 1))
+    throw ConfigError(fmt::format("tsp={} runs on its own axis: use tp=1 and sp=1 with it "
+                                  "(got tp={}, sp={})",
+                                  mesh.tsp, mesh.tp, mesh.sp));
+  const int T = mesh.tp * mesh.tsp;  // the weight-sharding degree
+  const char* axis = mesh.tsp > 1 ? "tsp" : "tp";
   if (m.num_attention_heads % T != 0 || m.num_key_value_heads % T != 0 ||
       m.intermediate_size % T != 0)
     throw ConfigError(fmt::format(
-        "tp={} must divide the attention heads ({}), kv heads ({}) and MLP width ({})", T,
+        "{}={} must divide the attention heads ({}), kv heads ({}) and MLP width ({})", axis, T,
         m.num_attention_heads, m.num_key_value_heads, m.intermediate_size));
   if (w.batch % mesh.dp != 0)
     throw ConfigError(fmt::format("dp={} must divide the micro-batch ({})", mesh.dp, w.batch));
-  if (mesh.sp > 1 && w.seq % (2 * mesh.sp) != 0)
-    throw ConfigError(fmt::format("sp={} needs the sequence ({}) to be a multiple of 2*sp "
+  const int seq_degree = mesh.sp * mesh.tsp;
+  const char* seq_axis = mesh.tsp > 1 ? "tsp" : "sp";
+  if (seq_degree > 1 && !w.contiguous && w.seq % (2 * seq_degree) != 0)
+    throw ConfigError(fmt::format("{}={} needs the sequence ({}) to be a multiple of 2*{} "
                                   "(zigzag layout)",
-                                  mesh.sp, w.seq));
+                                  seq_axis, seq_degree, w.seq, seq_axis));
+  if (seq_degree > 1 && w.contiguous && w.seq % seq_degree != 0)
+    throw ConfigError(fmt::format("{}={} needs the sequence ({}) to be a multiple of {} "
+                                  "(contiguous layout)",
+                                  seq_axis, seq_degree, w.seq, seq_axis));
   const std::int64_t rows = w.batch / mesh.dp * (w.seq / mesh.sp);
-  if (mesh.sequence_parallel && T > 1 && rows % T != 0)
-    throw ConfigError(fmt::format("TP-SP needs the rank's {} rows to split over tp={}", rows, T));
+  if (mesh.sequence_parallel && mesh.tp > 1 && rows % mesh.tp != 0)
+    throw ConfigError(
+        fmt::format("TP-SP needs the rank's {} rows to split over tp={}", rows, mesh.tp));
 }
-
-namespace {
-
-// The shapes one rank works on (docs/planner.md, "Per-rank shapes").
-struct Shapes {
-  std::int64_t h, d, L, heads, kv_heads, ffn, vocab_rows;  // heads/kv/ffn/vocab: this rank's
-  std::int64_t block_rows;   // B/dp · S/sp: the rows a block computes on
-  std::int64_t stream_rows;  // the residual stream's rows (block_rows / tp under TP-SP)
-};
 
 Shapes shapes_of(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
   check_layout(m, mesh, w);
-  const int T = mesh.tp;
   Shapes s{};
+  s.T = mesh.tp * mesh.tsp;
+  s.D = mesh.tsp;
+  s.sp = mesh.sp;
+  s.dp = mesh.dp;
+  s.seqpar = mesh.sequence_parallel && mesh.tp > 1;
   s.h = m.hidden_size;
   s.d = m.head_dim();
   s.L = m.num_hidden_layers;
-  s.heads = m.num_attention_heads / T;
-  s.kv_heads = m.num_key_value_heads / T;
-  s.ffn = m.intermediate_size / T;
-  s.vocab_rows = (m.vocab_size + T - 1) / T;  // V padded to a multiple of tp, split
-  s.block_rows = w.batch / mesh.dp * (w.seq / mesh.sp);
-  s.stream_rows = mesh.sequence_parallel && T > 1 ? s.block_rows / T : s.block_rows;
+  s.H = m.num_attention_heads;
+  s.Hkv = m.num_key_value_heads;
+  s.f = m.intermediate_size;
+  s.V = m.vocab_size;
+  s.heads = s.H / s.T;
+  s.kv_heads = s.Hkv / s.T;
+  s.ffn = s.f / s.T;
+  s.qd = s.heads * s.d;
+  s.kvd = s.kv_heads * s.d;
+  s.vocab_rows = (s.V + s.T - 1) / s.T;  // V padded to a multiple of the degree, split
+  s.block_rows = w.batch / mesh.dp * (w.seq / (mesh.sp * mesh.tsp));
+  s.stream_rows = s.seqpar ? s.block_rows / mesh.tp : s.block_rows;
+  s.rope_positions = std::max<std::int64_t>(m.max_position_embeddings, w.seq);
   return s;
 }
+
+namespace {
 
 // Elements of each gradient tensor this rank holds, and whether it is an RMSNorm weight.
 std::vector<std::pair<std::int64_t, bool>> rank_tensors(const Shapes& s) {
@@ -112,14 +148,17 @@ Memory memory_per_device(const ModelConfig& m, const Mesh& mesh, const Workload&
   Memory mem;
   mem.parameters = elems * w.elem.param;
   mem.gradients = elems * w.elem.grad;
-  mem.optimizer = 2 * elems * w.elem.optimizer;  // AdamW's two moments
+  mem.optimizer = elems * (2 * w.elem.optimizer + w.elem.master);  // moments + master copy
 
   // What one layer saves (driver.h): input and post-attention residual [Rs, h], two rstd [Rs];
   // attention q, out [Rb, H/T·d], k, v [Rb, Kv/T·d], lse [Rb·H/T]; MLP gate/up [Rb, f/T].
+  // Under TSP the D head groups' and MLP shards' slots are all saved (heads etc. are one
+  // group's): `groups` = D.
+  const std::int64_t groups = s.D;
   const std::int64_t Rs = s.stream_rows, Rb = s.block_rows;
   const std::int64_t stream = 2 * Rs * s.h + 2 * Rs;
-  const std::int64_t attention = Rb * (2 * s.heads * s.d + 2 * s.kv_heads * s.d + s.heads);
-  const std::int64_t mlp = 2 * Rb * s.ffn;
+  const std::int64_t attention = groups * Rb * (2 * s.qd + 2 * s.kvd + s.heads);
+  const std::int64_t mlp = groups * 2 * Rb * s.ffn;
   const std::int64_t final_rstd = Rs;
   std::int64_t act = 0;
   switch (w.recompute) {
@@ -134,7 +173,9 @@ Memory memory_per_device(const ModelConfig& m, const Mesh& mesh, const Workload&
       break;
   }
   mem.activations = act * w.elem.activation;
-  mem.logits = Rb * s.vocab_rows * w.elem.activation;
+  mem.logits = Rb * s.vocab_rows * w.elem.logits;  // one [rows, V/T] block at a time
+  mem.comm_buffers = comm_buffers_peak(s, w);
+  mem.workspace = workspace_peak(s, w);
   return mem;
 }
 
@@ -158,13 +199,33 @@ namespace {
 // Accumulates (axis, op) -> calls, bytes in a stable order.
 class Ledger {
  public:
+  // `calls` issues of `bytes_per_call` each, in the forward or backward pass, inside the
+  // layers (counted per layer) or once per model.
   void add(const std::string& axis, const std::string& op, std::int64_t calls,
-           std::int64_t bytes) {
+           std::int64_t bytes_per_call, Phase phase, bool in_layers) {
+    add_total(axis, op, calls, calls * bytes_per_call, phase, in_layers);
+  }
+  // `calls` issues sending `bytes` together (calls that send different amounts).
+  void add_total(const std::string& axis, const std::string& op, std::int64_t calls,
+                 std::int64_t bytes, Phase phase, bool in_layers) {
     if (calls == 0) return;
     auto [it, fresh] = index_.try_emplace(axis + "/" + op, ops_.size());
     if (fresh) ops_.push_back({axis, op, 0, 0});
-    ops_[it->second].calls += calls;
-    ops_[it->second].bytes_sent += bytes;
+    CommOp& o = ops_[it->second];
+    o.calls += calls;
+    o.bytes_sent += bytes;
+    if (phase == Phase::Forward) {
+      o.forward_calls += calls;
+      o.forward_bytes += bytes;
+    }
+    if (in_layers) {
+      o.layer_calls += calls;
+      o.layer_bytes += bytes;
+    }
+  }
+  // For the step's gradient reductions (neither pass, not in the layers).
+  void add(const std::string& axis, const std::string& op, std::int64_t bytes) {
+    add(axis, op, 1, bytes, Phase::Step, false);
   }
   std::vector<CommOp> take() { return std::move(ops_); }
 
@@ -179,37 +240,86 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
                                          const Workload& w, int axis_rank) {
   const Shapes s = shapes_of(m, mesh, w);
   const std::int64_t e = w.elem.comm, L = s.L, Rb = s.block_rows;
+  if (mesh.world() == 1 || (mesh.dp == mesh.world())) return {};
+  constexpr Phase Fwd = Phase::Forward, Bwd = Phase::Backward;
+  constexpr bool kLayer = true, kModel = false;
   // Full recompute re-runs each layer's forward (its collectives included) in backward.
-  const std::int64_t layer_forwards = w.recompute == Recompute::Full ? 2 * L : L;
+  const std::int64_t rerun = w.recompute == Recompute::Full ? L : 0;
   Ledger out;
   const int T = mesh.tp;
-  if (T > 1) {
+  if (T > 1 && !s.tsp()) {
     const std::int64_t N = Rb * s.h;  // one [Rb, h] partial
     if (mesh.sequence_parallel) {
       // Exits (embedding, attention, MLP forward; dN of attention, MLP and the head backward)
       // reduce-scatter to [Rb/T, h]; entries all-gather the normed rows (forward, and the
       // block input again in backward), dY in backward, the head input and the embedding dX.
-      out.add("tp", "reduce_scatter", 1 + 2 * layer_forwards + 2 * L + 1,
-              (1 + 2 * layer_forwards + 2 * L + 1) * reduce_scatter_sent(N / T, T, e));
-      const std::int64_t gathers = 2 * layer_forwards + 4 * L + 2;
-      out.add("tp", "all_gather", gathers + 1,
-              gathers * all_gather_sent(N / T, T, e) + all_gather_sent(2 * Rb, T, e));
-      out.add("tp", "all_reduce", 1, all_reduce_sent(Rb, T, axis_rank, e));  // target logits
+      const std::int64_t rs = reduce_scatter_sent(N / T, T, e), ag = all_gather_sent(N / T, T, e);
+      out.add("tp", "reduce_scatter", 1, rs, Fwd, kModel);            // embedding
+      out.add("tp", "reduce_scatter", 2 * L, rs, Fwd, kLayer);        // attention, MLP
+      out.add("tp", "reduce_scatter", 2 * rerun + 2 * L, rs, Bwd, kLayer);
+      out.add("tp", "reduce_scatter", 1, rs, Bwd, kModel);            // head dX
+      out.add("tp", "all_gather", 2 * L, ag, Fwd, kLayer);            // normed rows
+      out.add("tp", "all_gather", 2 * rerun + 4 * L, ag, Bwd, kLayer);  // dY and rows again
+      out.add("tp", "all_gather", 1, ag, Fwd, kModel);                // head input
+      out.add("tp", "all_gather", 1, all_gather_sent(2 * Rb, T, e), Fwd, kModel);  // pairs
+      out.add("tp", "all_gather", 1, ag, Bwd, kModel);                // embedding dX
+      out.add("tp", "all_reduce", 1, all_reduce_sent(Rb, T, axis_rank, e), Fwd, kModel);
     } else {
       // Every exit all-reduced forward, every dN backward, the head's dX; the target logits.
-      const std::int64_t reduces = 1 + 2 * layer_forwards + 2 * L + 1;
-      out.add("tp", "all_reduce", reduces + 1,
-              reduces * all_reduce_sent(N, T, axis_rank, e) + all_reduce_sent(Rb, T, axis_rank, e));
-      out.add("tp", "all_gather", 1, all_gather_sent(2 * Rb, T, e));  // (max, sum-exp) pairs
+      const std::int64_t ar = all_reduce_sent(N, T, axis_rank, e);
+      out.add("tp", "all_reduce", 1, ar, Fwd, kModel);  // embedding
+      out.add("tp", "all_reduce", 2 * L, ar, Fwd, kLayer);
+      out.add("tp", "all_reduce", 2 * rerun + 2 * L, ar, Bwd, kLayer);
+      out.add("tp", "all_reduce", 1, ar, Bwd, kModel);  // head dX
+      out.add("tp", "all_reduce", 1, all_reduce_sent(Rb, T, axis_rank, e), Fwd, kModel);
+      out.add("tp", "all_gather", 1, all_gather_sent(2 * Rb, T, e), Fwd, kModel);  // pairs
     }
+  }
+  if (s.tsp()) {
+    // docs/tsp.md's table. Chain broadcast: a rank sends the shard unless it is the last of
+    // the chain (D-1 of D roots); chain reduce: every rank but the root sends it.
+    const int D = s.D;
+    const std::int64_t A = 2 * (s.qd + s.kvd) * s.h, M = 3 * s.ffn * s.h, W = s.vocab_rows * s.h;
+    const std::int64_t kv = Rb * s.kvd;
+    // D broadcasts per layer pass, D-1 of which this rank sends (A each).
+    const std::int64_t bcast = (D - 1) * A * e;  // per layer pass
+    out.add_total("tsp_shards", "broadcast", L * D, L * bcast, Fwd, kLayer);
+    out.add_total("tsp_shards", "broadcast", (rerun + L) * D, (rerun + L) * bcast, Bwd, kLayer);
+    // Ring hops: MLP forward D-1 of M per layer forward, backward D-1 of [M | dM] and the
+    // accumulator's last hop; the head once: D-1 of W forward, D-1 of [W | dW] + W backward.
+    out.add("tsp_shards", "send", L * (D - 1), M * e, Fwd, kLayer);
+    out.add("tsp_shards", "send", rerun * (D - 1), M * e, Bwd, kLayer);
+    out.add("tsp_shards", "send", L * (D - 1), 2 * M * e, Bwd, kLayer);
+    out.add("tsp_shards", "send", L, M * e, Bwd, kLayer);
+    out.add("tsp_shards", "send", D - 1, W * e, Fwd, kModel);
+    out.add("tsp_shards", "send", D - 1, 2 * W * e, Bwd, kModel);
+    out.add("tsp_shards", "send", 1, W * e, Bwd, kModel);
+    out.add("tsp_shards", "recv", L * (D - 1), 0, Fwd, kLayer);
+    out.add("tsp_shards", "recv", rerun * (D - 1) + L * D, 0, Bwd, kLayer);
+    out.add("tsp_shards", "recv", D - 1, 0, Fwd, kModel);
+    out.add("tsp_shards", "recv", D, 0, Bwd, kModel);
+    const std::int64_t ag = all_gather_sent(kv, D, e);
+    out.add("tsp", "all_gather", 2 * D * L, ag, Fwd, kLayer);
+    out.add("tsp", "all_gather", 2 * D * (rerun + L), ag, Bwd, kLayer);
+    out.add("tsp", "reduce_scatter", 2 * D * L, reduce_scatter_sent(kv, D, e), Bwd, kLayer);
+    out.add_total("tsp", "reduce", D * L, L * (D - 1) * A * e, Bwd, kLayer);
+    // Embedding: counts, ids and rows forward; row gradients backward. Bytes: counts are 8-byte
+    // integers; ids (4 bytes) and rows spread evenly over the D vocabulary blocks.
+    const std::int64_t foreign = Rb * (D - 1) / D;
+    out.add("tsp", "all_to_all", 1, (D - 1) * 8, Fwd, kModel);
+    out.add("tsp", "all_to_all", 1, foreign * 4, Fwd, kModel);
+    out.add("tsp", "all_to_all", 1, foreign * s.h * e, Fwd, kModel);
+    out.add("tsp", "all_to_all", 1, foreign * s.h * e, Bwd, kModel);
+    return out.take();
   }
   const int S = mesh.sp;
   if (S > 1) {
     const std::int64_t kv = Rb * s.kv_heads * s.d;  // this rank's K (or V) block
     // K and V gathered in each layer forward and again in backward; dK, dV reduce-scattered.
-    out.add("sp", "all_gather", 2 * layer_forwards + 2 * L,
-            (2 * layer_forwards + 2 * L) * all_gather_sent(kv, S, e));
-    out.add("sp", "reduce_scatter", 2 * L, 2 * L * reduce_scatter_sent(kv, S, e));
+    const std::int64_t ag = all_gather_sent(kv, S, e);
+    out.add("sp", "all_gather", 2 * L, ag, Fwd, kLayer);
+    out.add("sp", "all_gather", 2 * rerun + 2 * L, ag, Bwd, kLayer);
+    out.add("sp", "reduce_scatter", 2 * L, reduce_scatter_sent(kv, S, e), Bwd, kLayer);
   }
   return out.take();
 }
@@ -218,14 +328,16 @@ std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& me
                                             const ElementSizes& elem, int axis_rank) {
   Workload w;
   w.batch = mesh.dp;
-  w.seq = 2 * mesh.sp * mesh.tp;  // shapes of the weights only: any valid workload
+  w.seq = 2 * mesh.sp * mesh.tp * mesh.tsp;  // shapes of the weights only: any valid workload
   const Shapes s = shapes_of(m, mesh, w);
   Ledger out;
   for (const auto& [n, norm] : rank_tensors(s)) {
-    if (mesh.sp > 1) out.add("sp", "all_reduce", 1, all_reduce_sent(n, mesh.sp, axis_rank, elem.grad));
-    if (mesh.dp > 1) out.add("dp", "all_reduce", 1, all_reduce_sent(n, mesh.dp, axis_rank, elem.grad));
+    if (norm && mesh.tsp > 1)
+      out.add("tsp", "all_reduce", all_reduce_sent(n, mesh.tsp, axis_rank, elem.grad));
+    if (mesh.sp > 1) out.add("sp", "all_reduce", all_reduce_sent(n, mesh.sp, axis_rank, elem.grad));
+    if (mesh.dp > 1) out.add("dp", "all_reduce", all_reduce_sent(n, mesh.dp, axis_rank, elem.grad));
     if (norm && mesh.sequence_parallel && mesh.tp > 1)
-      out.add("tp", "all_reduce", 1, all_reduce_sent(n, mesh.tp, axis_rank, elem.grad));
+      out.add("tp", "all_reduce", all_reduce_sent(n, mesh.tp, axis_rank, elem.grad));
   }
   return out.take();
 }

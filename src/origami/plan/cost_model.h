@@ -1,5 +1,5 @@
-// The planner's closed-form cost model of the baseline strategies (single, DP, TP, TP-SP, SP,
-// TP+SP, each optionally under DP): per-device memory by category, bytes each rank sends per
+// The planner's closed-form cost model of every strategy (single, DP, TP, TP-SP, SP, TP+SP and
+// TSP, each optionally under DP): per-device memory by category, bytes each rank sends per
 // collective, and model FLOPs. Derived from what the engine saves and issues (docs/planner.md
 // has the formulas and where each comes from) but independent of the engine's code: it only
 // needs the model's shape, so it answers for configurations no machine here could run.
@@ -9,64 +9,101 @@
 #include <string>
 #include <vector>
 
+#include "origami/core/precision.h"
 #include "origami/model/config.h"
 
 namespace origami::plan {
 
-// A point of the baselines' mesh: dp x sp x tp ranks; `sequence_parallel` = TP-SP regions
-// (only meaningful with tp > 1).
+// A layout: dp x sp x tp ranks for the baselines (`sequence_parallel` = TP-SP regions, only
+// meaningful with tp > 1), or dp x tsp for TSP (tsp > 1 excludes tp and sp > 1: the engine
+// runs TSP on its sequence axis).
 struct Mesh {
   int dp = 1, tp = 1, sp = 1;
   bool sequence_parallel = false;
-  int world() const { return dp * tp * sp; }
-  std::string strategy() const;  // "single", "dp", "tp", "sp", "tp+sp" (TP-SP is "tp")
+  int tsp = 1;
+  int world() const { return dp * tp * sp * tsp; }
+  // "single", "dp", "tp", "sp", "tp+sp", "tsp" (TP-SP is "tp" with sequence_parallel).
+  std::string strategy() const;
+  // The issue's JSON name: as strategy() but TP+SP is "tpsp".
+  std::string json_strategy() const;
 };
 
 enum class Recompute { None, Mlp, Full };
 Recompute parse_recompute(const std::string& name);  // none | mlp | full (ConfigError else)
 std::string recompute_name(Recompute r);
 
-// Bytes per element of each kind of tensor (fp32 everywhere in the engine today).
+// Bytes per element of each kind of tensor (fp32 everywhere in the engine today); `of` maps a
+// Precision profile (core/precision.h, shared with the dry run) onto it. Optimizer state per
+// parameter is master + 2 x optimizer (AdamW's moments); workspace uses `activation`.
 struct ElementSizes {
   std::int64_t param = 4, grad = 4, optimizer = 4, activation = 4, comm = 4;
+  std::int64_t master = 0, logits = 4;
+  static ElementSizes of(const Precision& p);
 };
 
 struct Workload {
   std::int64_t batch = 1;  // global micro-batch (sequences), split over dp
-  std::int64_t seq = 1;    // tokens per sequence, split over sp
+  std::int64_t seq = 1;    // tokens per sequence, split over sp (or tsp)
+  bool contiguous = false; // token layout: contiguous chunks (S % degree) instead of zigzag
+                           // (S % 2·degree); the costs are the same
   Recompute recompute = Recompute::None;
   ElementSizes elem;
+  // Mixed precision (bf16 activations): selects the hardware's bf16 FLOP rate.
+  bool bf16() const { return elem.activation == 2; }
+  void set_precision(const Precision& p) { elem = ElementSizes::of(p); }
 };
 
 // Refuses (ConfigError saying what to change) a mesh the engine would refuse: degrees < 1,
-// tp not dividing heads, kv heads or the MLP width, batch % dp, zigzag's S % 2sp, TP-SP's
-// rows % tp.
+// tsp combined with tp or sp, tp (or tsp) not dividing heads, kv heads or the MLP width,
+// batch % dp, zigzag's S % 2·degree (contiguous: S % degree), TP-SP's rows % tp.
 void check_layout(const ModelConfig& m, const Mesh& mesh, const Workload& w);
 
-// Per-device peak bytes by category. Parameters, gradients, optimizer state (AdamW: two
-// moments) are resident; activations is the peak of the saved tensors during one
-// forward+backward under the recompute policy; logits the head's [rows, V_pad/tp] block.
-// Communication buffers and workspace are not modelled yet (docs/planner.md).
+// Per-device peak bytes by category (the tracker's categories, core/memory_tracker.h).
+// Parameters, gradients, optimizer state (AdamW: two moments, plus a master copy in mixed
+// precision) are resident; activations is the peak of the saved tensors during one
+// forward+backward under the recompute policy; comm_buffers and workspace the peaks of the
+// schedule's resident buffers and of the blocks' temporaries (plan/buffers.cpp); logits the
+// head's block. `overhead` is the hardware's runtime overhead (context, collective-library
+// buffers, allocator slack), not a tracker category: 0 unless the caller sets it.
+// total() adds the categories' peaks, an upper bound of the tracker's peak of the sum (the
+// categories peak in different phases).
 struct Memory {
   std::int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0, logits = 0;
-  std::int64_t total() const { return parameters + gradients + optimizer + activations + logits; }
+  std::int64_t comm_buffers = 0, workspace = 0, overhead = 0;
+  std::int64_t total() const {
+    return parameters + gradients + optimizer + activations + logits + comm_buffers + workspace +
+           overhead;
+  }
 };
 Memory memory_per_device(const ModelConfig& m, const Mesh& mesh, const Workload& w);
 
+// Where an operation is issued: the forward pass, the backward pass (including the forward
+// re-run of full recompute), or once per step (the gradient reductions).
+enum class Phase { Forward, Backward, Step };
+
 // One kind of collective on one mesh axis: calls and bytes the given rank sends.
 struct CommOp {
-  std::string axis;  // "tp", "sp", "dp"
-  std::string op;    // "all_reduce", "all_gather", "reduce_scatter"
+  std::string axis;  // "tp", "sp", "dp", "tsp" (the engine's sequence axis under TSP) or
+                     // "tsp_shards" (TSP's duplicate of it for weight broadcasts and rings)
+  std::string op;    // "all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+                     // "send", "recv", "all_to_all"
   std::int64_t calls = 0;
   std::int64_t bytes_sent = 0;
+  // Of which in the forward pass (backward = total - forward), and inside the layers (per
+  // layer: layer_* / L; the rest is the embedding, head and loss, once per micro-batch).
+  std::int64_t forward_calls = 0, forward_bytes = 0;
+  std::int64_t layer_calls = 0, layer_bytes = 0;
 };
 // One micro-batch's forward+backward (the blocks' collectives; the step's gradient
 // reductions are separate), for the rank at `axis_rank` of each axis (bytes differ between
-// ranks only when a buffer does not split evenly). Ops with zero calls are omitted.
+// ranks only when a buffer does not split evenly). Ops with zero calls are omitted. TSP's
+// embedding all-to-alls move data-dependent bytes: their calls are exact, their bytes the
+// expectation for ids spread evenly over the vocabulary blocks (R·(D-1)/D rows each way).
 std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
                                          const Workload& w, int axis_rank = 0);
 // The step's weight-gradient all-reduces (once per optimizer step, every tensor over sp then
-// dp, and the RMSNorm weights over tp under TP-SP).
+// dp, and the RMSNorm weights over tp under TP-SP; under TSP the norms over tsp, everything
+// over dp).
 std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& mesh,
                                             const ElementSizes& elem, int axis_rank = 0);
 

@@ -44,19 +44,22 @@ MemoryStats to_stats(const std::vector<std::int64_t>& v) {
 
 std::string rank_memory_report(const std::vector<MemoryStats>& ranks) {
   // One column per category, as wide as its name.
+  // (Training holds no KV cache: that inference-only column is left out.)
+  const auto shown = [](int c) { return static_cast<MemCategory>(c) != MemCategory::KvCache; };
   std::vector<std::size_t> width;
   std::string out = "rank";
   for (int c = 0; c < kNumMemCategories; ++c) {
     const std::string_view name = mem_category_name(static_cast<MemCategory>(c));
     width.push_back(std::max<std::size_t>(12, name.size() + 2));
-    out += fmt::format("{:>{}}", name, width.back());
+    if (shown(c)) out += fmt::format("{:>{}}", name, width.back());
   }
   out += fmt::format("{:>14}\n", "peak total");
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     out += fmt::format("{:<4}", r);
     for (int c = 0; c < kNumMemCategories; ++c)
-      out += fmt::format("{:>{}}", format_bytes(ranks[r].peak[static_cast<std::size_t>(c)]),
-                         width[static_cast<std::size_t>(c)]);
+      if (shown(c))
+        out += fmt::format("{:>{}}", format_bytes(ranks[r].peak[static_cast<std::size_t>(c)]),
+                           width[static_cast<std::size_t>(c)]);
     out += fmt::format("{:>14}\n", format_bytes(ranks[r].peak_total));
   }
   return out;

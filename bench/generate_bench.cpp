@@ -1,0 +1,211 @@
+// Inference figures (docs/inference.md). A plain main(): multi-rank runs with wall-clock
+// decode timing do not fit Google Benchmark's loop.
+//
+//   generate_bench [--ranks 4] [--out-prefix docs/inference] [--max-seq 2048] [--decode-steps 16]
+//
+// 1. Prefill memory per rank as the prompt grows (one prompt of S tokens, S = 128 .. max-seq),
+//    peak over the ranks of the tracker's peak total:
+//      tsp     the engine's TSP prefill over D ranks (KV cache kept: Kv/D heads, all S)
+//      tp      the tensor-parallel forward (mesh_ops, RankModel tp=D, forward only; the
+//              gradient buffers RankModel allocates are subtracted) plus the same head-sharded
+//              KV cache a TP engine would keep (2*L*S*Kv/D*d floats, added: its forward does
+//              not keep one)
+//      single  the engine on one device (D = 1: the same code)
+//    and, under a per-rank cap (default: the single device's peak at S = 512), the longest S
+//    of the sweep each fits.  -> PREFIX-prefill.csv
+// 2. Decode tokens/s per batch size (1, 2, 4, 8, 16) at D = 1 and D: prompts of 64 tokens,
+//    decode-steps greedy steps timed after the prefill.  -> PREFIX-decode.csv
+// Model: h 256, 4 layers, 8 heads / 4 kv heads, f 688, vocabulary 256.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "origami/comm/run_ranks.h"
+#include "origami/infer/engine.h"
+#include "origami/kernels/cross_entropy.h"
+#include "origami/kernels/threads.h"
+#include "origami/parallel/mesh_ops.h"
+#include "origami/parallel/rank_model.h"
+
+using namespace origami;
+
+namespace {
+
+ModelConfig bench_model() {
+  ModelConfig c;
+  c.vocab_size = 256;
+  c.hidden_size = 256;
+  c.intermediate_size = 688;
+  c.num_hidden_layers = 4;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 4;
+  c.max_position_embeddings = 8192;
+  return c;
+}
+
+std::vector<std::int32_t> prompt(std::int64_t n, std::int64_t salt = 0) {
+  std::vector<std::int32_t> p;
+  for (std::int64_t i = 0; i < n; ++i)
+    p.push_back(static_cast<std::int32_t>((i * 31 + salt * 7) % 256));
+  return p;
+}
+
+// The stats of the rank with the highest peak total, after fn ran on every rank.
+MemoryStats worst_rank(int D, const std::function<MemoryStats(comm::Communicator&)>& fn) {
+  std::mutex m;
+  MemoryStats worst;
+  comm::run_ranks(D, [&](comm::Communicator& world) {
+    const MemoryStats s = fn(world);
+    std::lock_guard lock(m);
+    if (s.peak_total >= worst.peak_total) worst = s;
+  });
+  return worst;
+}
+
+MemoryStats engine_prefill(const ModelConfig& c, int D, std::int64_t S) {
+  return worst_rank(D, [&](comm::Communicator& world) {
+    infer::InferenceEngine e(c, world, world.tracker());
+    e.initialize(1);
+    e.prefill({prompt(S)}, 0);
+    return world.tracker().stats();
+  });
+}
+
+// The TP forward's stats with its gradient buffers removed and the head-sharded KV cache a TP
+// engine would keep added (to the total and to the KV cache column).
+MemoryStats tp_prefill(const ModelConfig& c, int D, std::int64_t S) {
+  return worst_rank(D, [&](comm::Communicator& world) {
+    parallel::ParallelConfig plan;
+    plan.tp = D;
+    parallel::ParallelGroups groups(world, plan);
+    parallel::RankModel model(c, groups, S, Recompute::None, world.tracker(), 1);
+    const std::vector<std::int32_t> ids = prompt(S);
+    std::vector<std::int32_t> labels(ids.size(), kernels::kIgnoreLabel);
+    labels.back() = 0;
+    const TokenBatch b{1, S, ids.data(), labels.data()};
+    const parallel::LocalBatch local = model.localize(b);
+    model.run(local, /*backward=*/false, 0.0);
+    MemoryStats s = world.tracker().stats();
+    const auto G = static_cast<std::size_t>(MemCategory::Gradients);
+    const auto K = static_cast<std::size_t>(MemCategory::KvCache);
+    const std::int64_t cache =
+        2 * c.num_hidden_layers * S * (c.num_key_value_heads / D) * c.head_dim() * 4;
+    s.peak_total += cache - s.peak[G];
+    s.peak[G] = 0;
+    s.peak[K] = cache;
+    return s;
+  });
+}
+
+double mib(std::int64_t b) {
+  return static_cast<double>(b) / (1 << 20);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int D = 4;
+  std::string prefix = "docs/inference";
+  std::int64_t max_seq = 2048, decode_steps = 16, cap = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const char* v = argv[i + 1];
+    if (k == "--ranks")
+      D = std::atoi(v);
+    else if (k == "--out-prefix")
+      prefix = v;
+    else if (k == "--max-seq")
+      max_seq = std::atoll(v);
+    else if (k == "--decode-steps")
+      decode_steps = std::atoll(v);
+    else if (k == "--cap-mib")
+      cap = std::atoll(v) << 20;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  kernels::set_thread_count(1);
+  const ModelConfig c = bench_model();
+  // 1. Prefill memory.
+  std::vector<std::int64_t> seqs;
+  for (std::int64_t s = 128; s <= max_seq; s *= 2) seqs.push_back(s);
+  std::ofstream pre(prefix + "-prefill.csv");
+  pre << "seq,tsp_mib,tp_mib,single_mib\n";
+  std::vector<std::array<std::int64_t, 3>> peaks;
+  for (std::int64_t S : seqs) {
+    const std::array<MemoryStats, 3> st{engine_prefill(c, D, S), tp_prefill(c, D, S),
+                                        engine_prefill(c, 1, S)};
+    const std::array<std::int64_t, 3> p{st[0].peak_total, st[1].peak_total, st[2].peak_total};
+    if (S == seqs.back()) {
+      std::printf("per-category peaks at S=%lld (worst rank):\n%-24s %10s %10s %10s\n",
+                  static_cast<long long>(S), "category", "tsp", "tp", "single");
+      for (int k = 0; k < kNumMemCategories; ++k) {
+        const auto i = static_cast<std::size_t>(k);
+        std::printf("%-24s %10.2f %10.2f %10.2f\n",
+                    std::string(mem_category_name(static_cast<MemCategory>(k))).c_str(),
+                    mib(st[0].peak[i]), mib(st[1].peak[i]), mib(st[2].peak[i]));
+      }
+    }
+    peaks.push_back(p);
+    pre << fmt::format("{},{:.3f},{:.3f},{:.3f}\n", S, mib(p[0]), mib(p[1]), mib(p[2]));
+    std::printf("prefill S=%5lld  tsp %8.2f MiB  tp %8.2f MiB  single %8.2f MiB (per rank, D=%d)\n",
+                static_cast<long long>(S), mib(p[0]), mib(p[1]), mib(p[2]), D);
+    std::fflush(stdout);
+  }
+  if (cap == 0) {
+    const auto at = std::find(seqs.begin(), seqs.end(), 512);
+    cap =
+        at != seqs.end() ? peaks[static_cast<std::size_t>(at - seqs.begin())][2] : peaks.back()[2];
+  }
+  const char* names[] = {"tsp", "tp", "single"};
+  for (int k = 0; k < 3; ++k) {
+    std::int64_t longest = 0;
+    for (std::size_t i = 0; i < seqs.size(); ++i)
+      if (peaks[i][static_cast<std::size_t>(k)] <= cap) longest = seqs[i];
+    std::printf("cap %.2f MiB per rank: longest prompt of the sweep that fits, %s: %lld\n",
+                mib(cap), names[k], static_cast<long long>(longest));
+  }
+  // 2. Decode tokens/s per batch size.
+  std::ofstream dec(prefix + "-decode.csv");
+  dec << "batch,ranks,tokens_per_s\n";
+  for (int ranks : {1, D}) {
+    for (std::int64_t B : {1, 2, 4, 8, 16}) {
+      double seconds = 0;
+      comm::run_ranks(ranks, [&](comm::Communicator& world) {
+        infer::InferenceEngine e(c, world, world.tracker());
+        e.initialize(1);
+        std::vector<std::vector<std::int32_t>> prompts;
+        for (std::int64_t b = 0; b < B; ++b) prompts.push_back(prompt(64, b));
+        const Tensor* logits = &e.prefill(prompts, decode_steps + 1);
+        const infer::SamplingOptions greedy;
+        std::vector<std::int32_t> tok =
+            infer::sample_tokens(e.axis(), logits->f32(), B, e.vocab(), greedy, 0);
+        world.barrier();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (std::int64_t t = 1; t <= decode_steps; ++t) {
+          logits = &e.decode(tok);
+          tok = infer::sample_tokens(e.axis(), logits->f32(), B, e.vocab(), greedy, t);
+        }
+        world.barrier();
+        if (world.rank() == 0)
+          seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      });
+      const double tps = static_cast<double>(B * decode_steps) / seconds;
+      dec << fmt::format("{},{},{:.1f}\n", B, ranks, tps);
+      std::printf("decode D=%d batch %2lld: %8.1f tokens/s\n", ranks, static_cast<long long>(B),
+                  tps);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

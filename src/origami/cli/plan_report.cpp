@@ -1,0 +1,191 @@
+#include "origami/cli/plan_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace origami::cli {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string gib(std::int64_t bytes) { return fmt::format("{:.2f}", double(bytes) / kGiB); }
+
+std::string strategy_label(const plan::Layout& l) {
+  const std::string s = plan::family_name(l);
+  return l.dp > 1 && s != "dp" ? "dp x " + s : s;
+}
+
+nlohmann::json row_json(const plan::PlanRow& r, std::int64_t layers) {
+  const plan::Layout& l = r.layout;
+  nlohmann::json j{{"strategy", l.json_strategy()},
+                   {"sequence_parallel", l.sequence_parallel && l.tp > 1},
+                   {"mesh", {{"dp", l.dp}, {"tp", l.tp}, {"sp", l.sp}, {"tsp", l.tsp}}},
+                   {"feasible", r.error.empty()}};
+  if (!r.error.empty()) {
+    j["error"] = r.error;
+    return j;
+  }
+  const plan::Prediction& p = r.prediction;
+  const plan::Memory& m = p.memory;
+  j["bytes"] = {{"parameters", m.parameters},
+                {"gradients", m.gradients},
+                {"optimizer_state", m.optimizer},
+                {"saved_activations", m.activations},
+                {"communication_buffers", m.comm_buffers},
+                {"workspace", m.workspace},
+                {"logits", m.logits},
+                {"runtime_overhead", m.overhead},
+                {"total", m.total()}};
+  j["fits"] = p.fits;
+  j["recommended"] = r.recommended;
+  j["comm_bytes_sent_per_step"] = p.comm_bytes_per_step;
+  j["comm_bytes_intra_node"] = p.intra_bytes;
+  j["comm_bytes_inter_node"] = p.inter_bytes;
+  nlohmann::json ops = nlohmann::json::array();
+  for (const plan::CommCost& c : p.comm)
+    ops.push_back({{"axis", c.op.axis},
+                   {"op", c.op.op},
+                   {"calls", c.op.calls},
+                   {"bytes_sent", c.op.bytes_sent},
+                   {"forward_calls", c.op.forward_calls},
+                   {"forward_bytes", c.op.forward_bytes},
+                   {"backward_bytes", c.gradient_reduction ? 0 : c.op.bytes_sent - c.op.forward_bytes},
+                   {"per_layer_calls", c.op.layer_calls / layers},
+                   {"per_layer_bytes", c.op.layer_bytes / layers},
+                   {"gradient_reduction", c.gradient_reduction},
+                   {"link", plan::link_class_name(c.link)},
+                   {"seconds", c.seconds},
+                   {"exposed_seconds", c.exposed_s}});
+  j["comm"] = std::move(ops);
+  j["flops_per_device_per_step"] = p.model_flops_per_device;
+  j["executed_flops_per_device_per_step"] = p.executed_flops_per_device;
+  j["compute_s"] = p.compute_s;
+  j["comm_s"] = p.comm_s;
+  j["exposed_comm_s"] = p.exposed_comm_s;
+  j["step_s"] = p.step_s;
+  j["tokens_per_s"] = p.tokens_per_s;
+  j["max_seq"] = r.max_seq;
+  return j;
+}
+
+}  // namespace
+
+// The first feasible row's communication (the recommendation when one fits): per operation,
+// the rank's bytes forward, backward, per layer and per step, its link class, time and the
+// part of it exposed.
+void print_comm_breakdown(std::ostream& out, const PlanReport& p) {
+  const auto it = std::find_if(p.rows.begin(), p.rows.end(),
+                               [](const plan::PlanRow& r) { return r.error.empty(); });
+  if (it == p.rows.end() || it->prediction.comm.empty()) return;
+  const double mib = 1 << 20;
+  const std::int64_t L = p.model.num_hidden_layers;
+  out << fmt::format("communication per rank of {} (dp {} tp {} sp {} tsp {}), MiB:\n",
+                     strategy_label(it->layout), it->layout.dp, it->layout.tp, it->layout.sp,
+                     it->layout.tsp);
+  out << fmt::format("  {:<11} {:<22} {:>5} {:>7} {:>10} {:>10} {:>10} {:>11} {:>9} {:>9}\n",
+                     "axis", "op", "link", "calls", "forward", "backward", "per layer",
+                     "per step", "seconds", "exposed");
+  for (const plan::CommCost& c : it->prediction.comm) {
+    const bool step = c.gradient_reduction;
+    out << fmt::format(
+        "  {:<11} {:<22} {:>5} {:>7} {:>10.2f} {:>10.2f} {:>10.3f} {:>11.2f} {:>9.3g} {:>9.3g}\n",
+        c.op.axis, step ? c.op.op + " (grads)" : c.op.op, plan::link_class_name(c.link),
+        c.op.calls, step ? 0.0 : double(c.op.forward_bytes) / mib,
+        step ? 0.0 : double(c.op.bytes_sent - c.op.forward_bytes) / mib,
+        double(c.op.layer_bytes) / double(L) / mib, double(c.op.bytes_sent) / mib, c.seconds,
+        c.exposed_s);
+  }
+}
+
+nlohmann::json plan_json(const PlanReport& p) {
+  nlohmann::json out{{"model", p.source},
+                     {"seq", p.seq},
+                     {"micro_batch", p.batch},
+                     {"world", p.world},
+                     {"devices_per_node", p.hw.devices_per_node},
+                     {"precision", p.precision.name},
+                     {"recompute", p.recompute},
+                     {"hardware", p.hw.name},
+                     {"memory_per_device", p.hw.memory_bytes}};
+  nlohmann::json js = nlohmann::json::array();
+  for (const plan::PlanRow& r : p.rows) js.push_back(row_json(r, p.model.num_hidden_layers));
+  out["rows"] = std::move(js);
+  nlohmann::json ls = nlohmann::json::object();
+  for (const auto& [name, best] : p.longest)
+    ls[name] = {{"max_seq", best.first},
+                {"mesh", {{"dp", best.second.dp}, {"tp", best.second.tp},
+                          {"sp", best.second.sp}, {"tsp", best.second.tsp}}}};
+  out["longest_sequence"] = std::move(ls);
+  nlohmann::json inf = nlohmann::json::array();
+  for (const plan::InferenceRow& r : p.inference)
+    inf.push_back({{"strategy", "tsp"}, {"checked", false}, {"tsp", r.degree},
+                   {"bytes", {{"parameters", r.parameters}, {"kv_cache", r.kv_cache},
+                              {"communication_buffers", r.comm_buffers},
+                              {"workspace", r.workspace}, {"logits", r.logits},
+                              {"runtime_overhead", r.overhead}, {"total", r.total()}}},
+                   {"fits", r.fits}, {"prefill_s", r.prefill_s},
+                   {"prefill_bytes_sent", r.prefill_bytes},
+                   {"decode_step_s", r.decode_token_s},
+                   {"decode_bytes_sent_per_step", r.decode_bytes},
+                   {"decode_tokens_per_s", r.decode_tokens_per_s}});
+  out["inference"] = std::move(inf);
+  return out;
+}
+
+void print_plan_table(std::ostream& out, const PlanReport& p) {
+  out << fmt::format(
+      "model {} (L={} h={} heads {}/{} f={} V={}) | seq {} x micro-batch {} | {} devices, {} per "
+      "node | {} | recompute {} | hardware {}: {} GiB/device, {:.1f} TFLOP/s achievable, "
+      "runtime overhead {} GiB per device (included in total)\n",
+      p.source, p.model.num_hidden_layers, p.model.hidden_size, p.model.num_attention_heads,
+      p.model.num_key_value_heads, p.model.intermediate_size, p.model.vocab_size, p.seq, p.batch,
+      p.world, p.hw.devices_per_node, p.precision.name, p.recompute, p.hw.name,
+      gib(p.hw.memory_bytes),
+      p.hw.flops_per_s(p.precision) / 1e12, gib(p.hw.runtime_overhead_bytes));
+  out << fmt::format(
+      "  {:<16} {:>2} {:>2} {:>2} {:>3} | {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} | {:>8} "
+      "{:>4} | {:>10} {:>10} | {:>9} {:>9} {:>11} | {:>8}\n",
+      "strategy", "dp", "tp", "sp", "tsp", "params", "grads", "optim", "saved", "comm",
+      "work", "logits", "totalGiB", "fits", "intraMiB", "interMiB", "step s", "exposed",
+      "tokens/s", "max seq");
+  for (const plan::PlanRow& r : p.rows) {
+    const plan::Layout& l = r.layout;
+    const std::string head = fmt::format("{} {:<16} {:>2} {:>2} {:>2} {:>3}",
+                                         r.recommended ? "*" : " ", strategy_label(l), l.dp,
+                                         l.tp, l.sp, l.tsp);
+    if (!r.error.empty()) {
+      out << head << " | infeasible: " << r.error << "\n";
+      continue;
+    }
+    const plan::Prediction& p = r.prediction;
+    const plan::Memory& m = p.memory;
+    out << fmt::format(
+        "{} | {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} | {:>8} {:>4} | {:>10.1f} {:>10.1f} | "
+        "{:>9.3g} {:>9.3g} {:>11.4g} | {:>8}\n",
+        head, gib(m.parameters), gib(m.gradients), gib(m.optimizer), gib(m.activations),
+        gib(m.comm_buffers), gib(m.workspace), gib(m.logits), gib(m.total()),
+        p.fits ? "yes" : "no", double(p.intra_bytes) / (1 << 20),
+        double(p.inter_bytes) / (1 << 20), p.step_s, p.exposed_comm_s, p.tokens_per_s,
+        r.max_seq);
+  }
+  print_comm_breakdown(out, p);
+  out << "longest sequence that fits (micro-batch " << p.batch << "):";
+  for (const auto& [name, best] : p.longest)
+    out << (best.first > 0 ? fmt::format(" {} {} (dp {});", name, best.first, best.second.dp)
+                                 : fmt::format(" {} none;", name));
+  out << "\ninference, TSP prefill of the prompt + decode with a head-sharded KV cache "
+               "(UNCHECKED: no engine to compare with yet):\n";
+  for (const plan::InferenceRow& r : p.inference)
+    out << fmt::format(
+        "  tsp {:>2}: params {} + KV cache {} + buffers {} + workspace {} + logits {} + "
+        "overhead {} = {} GiB ({}), prefill {:.3g} s, decode {:.3g} s/step = {:.4g} tokens/s "
+        "per replica\n",
+        r.degree, gib(r.parameters), gib(r.kv_cache), gib(r.comm_buffers), gib(r.workspace),
+        gib(r.logits), gib(r.overhead), gib(r.total()), r.fits ? "fits" : "does not fit",
+        r.prefill_s, r.decode_token_s, r.decode_tokens_per_s);
+  for (const auto& e : p.inference_errors) out << "  " << e << "\n";
+}
+
+}  // namespace origami::cli

@@ -1,0 +1,251 @@
+#include "origami/infer/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "origami/core/error.h"
+#include "origami/core/float_ops.h"
+#include "origami/kernels/attention.h"
+#include "origami/kernels/embedding.h"
+#include "origami/kernels/gemm.h"
+#include "origami/kernels/rmsnorm.h"
+#include "origami/parallel/tsp_ops.h"
+
+namespace origami::infer {
+
+namespace {
+
+parallel::ParallelConfig axis_plan(int D, parallel::TokenLayoutKind layout) {
+  parallel::ParallelConfig p;
+  p.sp = D;
+  p.tsp = true;
+  p.layout = layout;
+  return p;
+}
+
+}  // namespace
+
+InferenceEngine::InferenceEngine(const ModelConfig& config, comm::Communicator world,
+                                 MemoryTracker& tracker, parallel::TokenLayoutKind layout)
+    : config_((validate(config), config)),
+      tracker_(tracker),
+      layout_kind_(layout),
+      D_(world.size()) {
+  parallel::check_tensor_split(config_, D_, "tsp");
+  groups_ = std::make_unique<parallel::ParallelGroups>(world, axis_plan(D_, layout));
+  axis_ = groups_->sp();
+  rank_ = axis_.rank();
+  specs_ = parallel::tsp_strategy(config_, *groups_).specs;
+  params_ = parallel::allocate_sharded(config_, specs_, tracker, MemCategory::Parameters);
+  rope_ = make_rope_tables(config_.max_position_embeddings, config_.head_dim(), config_.rope_theta,
+                           tracker);
+  vocab_rows_ = parallel::padded_vocab(config_.vocab_size, D_) / D_;
+}
+
+InferenceEngine::~InferenceEngine() = default;
+
+void InferenceEngine::initialize(std::uint64_t seed) {
+  parallel::initialize_sharded(params_, specs_, config_, seed);
+}
+
+VocabShard InferenceEngine::vocab() const {
+  return {.first_id = rank_ * vocab_rows_, .rows = vocab_rows_, .vocab = config_.vocab_size};
+}
+
+std::int64_t InferenceEngine::padded_length(std::int64_t longest) const {
+  if (D_ == 1) return longest;
+  const std::int64_t unit =
+      layout_kind_ == parallel::TokenLayoutKind::Contiguous ? D_ : 2 * std::int64_t{D_};
+  return (longest + unit - 1) / unit * unit;
+}
+
+void InferenceEngine::head(const float* x, std::int64_t rows) {
+  const std::int64_t h = config_.hidden_size;
+  Tensor nf(tracker_, MemCategory::Workspace, {rows, h});
+  Tensor rstd(tracker_, MemCategory::Workspace, {rows});
+  kernels::rmsnorm_forward(rows, h, x, params_.final_norm.f32(),
+                           static_cast<float>(config_.rms_norm_eps), nf.f32(), rstd.f32());
+  logits_ = Tensor();
+  logits_ = Tensor(tracker_, MemCategory::Logits, {rows, vocab_rows_});
+  kernels::linear_forward(rows, h, vocab_rows_, nf.f32(), params_.lm_head.f32(), logits_.f32());
+}
+
+const Tensor& InferenceEngine::prefill(const std::vector<std::vector<std::int32_t>>& prompts,
+                                       std::int64_t max_new_tokens) {
+  const ModelConfig& c = config_;
+  if (prompts.empty()) throw ConfigError("no prompt to prefill; give at least one prompt");
+  ORIGAMI_CHECK(max_new_tokens >= 0, "max_new_tokens {} must be >= 0", max_new_tokens);
+  std::int64_t longest = 0;
+  for (std::size_t b = 0; b < prompts.size(); ++b) {
+    const auto n = static_cast<std::int64_t>(prompts[b].size());
+    if (n == 0) throw ConfigError(fmt::format("prompt {} is empty; give at least one token", b));
+    if (n + max_new_tokens > c.max_position_embeddings)
+      throw ConfigError(
+          fmt::format("prompt {} has {} tokens; with {} new tokens that exceeds the model's "
+                      "max_position_embeddings {}: shorten the prompt or lower --max-new-tokens",
+                      b, n, max_new_tokens, c.max_position_embeddings));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int32_t id = prompts[b][static_cast<std::size_t>(i)];
+      if (id < 0 || id >= c.vocab_size)
+        throw ConfigError(
+            fmt::format("prompt {}: token id {} at position {} is outside the "
+                        "vocabulary [0, {})",
+                        b, id, i, c.vocab_size));
+    }
+    longest = std::max(longest, n);
+  }
+  const std::int64_t S = padded_length(longest);
+  if (S > c.max_position_embeddings)
+    throw ConfigError(fmt::format(
+        "the longest prompt ({} tokens) padded to {} for {} ranks exceeds "
+        "max_position_embeddings {}: shorten it, or use --layout contiguous or fewer ranks",
+        longest, S, D_, c.max_position_embeddings));
+  const auto B = static_cast<std::int64_t>(prompts.size());
+  const std::int64_t h = c.hidden_size, kvd = c.num_key_value_heads / D_ * c.head_dim();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+
+  // The padded batch (padding id 0, right of each prompt: causality keeps it unseen).
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(B * S), 0);
+  lengths_.clear();
+  for (std::int64_t b = 0; b < B; ++b) {
+    std::copy(prompts[b].begin(), prompts[b].end(), ids.begin() + b * S);
+    lengths_.push_back(static_cast<std::int64_t>(prompts[b].size()));
+  }
+  prefill_len_ = S;
+  const parallel::TokenLayout layout(D_ > 1 ? layout_kind_ : parallel::TokenLayoutKind::Full, S, D_,
+                                     rank_);
+  parallel::LocalBatch local{
+      B, layout.slice(ids.data(), B),
+      std::vector<std::int32_t>(
+          static_cast<std::size_t>(B) * static_cast<std::size_t>(layout.local_seq()), 0)};
+  std::vector<std::int64_t> kv_positions;  // every rank's positions, rank order (as gathered)
+  for (int r = 0; r < D_; ++r)
+    for (std::int64_t p : layout.positions_of(r)) kv_positions.push_back(p);
+  cache_.reset();
+  cache_ = std::make_unique<KvCache>(tracker_, c.num_hidden_layers, B,
+                                     std::max(S, longest + max_new_tokens), kvd, kv_positions);
+
+  parallel::TspOps ops(c, *groups_, layout, params_, no_grads_, tracker_);
+  ops.set_batch(&local);
+  ops.set_kv_keep([this](std::int64_t l) {
+    return std::pair{cache_->prefill_k(l), cache_->prefill_v(l)};
+  });
+  const std::int64_t Sl = layout.local_seq(), R = B * Sl;
+  Tensor x(tracker_, MemCategory::Workspace, {R, h});
+  ops.embed_forward(x.f32());
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+    Tensor n(tracker_, MemCategory::Workspace, {R, h});
+    Tensor rstd(tracker_, MemCategory::Workspace, {R});
+    {
+      kernels::rmsnorm_forward(R, h, x.f32(), L.input_norm.f32(), eps, n.f32(), rstd.f32());
+      AttentionSaved s;  // the TSP forward's per-group tensors, dropped after the layer
+      ops.attention_forward(l, n.f32(), s, x.f32());
+    }
+    cache_->spread_prefill(l);
+    {
+      kernels::rmsnorm_forward(R, h, x.f32(), L.post_norm.f32(), eps, n.f32(), rstd.f32());
+      MlpSaved s;
+      ops.mlp_forward(l, n.f32(), s, x.f32());
+    }
+  }
+  ops.set_batch(nullptr);
+  // Each prompt's last hidden row, broadcast by the rank holding it.
+  Tensor last(tracker_, MemCategory::Workspace, {B, h});
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t p = lengths_[static_cast<std::size_t>(b)] - 1;
+    const auto at = static_cast<std::int64_t>(
+        std::find(kv_positions.begin(), kv_positions.end(), p) - kv_positions.begin());
+    const int owner = static_cast<int>(at / Sl);
+    if (owner == rank_) copy_floats(last.f32() + b * h, x.f32() + (b * Sl + at % Sl) * h, h);
+    if (D_ > 1) axis_.broadcast(comm::Buffer(last.f32() + b * h, h, DType::F32), owner);
+  }
+  x = Tensor();
+  head(last.f32(), B);
+  return logits_;
+}
+
+const Tensor& InferenceEngine::decode(const std::vector<std::int32_t>& tokens) {
+  const ModelConfig& c = config_;
+  ORIGAMI_CHECK(cache_ != nullptr, "decode before prefill");
+  const std::int64_t B = batch();
+  ORIGAMI_CHECK(static_cast<std::int64_t>(tokens.size()) == B,
+                "decode got {} tokens for a batch of {} sequences", tokens.size(), B);
+  std::vector<std::int64_t> pos(lengths_);
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int32_t id = tokens[static_cast<std::size_t>(b)];
+    if (id < 0 || id >= c.vocab_size)
+      throw ConfigError(fmt::format("sequence {}: token id {} is outside the vocabulary [0, {})", b,
+                                    id, c.vocab_size));
+    if (pos[static_cast<std::size_t>(b)] >= cache_->capacity())
+      throw ConfigError(
+          fmt::format("sequence {} reached the {} positions its prefill reserved "
+                      "(max_new_tokens)",
+                      b, cache_->capacity()));
+  }
+  const std::int64_t h = c.hidden_size, d = c.head_dim();
+  const std::int64_t Hl = c.num_attention_heads / D_, Kl = c.num_key_value_heads / D_;
+  const std::int64_t qd = Hl * d, kvd = Kl * d, fl = c.intermediate_size / D_;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+
+  // Embedding: the owned vocabulary rows (zeros for the others), summed over the axis.
+  Tensor x(tracker_, MemCategory::Workspace, {B, h});
+  kernels::embedding_forward(B, h, tokens.data(), params_.embed.f32(), rank_ * vocab_rows_,
+                             vocab_rows_, x.f32());
+  if (D_ > 1) axis_.all_reduce(x, x);
+  Tensor n(tracker_, MemCategory::Workspace, {B, h});
+  Tensor rstd(tracker_, MemCategory::Workspace, {B});
+  Tensor y(tracker_, MemCategory::Workspace, {B, h});
+  Tensor q(tracker_, MemCategory::Workspace, {B, qd});
+  Tensor k(tracker_, MemCategory::Workspace, {B, kvd});
+  Tensor v(tracker_, MemCategory::Workspace, {B, kvd});
+  Tensor out(tracker_, MemCategory::Workspace, {B, qd});
+  Tensor lse(tracker_, MemCategory::Workspace, {Hl});
+  const std::int64_t* slot_pos = cache_->slot_positions().data();
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+    // Attention of the owned head group; the B new tokens are one "sequence" of B rows, each
+    // rotated at its own position.
+    kernels::rmsnorm_forward(B, h, x.f32(), L.input_norm.f32(), eps, n.f32(), rstd.f32());
+    const AttentionWeights w{L.wq.f32(), L.wk.f32(), L.wv.f32(), L.wo.f32()};
+    const AttentionDims dims{
+        .batch = 1, .seq = B, .hidden = h, .heads = Hl, .kv_heads = Kl, .head_dim = d};
+    attention_project_into(dims, n.f32(), w, pos.data(), rope_, q.f32(), k.f32(), v.f32());
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::int64_t p = pos[static_cast<std::size_t>(b)], slot = cache_->slot_of(p);
+      float* kc = cache_->k(l, b);
+      float* vc = cache_->v(l, b);
+      copy_floats(kc + slot * kvd, k.f32() + b * kvd, kvd);
+      copy_floats(vc + slot * kvd, v.f32() + b * kvd, kvd);
+      const kernels::AttentionShape shape{.batch = 1,
+                                          .q_len = 1,
+                                          .kv_len = cache_->visible_slots(p),
+                                          .heads = Hl,
+                                          .kv_heads = Kl,
+                                          .head_dim = d};
+      kernels::attention_forward(shape, q.f32() + b * qd, kc, vc, &p, slot_pos, scale,
+                                 out.f32() + b * qd, lse.f32());
+    }
+    kernels::linear_forward(B, qd, h, out.f32(), w.wo, y.f32());
+    if (D_ > 1) axis_.all_reduce(y, y);
+    add_floats(x.f32(), y.f32(), B * h);
+    // MLP on the owned F slice.
+    kernels::rmsnorm_forward(B, h, x.f32(), L.post_norm.f32(), eps, n.f32(), rstd.f32());
+    y.zero();
+    {
+      MlpSaved s;
+      mlp_block_forward({.rows = B, .hidden = h, .ffn = fl}, n.f32(),
+                        {L.w_gate.f32(), L.w_up.f32(), L.w_down.f32()}, tracker_, s, y.f32());
+    }
+    if (D_ > 1) axis_.all_reduce(y, y);
+    add_floats(x.f32(), y.f32(), B * h);
+  }
+  for (std::int64_t& len : lengths_) ++len;
+  head(x.f32(), B);
+  return logits_;
+}
+
+}  // namespace origami::infer

@@ -1,0 +1,71 @@
+#include "origami/infer/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "origami/core/error.h"
+
+namespace origami::infer {
+
+KvCache::KvCache(MemoryTracker& tracker, std::int64_t layers, std::int64_t batch,
+                 std::int64_t capacity, std::int64_t width,
+                 const std::vector<std::int64_t>& prefill_positions)
+    : batch_(batch),
+      capacity_(capacity),
+      width_(width),
+      prefill_(static_cast<std::int64_t>(prefill_positions.size())) {
+  ORIGAMI_CHECK(capacity_ >= prefill_, "a KV cache of {} slots cannot hold a {}-token prefill",
+                capacity_, prefill_);
+  for (std::int64_t l = 0; l < layers; ++l) {
+    k_.emplace_back(tracker, MemCategory::KvCache, Shape{batch, capacity, width});
+    v_.emplace_back(tracker, MemCategory::KvCache, Shape{batch, capacity, width});
+  }
+  positions_.assign(static_cast<std::size_t>(capacity_), 0);
+  prefill_slot_.assign(static_cast<std::size_t>(prefill_), -1);
+  for (std::int64_t s = 0; s < prefill_; ++s) {
+    const std::int64_t p = prefill_positions[static_cast<std::size_t>(s)];
+    ORIGAMI_CHECK(p >= 0 && p < prefill_ && prefill_slot_[static_cast<std::size_t>(p)] < 0,
+                  "prefill positions must be a permutation of 0..{}", prefill_ - 1);
+    positions_[static_cast<std::size_t>(s)] = p;
+    prefill_slot_[static_cast<std::size_t>(p)] = s;
+  }
+  for (std::int64_t s = prefill_; s < capacity_; ++s) positions_[static_cast<std::size_t>(s)] = s;
+}
+
+float* KvCache::k(std::int64_t layer, std::int64_t seq) {
+  return k_[static_cast<std::size_t>(layer)].f32() + seq * capacity_ * width_;
+}
+float* KvCache::v(std::int64_t layer, std::int64_t seq) {
+  return v_[static_cast<std::size_t>(layer)].f32() + seq * capacity_ * width_;
+}
+
+void KvCache::spread_prefill(std::int64_t layer) {
+  if (capacity_ == prefill_) return;
+  // In place, last sequence first: sequence b moves from b*S rows to b*capacity rows, which
+  // is never below where it is, so nothing not yet moved is overwritten.
+  for (Tensor* t : {&k_[static_cast<std::size_t>(layer)], &v_[static_cast<std::size_t>(layer)]}) {
+    float* base = t->f32();
+    if (base == nullptr) continue;  // unbacked (dry run)
+    for (std::int64_t b = batch_ - 1; b >= 1; --b)
+      std::memmove(base + b * capacity_ * width_, base + b * prefill_ * width_,
+                   static_cast<std::size_t>(prefill_ * width_) * sizeof(float));
+  }
+}
+
+std::int64_t KvCache::slot_of(std::int64_t position) const {
+  ORIGAMI_CHECK(position >= 0 && position < capacity_,
+                "position {} is outside the KV cache of {} slots", position, capacity_);
+  return position < prefill_ ? prefill_slot_[static_cast<std::size_t>(position)] : position;
+}
+
+std::int64_t KvCache::visible_slots(std::int64_t position) const {
+  return std::max(prefill_, position + 1);
+}
+
+std::int64_t KvCache::bytes() const {
+  std::int64_t n = 0;
+  for (const Tensor& t : k_) n += 2 * t.numel() * static_cast<std::int64_t>(sizeof(float));
+  return n;
+}
+
+}  // namespace origami::infer

@@ -1,0 +1,84 @@
+#include "origami/plan/layouts.h"
+
+#include <algorithm>
+
+#include "origami/core/error.h"
+
+namespace origami::plan {
+
+std::string family_name(const Layout& l) {
+  const std::string s = l.strategy();
+  return l.sequence_parallel && l.tp > 1 ? (s == "tp" ? "tp-sp" : "tp-sp+sp") : s;
+}
+
+std::vector<Layout> enumerate_layouts(int world) {
+  std::vector<Layout> out;
+  for (int dp = 1; dp <= world; ++dp) {
+    if (world % dp != 0) continue;
+    const int rest = world / dp;
+    for (int tp = 1; tp <= rest; ++tp) {
+      if (rest % tp != 0) continue;
+      const int sp = rest / tp;
+      out.push_back({dp, tp, sp, false, 1});
+      if (tp > 1) out.push_back({dp, tp, sp, true, 1});
+    }
+    if (rest > 1) out.push_back({dp, 1, 1, false, rest});
+  }
+  return out;
+}
+
+std::vector<PlanRow> plan_rows(const ModelConfig& m, int world, const Workload& w,
+                               const Hardware& hw) {
+  std::vector<PlanRow> rows;
+  for (const Layout& l : enumerate_layouts(world)) {
+    PlanRow r;
+    r.layout = l;
+    try {
+      r.prediction = predict(m, l, w, hw);
+    } catch (const ConfigError& e) {
+      r.error = e.what();
+    }
+    rows.push_back(std::move(r));
+  }
+  const auto rank = [](const PlanRow& r) {
+    return !r.error.empty() ? 2 : r.prediction.fits ? 0 : 1;
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const PlanRow& a, const PlanRow& b) {
+    if (rank(a) != rank(b)) return rank(a) < rank(b);
+    if (rank(a) == 0) return a.prediction.step_s < b.prediction.step_s;
+    if (rank(a) == 1) return a.prediction.memory.total() < b.prediction.memory.total();
+    return false;
+  });
+  if (!rows.empty() && rank(rows.front()) == 0) rows.front().recommended = true;
+  return rows;
+}
+
+std::optional<std::int64_t> longest_sequence(const ModelConfig& m, const Layout& l,
+                                             const Workload& w, const Hardware& hw,
+                                             std::int64_t limit) {
+  // Sequences the layout accepts: multiples of 2·sp·tsp (zigzag), and of tp for TP-SP rows.
+  const std::int64_t unit = 2 * std::int64_t{l.sp} * l.tsp * l.tp;
+  const auto fits = [&](std::int64_t k) {
+    Workload x = w;
+    x.seq = k * unit;
+    try {
+      return predict(m, l, x, hw).fits;
+    } catch (const ConfigError&) {
+      return false;
+    }
+  };
+  if (!fits(1)) return std::nullopt;
+  std::int64_t lo = 1, hi = 2;  // fits(lo); grow hi until it does not fit (memory grows with S)
+  while (hi * unit <= limit && fits(hi)) {
+    lo = hi;
+    hi *= 2;
+  }
+  if (hi * unit > limit) hi = limit / unit + 1;
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo * unit;
+}
+
+}  // namespace origami::plan

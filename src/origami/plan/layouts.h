@@ -1,0 +1,44 @@
+// Enumerating the layouts of N devices and searching the longest sequence a layout fits: the
+// rows `origami plan` prints (strategy x mesh factorisation x DP).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "origami/plan/predict.h"
+
+namespace origami::plan {
+
+// Every layout of `world` devices: for each dp dividing world, every tp x sp factorisation of
+// the rest (TP rows twice: plain and with sequence-parallel regions) and TSP over the rest.
+std::vector<Layout> enumerate_layouts(int world);
+
+// The strategy family of a layout, as the table names it (dp x ... aside): single, dp, tp,
+// tp-sp (TP with sequence-parallel regions), sp, tp+sp, tp-sp+sp, tsp.
+std::string family_name(const Layout& l);
+
+// A row of the plan: the layout and its prediction, or why the engine would refuse it.
+struct PlanRow {
+  Layout layout;
+  std::string error;  // empty when feasible
+  Prediction prediction;
+  std::int64_t max_seq = 0;  // longest sequence that fits (0: none; searched by the caller)
+  bool recommended = false;
+};
+
+// Predicts every layout; infeasible ones carry the reason. Sorted: fitting rows by step time
+// (fastest first), then feasible rows that do not fit by total memory, then infeasible rows.
+// The first fitting row is marked recommended.
+std::vector<PlanRow> plan_rows(const ModelConfig& m, int world, const Workload& w,
+                               const Hardware& hw);
+
+// The longest sequence (a multiple of the layout's granularity, at most `limit`) whose
+// per-device total fits the hardware's memory; nullopt when not even the shortest fits or
+// the layout is refused at every length.
+std::optional<std::int64_t> longest_sequence(const ModelConfig& m, const Layout& l,
+                                             const Workload& w, const Hardware& hw,
+                                             std::int64_t limit = std::int64_t{1} << 24);
+
+}  // namespace origami::plan

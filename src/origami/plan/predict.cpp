@@ -1,0 +1,194 @@
+#include "origami/plan/predict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "origami/plan/shapes.h"
+
+namespace origami::plan {
+
+std::string link_class_name(LinkClass c) {
+  switch (c) {
+    case LinkClass::Intra:
+      return "intra";
+    case LinkClass::Inter:
+      return "inter";
+    case LinkClass::Mixed:
+      return "mixed";
+  }
+  return "?";
+}
+
+LinkClass link_class(const Layout& l, const std::string& axis, int devices_per_node) {
+  // Innermost first: tp, tsp, sp, dp (the most talkative axis innermost).
+  const std::vector<std::pair<std::string, int>> order{
+      {"tp", l.tp}, {"tsp", l.tsp}, {"sp", l.sp}, {"dp", l.dp}};
+  const std::string name = axis == "tsp_shards" ? "tsp" : axis;
+  std::int64_t stride = 1;
+  int size = 1;
+  for (const auto& [a, n] : order) {
+    if (a == name) {
+      size = n;
+      break;
+    }
+    stride *= n;
+  }
+  const std::int64_t span = stride * size, node = std::max(1, devices_per_node);
+  if (size <= 1 || (span <= node && node % span == 0)) return LinkClass::Intra;
+  if (stride % node == 0) return LinkClass::Inter;
+  return LinkClass::Mixed;
+}
+
+double executed_training_flops(const ModelConfig& m, std::int64_t batch, std::int64_t seq,
+                               Recompute r) {
+  const double h = double(m.hidden_size), d = double(m.head_dim());
+  const double H = double(m.num_attention_heads), Hkv = double(m.num_key_value_heads);
+  const double f = double(m.intermediate_size), L = double(m.num_hidden_layers);
+  const double T = double(batch) * double(seq), S = double(seq);
+  const double attention_params = 2 * h * H * d + 2 * h * Hkv * d;
+  const double attention_core = 4 * d * H * double(batch) * S * (S + 1) / 2;  // forward
+  double extra = 0;
+  if (r == Recompute::Mlp) extra = L * 2 * (2 * h * f) * T;  // gate and up again
+  if (r == Recompute::Full) extra = L * (2 * (attention_params + 3 * h * f) * T + attention_core);
+  return training_flops(m, batch, seq) + extra;
+}
+
+std::vector<std::pair<std::string, std::int64_t>> Prediction::categories() const {
+  return {{"parameters", memory.parameters},
+          {"gradients", memory.gradients},
+          {"optimizer state", memory.optimizer},
+          {"saved activations", memory.activations},
+          {"communication buffers", memory.comm_buffers},
+          {"workspace", memory.workspace},
+          {"logits", memory.logits}};
+}
+
+namespace {
+
+int axis_size(const Layout& l, const std::string& axis) {
+  if (axis == "tp") return l.tp;
+  if (axis == "sp") return l.sp;
+  if (axis == "dp") return l.dp;
+  return l.tsp;  // tsp, tsp_shards
+}
+
+// Messages one call of `op` sends per rank on an n-rank axis (docs/comm.md's algorithms).
+double messages_per_call(const std::string& op, int n) {
+  if (op == "all_reduce") return 2.0 * (n - 1);
+  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") return n - 1;
+  if (op == "send") return 1;
+  return 0;  // recv: the peer's send carries the cost
+}
+
+const Link& link_of(const Hardware& hw, LinkClass c) {
+  return c == LinkClass::Intra ? hw.intra : hw.inter;  // a mixed ring runs at its slowest hop
+}
+
+// Per-layer forward compute per device, split by block (for TSP's overlap).
+struct BlockSeconds {
+  double attention_f = 0, attention_b = 0, mlp_f = 0, mlp_b = 0, head_f = 0, head_b = 0;
+};
+BlockSeconds block_seconds(const ModelConfig& m, const Layout& l, const Workload& w,
+                           double rate) {
+  const double h = double(m.hidden_size), d = double(m.head_dim());
+  const double H = double(m.num_attention_heads), Hkv = double(m.num_key_value_heads);
+  const double f = double(m.intermediate_size), V = double(m.vocab_size);
+  const double T = double(w.batch) * double(w.seq), S = double(w.seq);
+  const double n = double(l.world()) * rate;
+  const double linear = 2 * (2 * h * H * d + 2 * h * Hkv * d) * T;
+  const double core = 4 * d * H * double(w.batch) * S * (S + 1) / 2;
+  BlockSeconds b;
+  b.attention_f = (linear + core) / n;
+  b.attention_b = (2 * linear + 2.5 * core) / n;
+  b.mlp_f = 2 * 3 * h * f * T / n;
+  b.mlp_b = 2 * b.mlp_f;
+  b.head_f = 2 * h * V * T / n;
+  b.head_b = 2 * b.head_f;
+  return b;
+}
+
+// TSP's exposed communication (docs/planner.md): the attention shards' broadcasts are
+// prefetched one group ahead (shard 0 of each layer pass exposed); the forward ring hops
+// (MLP, head) overlap one shard's GEMMs; backward hops start after the rank's contribution
+// (exposed); K/V gathers, dK/dV reduce-scatters, dP_j reduces, all-to-alls and gradient
+// reductions are waited at once (exposed).
+void tsp_exposure(const Shapes& s, const Workload& w, const Link& link, const BlockSeconds& c,
+                  std::vector<CommCost>& ops) {
+  const double D = s.D, e = double(w.elem.comm);
+  const double A = 2.0 * double(s.qd + s.kvd) * double(s.h) * e;
+  const double M = 3.0 * double(s.ffn) * double(s.h) * e;
+  const double Wb = double(s.vocab_rows) * double(s.h) * e;
+  const double L = double(s.L);
+  const double F = w.recompute == Recompute::Full ? 2 * L : L;  // layer forwards
+  const auto t = [&](double bytes) { return link.alpha_s + bytes / link.beta_Bps; };
+  const auto hidden = [](double comm, double compute) { return std::max(0.0, comm - compute); };
+  for (CommCost& op : ops) {
+    if (op.gradient_reduction) continue;
+    if (op.op.op == "broadcast") {
+      op.exposed_s = F * (t(A) + (D - 1) * hidden(t(A), c.attention_f / D)) +
+                     L * (t(A) + (D - 1) * hidden(t(A), c.attention_b / D));
+    } else if (op.op.op == "send") {
+      op.exposed_s = F * (D - 1) * hidden(t(M), c.mlp_f / D) + L * ((D - 1) * t(2 * M) + t(M)) +
+                     (D - 1) * hidden(t(Wb), c.head_f / D) + (D - 1) * t(2 * Wb) + t(Wb);
+    } else if (op.op.op == "recv") {
+      op.exposed_s = 0;
+    }
+  }
+}
+
+}  // namespace
+
+Prediction predict(const ModelConfig& m, const Layout& l, const Workload& w, const Hardware& hw) {
+  Prediction p;
+  p.memory = memory_per_device(m, l, w);
+  p.memory.overhead = hw.runtime_overhead_bytes;
+  p.fits = p.memory.total() <= hw.memory_bytes;
+  const Shapes s = shapes_of(m, l, w);
+
+  const auto add = [&](const std::vector<CommOp>& ops, bool grads) {
+    for (const CommOp& op : ops) {
+      CommCost c;
+      c.op = op;
+      c.gradient_reduction = grads;
+      c.link = link_class(l, op.axis, hw.devices_per_node);
+      const int n = axis_size(l, op.axis);
+      const double per_call = op.calls > 0 ? double(op.bytes_sent) / double(op.calls) : 0;
+      const Link& link = link_of(hw, c.link);
+      if ((op.op == "broadcast" || op.op == "reduce") && n > 1) {
+        // A pipelined chain: every rank waits for the last chunk to cross n-1 hops, i.e.
+        // (chunks + n - 2) chunk-hops; a rank sends the buffer on n-1 of every n calls.
+        const double buffer = per_call * n / (n - 1);
+        const double chunk = std::min(buffer, double(512 << 10));
+        const double chunks = chunk > 0 ? std::ceil(buffer / chunk) : 0;
+        c.seconds = double(op.calls) * (chunks + n - 2) * (link.alpha_s + chunk / link.beta_Bps);
+      } else {
+        c.seconds = link.seconds(double(op.bytes_sent),
+                                 double(op.calls) * messages_per_call(op.op, n));
+      }
+      c.exposed_s = c.seconds;
+      p.comm_bytes_per_step += op.bytes_sent;
+      (c.link == LinkClass::Intra ? p.intra_bytes : p.inter_bytes) += op.bytes_sent;
+      p.comm.push_back(std::move(c));
+    }
+  };
+  add(comm_per_micro_batch(m, l, w), false);
+  add(comm_gradient_reduction(m, l, w.elem), true);
+
+  const double rate = hw.flops_per_s(w.bf16() ? Precision::bf16() : Precision::fp32());
+  p.model_flops_per_device = training_flops(m, w.batch, w.seq) / l.world();
+  p.executed_flops_per_device = executed_training_flops(m, w.batch, w.seq, w.recompute) / l.world();
+  p.compute_s = p.executed_flops_per_device / rate;
+  if (s.tsp())
+    tsp_exposure(s, w, link_of(hw, link_class(l, "tsp", hw.devices_per_node)),
+                 block_seconds(m, l, w, rate), p.comm);
+  for (const CommCost& c : p.comm) {
+    p.comm_s += c.seconds;
+    p.exposed_comm_s += c.exposed_s;
+  }
+  p.step_s = p.compute_s + p.exposed_comm_s;
+  p.tokens_per_s = double(w.batch) * double(w.seq) / p.step_s;
+  return p;
+}
+
+}  // namespace origami::plan

@@ -1,0 +1,59 @@
+// The planner's prediction for one layout, in one call: per-device memory by tracker
+// category, bytes each rank sends per operation (by link class), FLOPs, and a step time that
+// overlaps what the schedule overlaps (docs/planner.md, "Step time"). This is the call the
+// checks against real runs and against the dry run loop over.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "origami/model/config.h"
+#include "origami/plan/cost_model.h"
+#include "origami/plan/hardware.h"
+
+namespace origami::plan {
+
+using Layout = Mesh;
+
+// Where an axis's ring runs: within a node, across nodes, or both (the ring's slowest hop
+// is inter-node). Axes are placed innermost first: tp, tsp, sp, dp.
+enum class LinkClass { Intra, Inter, Mixed };
+std::string link_class_name(LinkClass c);  // "intra", "inter", "mixed"
+// The class of `axis` ("tp", "tsp", "tsp_shards", "sp", "dp") for a layout and node size.
+LinkClass link_class(const Layout& l, const std::string& axis, int devices_per_node);
+
+// One operation's traffic and time for the rank, per step (micro-batch + gradient reductions).
+struct CommCost {
+  CommOp op;
+  bool gradient_reduction = false;  // the step's weight-gradient all-reduces
+  LinkClass link = LinkClass::Intra;
+  double seconds = 0;  // messages·α + bytes/β on the axis's slowest link
+  double exposed_s = 0;
+};
+
+struct Prediction {
+  Memory memory;  // per category; overhead = the hardware's runtime overhead
+  std::vector<CommCost> comm;
+  std::int64_t comm_bytes_per_step = 0;  // bytes the rank sends per step
+  std::int64_t intra_bytes = 0, inter_bytes = 0;
+  double model_flops_per_device = 0;     // docs/flops.md, per device
+  double executed_flops_per_device = 0;  // + the recompute policy's forward re-runs
+  double compute_s = 0, comm_s = 0, exposed_comm_s = 0, step_s = 0;
+  double tokens_per_s = 0;  // the cluster's
+  bool fits = false;        // memory.total() <= the device's memory
+
+  // The tracker's categories with its names (core/memory_tracker.cpp), for the checks.
+  std::vector<std::pair<std::string, std::int64_t>> categories() const;
+};
+
+// Throws ConfigError (what to change) for a layout the engine would refuse.
+Prediction predict(const ModelConfig& m, const Layout& l, const Workload& w, const Hardware& hw);
+
+// Executed FLOPs of one forward+backward of the whole job under a recompute policy: the model
+// FLOPs plus what the policy re-runs (mlp: the gate/up products; full: every layer's forward).
+double executed_training_flops(const ModelConfig& m, std::int64_t batch, std::int64_t seq,
+                               Recompute r);
+
+}  // namespace origami::plan

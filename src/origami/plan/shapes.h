@@ -1,0 +1,29 @@
+// The shapes one rank works on under a layout (docs/planner.md, "Per-rank shapes"): shared by
+// the memory, buffer and communication models of src/origami/plan/.
+#pragma once
+
+#include <cstdint>
+
+#include "origami/plan/cost_model.h"
+
+namespace origami::plan {
+
+struct Shapes {
+  std::int64_t h, d, L, H, Hkv, f, V;  // the model
+  int T;                      // weight-sharding degree: tp, or D under TSP
+  int D;                      // TSP degree (1 for the baselines)
+  int sp;                     // the baselines' sequence degree
+  int dp;                     // data-parallel degree
+  bool seqpar;                // TP-SP regions
+  std::int64_t heads, kv_heads, ffn, vocab_rows;  // this rank's (under TSP: one head group's)
+  std::int64_t qd, kvd;       // heads·d, kv_heads·d
+  std::int64_t block_rows;    // B/dp · S/sp (S/D under TSP): the rows a block computes on
+  std::int64_t stream_rows;   // the residual stream's rows (block_rows / tp under TP-SP)
+  std::int64_t rope_positions;  // rows of the RoPE tables: max(max_position_embeddings, S)
+  bool tsp() const { return D > 1; }
+};
+
+// Validates the layout (check_layout) and derives the shapes.
+Shapes shapes_of(const ModelConfig& m, const Mesh& mesh, const Workload& w);
+
+}  // namespace origami::plan

@@ -1,0 +1,232 @@
+// The prediction's parts that need no engine: link classes from the mesh placement, the
+// hardware presets, the step-time formula per strategy (what TSP overlaps, what the others
+// expose), fits and the longest sequence, the precision profile's bytes, the forward/backward
+// split of TSP's traffic against docs/tsp.md's table, and the inference rows' closed forms.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "origami/core/error.h"
+#include "origami/plan/inference.h"
+#include "origami/plan/layouts.h"
+#include "origami/plan/predict.h"
+
+namespace origami::plan {
+namespace {
+
+ModelConfig small_model() {
+  ModelConfig c;
+  c.vocab_size = 96;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 4;
+  c.max_position_embeddings = 64;
+  return c;
+}
+
+TEST(LinkClass, FollowsThePlacementInnermostFirst) {
+  // 16 devices, 8 per node: tp innermost.
+  const Layout tp8dp2{2, 8, 1, false, 1};
+  EXPECT_EQ(link_class(tp8dp2, "tp", 8), LinkClass::Intra);
+  EXPECT_EQ(link_class(tp8dp2, "dp", 8), LinkClass::Inter);
+  const Layout tp4sp4{1, 4, 4, false, 1};  // sp has stride 4 and spans 16 ranks: 2 per node
+  EXPECT_EQ(link_class(tp4sp4, "tp", 8), LinkClass::Intra);
+  EXPECT_EQ(link_class(tp4sp4, "sp", 8), LinkClass::Mixed);
+  const Layout tsp16{1, 1, 1, false, 16};
+  EXPECT_EQ(link_class(tsp16, "tsp", 8), LinkClass::Mixed);
+  EXPECT_EQ(link_class(tsp16, "tsp_shards", 16), LinkClass::Intra);
+  EXPECT_EQ(link_class(Layout{4, 1, 1, false, 2}, "dp", 2), LinkClass::Inter);
+  EXPECT_EQ(link_class_name(LinkClass::Mixed), "mixed");
+}
+
+TEST(Hardware, PresetsAndUnknownNames) {
+  for (const std::string& name : hardware_preset_names()) {
+    const Hardware h = hardware_preset(name);
+    EXPECT_GT(h.memory_bytes, 0) << name;
+    EXPECT_GT(h.flops_per_s(Precision::fp32()), 0) << name;
+    EXPECT_GE(h.flops_per_s(Precision::bf16()), h.flops_per_s(Precision::fp32())) << name;
+    EXPECT_FALSE(h.sources.empty()) << name;
+  }
+  EXPECT_EQ(hardware_preset("h200").devices_per_node, 8);
+  EXPECT_GT(hardware_preset("mi300x").memory_bytes, hardware_preset("h200").memory_bytes);
+  EXPECT_GT(hardware_preset("h200").memory_bytes, hardware_preset("h100").memory_bytes);
+  EXPECT_DOUBLE_EQ(hardware_preset("cpu").flops_per_s(Precision::fp32()), 100e9);
+  try {
+    hardware_preset("tpu");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("mi300x, h100, h200, cpu"), std::string::npos);
+  }
+}
+
+TEST(Predict, BaselinesExposeEveryCollectiveAndStepIsComputePlusComm) {
+  const ModelConfig m = small_model();
+  Workload w;
+  w.batch = 2;
+  w.seq = 32;
+  Hardware hw = hardware_preset("cpu");
+  const Prediction p = predict(m, Layout{1, 2, 1, false, 1}, w, hw);
+  ASSERT_FALSE(p.comm.empty());
+  double sum = 0;
+  for (const CommCost& c : p.comm) {
+    EXPECT_DOUBLE_EQ(c.exposed_s, c.seconds) << c.op.op;
+    sum += c.seconds;
+    if (c.op.op == "all_reduce" && !c.gradient_reduction) {  // 2(n-1) messages per call
+      EXPECT_NEAR(c.seconds,
+                  double(c.op.calls) * 2 * hw.intra.alpha_s +
+                      double(c.op.bytes_sent) / hw.intra.beta_Bps,
+                  1e-12);
+    }
+  }
+  EXPECT_DOUBLE_EQ(p.comm_s, sum);
+  EXPECT_DOUBLE_EQ(p.exposed_comm_s, sum);
+  EXPECT_DOUBLE_EQ(p.compute_s, executed_training_flops(m, 2, 32, Recompute::None) / 2 / 100e9);
+  EXPECT_DOUBLE_EQ(p.step_s, p.compute_s + p.exposed_comm_s);
+  EXPECT_DOUBLE_EQ(p.tokens_per_s, 64 / p.step_s);
+  EXPECT_EQ(p.intra_bytes, p.comm_bytes_per_step);
+  const Prediction one = predict(m, Layout{}, w, hw);
+  EXPECT_TRUE(one.comm.empty());
+  EXPECT_DOUBLE_EQ(one.step_s, one.compute_s);
+}
+
+TEST(Predict, TspHidesItsShardTrafficBehindCompute) {
+  const ModelConfig m = small_model();
+  Workload w;
+  w.batch = 2;
+  w.seq = 64;
+  Hardware hw = hardware_preset("h100");
+  const Prediction p = predict(m, Layout{1, 1, 1, false, 4}, w, hw);
+  double shards = 0, shards_exposed = 0;
+  for (const CommCost& c : p.comm) {
+    if (c.op.axis == "tsp_shards") {
+      shards += c.seconds;
+      shards_exposed += c.exposed_s;
+    } else {
+      EXPECT_DOUBLE_EQ(c.exposed_s, c.seconds) << c.op.axis << " " << c.op.op;
+    }
+  }
+  EXPECT_GT(shards, 0);
+  EXPECT_LT(p.exposed_comm_s, p.comm_s);
+  // Infinitely fast compute hides nothing: the overlap formula then exposes at least the
+  // shard traffic's transfer time (latency terms aside).
+  hw.peak_flops_fp32 = 1e30;
+  const Prediction q = predict(m, Layout{1, 1, 1, false, 4}, w, hw);
+  double exposed = 0;
+  for (const CommCost& c : q.comm)
+    if (c.op.axis == "tsp_shards") exposed += c.exposed_s;
+  EXPECT_GT(exposed, shards_exposed);
+}
+
+TEST(Predict, FitsAgainstTheDeviceMemoryWithTheRuntimeOverhead) {
+  const ModelConfig m = small_model();
+  Workload w;
+  w.batch = 1;
+  w.seq = 32;
+  Hardware hw = hardware_preset("cpu");
+  hw.runtime_overhead_bytes = 12345;
+  const Layout l{1, 1, 2, false, 1};
+  Prediction p = predict(m, l, w, hw);
+  EXPECT_EQ(p.memory.overhead, 12345);
+  hw.memory_bytes = p.memory.total();
+  EXPECT_TRUE(predict(m, l, w, hw).fits);
+  hw.memory_bytes -= 1;
+  EXPECT_FALSE(predict(m, l, w, hw).fits);
+  // The longest sequence: it fits, one more unit (2·sp) does not.
+  hw.memory_bytes = 64 << 20;
+  const auto longest = longest_sequence(m, l, w, hw);
+  ASSERT_TRUE(longest.has_value());
+  w.seq = *longest;
+  EXPECT_TRUE(predict(m, l, w, hw).fits);
+  w.seq += 4;
+  EXPECT_FALSE(predict(m, l, w, hw).fits);
+  hw.memory_bytes = 1000;  // not even the weights
+  EXPECT_FALSE(longest_sequence(m, l, w, hw).has_value());
+}
+
+TEST(Predict, Bf16ProfileBytesPerParameter) {
+  const ModelConfig m = small_model();
+  Workload w;
+  w.batch = 1;
+  w.seq = 32;
+  const Memory fp32 = memory_per_device(m, Layout{}, w);
+  w.set_precision(Precision::bf16());
+  const Memory bf16 = memory_per_device(m, Layout{}, w);
+  EXPECT_EQ(bf16.parameters * 2, fp32.parameters);          // 2 B
+  EXPECT_EQ(bf16.gradients, fp32.gradients);                 // 4 B
+  EXPECT_EQ(bf16.optimizer * 2, fp32.optimizer * 3);         // 4 + 4 + 4 B vs 4 + 4 B
+  EXPECT_EQ(bf16.activations * 2, fp32.activations);         // 2 B
+  EXPECT_EQ(bf16.logits, fp32.logits);                       // 4 B
+  EXPECT_TRUE(w.bf16());
+}
+
+TEST(Predict, TspPerLayerTrafficSplitsAsDocsTspMdAtTwoRanks) {
+  const ModelConfig m = small_model();
+  Workload w;
+  w.batch = 2;
+  w.seq = 32;
+  const std::int64_t D = 2, R = 2 * 32 / D, h = 64, qd = 64 / D, kvd = 64 / D, e = 4;
+  const std::int64_t A = 2 * (qd + kvd) * h, M = 3 * (128 / D) * h, L = 2;
+  for (const CommOp& op : comm_per_micro_batch(m, Layout{1, 1, 1, false, 2}, w)) {
+    const std::string key = op.axis + "/" + op.op;
+    const std::int64_t backward = op.bytes_sent - op.forward_bytes;
+    if (key == "tsp_shards/broadcast") {
+      EXPECT_EQ(op.forward_bytes, L * A * e);
+      EXPECT_EQ(backward, L * A * e);
+    } else if (key == "tsp/all_gather") {
+      EXPECT_EQ(op.forward_bytes, L * 2 * D * (D - 1) * R * kvd * e);
+      EXPECT_EQ(backward, op.forward_bytes);
+    } else if (key == "tsp/reduce_scatter") {
+      EXPECT_EQ(op.forward_bytes, 0);
+      EXPECT_EQ(op.layer_bytes / L, 2 * D * (D - 1) * R * kvd * e);
+    } else if (key == "tsp/reduce") {
+      EXPECT_EQ(op.layer_bytes / L, (D - 1) * A * e);
+    } else if (key == "tsp_shards/send") {  // MLP per layer; the head's ring once
+      EXPECT_EQ(op.layer_bytes / L, ((D - 1) * M + (D - 1) * 2 * M + M) * e);
+    }
+  }
+}
+
+TEST(Predict, ExecutedFlopsAddWhatTheRecomputePolicyReruns) {
+  const ModelConfig m = small_model();
+  const double base = training_flops(m, 2, 32);
+  EXPECT_DOUBLE_EQ(executed_training_flops(m, 2, 32, Recompute::None), base);
+  EXPECT_DOUBLE_EQ(executed_training_flops(m, 2, 32, Recompute::Mlp) - base,
+                   2.0 * 2 * 2 * 64 * 128 * 64);  // L · 2·(2·h·f) · tokens
+  EXPECT_GT(executed_training_flops(m, 2, 32, Recompute::Full),
+            executed_training_flops(m, 2, 32, Recompute::Mlp));
+}
+
+TEST(Inference, CacheIsShardedByHeadGroupAndDecodeMovesTwoVectorsPerLayer) {
+  const ModelConfig m = small_model();
+  Workload w;
+  w.batch = 2;
+  w.seq = 32;
+  const Hardware hw = hardware_preset("h100");
+  const InferenceRow one = predict_inference(m, 1, w, hw);
+  const InferenceRow four = predict_inference(m, 4, w, hw);
+  EXPECT_EQ(one.kv_cache, 2 * 2 * 2 * 32 * 64 * 4);  // K and V, L, B, S, Hkv·d, fp32
+  EXPECT_EQ(four.kv_cache * 4, one.kv_cache);
+  EXPECT_EQ(one.decode_bytes, 0);
+  // (2L + 1) all-reduces of [B, h] plus the (max, index) pairs, ring: 2(D-1)/D each.
+  EXPECT_EQ(four.decode_bytes,
+            static_cast<std::int64_t>((2 * 2 + 1) * 1.5 * (2 * 64 * 4) + 1.5 * 16 * 2));
+  EXPECT_GT(four.decode_tokens_per_s, 0);
+  EXPECT_THROW(predict_inference(m, 3, w, hw), ConfigError);  // 3 does not divide 4 heads
+}
+
+TEST(Layouts, EnumeratesEveryFactorisationAndTspUnderDp) {
+  const auto ls = enumerate_layouts(8);
+  // dp 1: tp x sp in {1x8, 2x4 (x2), 4x2 (x2), 8x1 (x2)} + tsp 8; dp 2: 1x4, 2x2 x2, 4x1 x2 +
+  // tsp 4; dp 4: 1x2, 2x1 x2 + tsp 2; dp 8: 1 -> 7 + 5 + 3 + 1 + 3 TSP = 19.
+  EXPECT_EQ(ls.size(), 19u);
+  for (const Layout& l : ls) EXPECT_EQ(l.world(), 8);
+  EXPECT_EQ(family_name(Layout{1, 2, 2, true, 1}), "tp-sp+sp");
+  EXPECT_EQ(Layout({1, 2, 2, false, 1}).json_strategy(), "tpsp");
+  EXPECT_EQ(Layout({2, 1, 1, false, 4}).json_strategy(), "tsp");
+}
+
+}  // namespace
+}  // namespace origami::plan
