@@ -38,7 +38,7 @@ set style data histograms
 set style histogram rowstacked
 set style fill solid 0.8 border -1
 set boxwidth 0.7
-set key outside right
+set key inside top right
 set xlabel "strategy"
 set ylabel "peak per category, rank-max (MiB)"
 maxs = system(sprintf("awk -F, 'NR>1 && $3>m {m=$3} END {print m}' %s", sweep))

@@ -53,7 +53,7 @@ struct Options {
   ModelConfig model;
   std::string cap_text;
   std::int64_t grid = 256, max_seq = 65536;
-  double seed_fraction = 0.9;
+  double seed_fraction = 0.8;
   bool link = false;
   double alpha = 5e-6, beta = 10e9;
   std::string csv, comm_csv;
@@ -219,11 +219,13 @@ void longest(const Options& o) {
       const StrategyCase sc = strategy_case(name, o.degree);
       const Recompute rc = parse_recompute(rc_name);
       auto estimate = [&](std::int64_t s) { return estimate_bytes(o.model, sc, s, o.batch, rc); };
-      // Largest grid point the model puts under fraction * cap (at least one grid step).
+      // Largest grid point where the model's sequence-dependent bytes stay under fraction x
+      // (cap - resident bytes); the resident part is the model's value extrapolated to S = 0.
+      const double resident = static_cast<double>(2 * estimate(o.grid) - estimate(2 * o.grid));
+      const double budget = resident + o.seed_fraction * (static_cast<double>(cap) - resident);
       std::int64_t seed = o.grid;
       for (std::int64_t s = o.grid; s <= o.max_seq; s += o.grid)
-        if (static_cast<double>(estimate(s)) <= o.seed_fraction * static_cast<double>(cap))
-          seed = s;
+        if (static_cast<double>(estimate(s)) <= budget) seed = s;
       std::int64_t lo = 0, hi = 0;  // largest success, smallest failure (0: none yet)
       StepRun at_lo;
       std::string failure;
@@ -325,7 +327,8 @@ int main(int argc, char** argv) {
   app.add_option("--grid", o.grid, "longest: sequence grid (multiple of 2 x degree)");
   app.add_option("--max-seq", o.max_seq, "longest: largest sequence tried");
   app.add_option("--seed-fraction", o.seed_fraction,
-                 "longest: first probe where the closed-form model reaches this share of the cap");
+                 "longest: first probe where the closed-form model's sequence-dependent bytes "
+                 "reach this share of what the cap leaves after the resident weights");
   app.add_flag("--link", o.link, "sweep: link model on (alpha, beta)");
   app.add_option("--alpha", o.alpha, "link latency, s");
   app.add_option("--beta", o.beta, "link bandwidth, bytes/s");

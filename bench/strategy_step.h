@@ -5,6 +5,7 @@
 // over the per-rank memory cap comes back as a failure carrying the OutOfBudget message.
 #pragma once
 
+#include <malloc.h>
 #include <time.h>
 
 #include <array>
@@ -151,6 +152,9 @@ inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const Step
   } catch (const OutOfBudget& e) {
     run.error = e.what();
   }
+  // The tensors keep freed memory in the heap (core/tensor.cpp): hand it back between runs,
+  // or a search's many probes hold every rank thread's arena at its peak at once.
+  malloc_trim(0);
   return run;
 }
 
