@@ -101,8 +101,10 @@ def longest_table(rows):
     by = defaultdict(dict)
     for r in rows:
         by[r["recompute"]][r["strategy"]] = r
-    print("\nLongest trainable sequence under the cap (one real step fits, the next grid point "
-          "throws OutOfBudget):\n")
+    caps = sorted({int(r["cap_bytes"]) for r in rows})
+    print("\nLongest trainable sequence under a cap of " +
+          ", ".join(f"{c / MIB:.0f} MiB" for c in caps) +
+          " (one real step fits, the next grid point throws OutOfBudget):\n")
     print("| recompute | " + " | ".join(TITLE[s] for s in ORDER) +
           " | TSP/TP | TSP/TP-SP | TSP/TP+SP |")
     print("|---" * (len(ORDER) + 4) + "|")
@@ -114,7 +116,9 @@ def longest_table(rows):
         def ratio(a, b):
             if a not in n or b not in n:
                 return "—"
-            return "∞ (0 fits)" if n[b] == 0 and n[a] > 0 else f"{n[a] / n[b]:.2f}"
+            if n[b] == 0:
+                return "∞ (nothing fits)" if n[a] > 0 else "— (neither fits)"
+            return f"{n[a] / n[b]:.2f}"
         print(f"| {rc} | " + " | ".join(cells) +
               f" | {ratio('tsp', 'tp')} | {ratio('tsp', 'tpsp')} | {ratio('tsp', 'tpxsp')} |")
     print("\nAt the longest sequence: peak per category (MiB, rank-max), and what failed at the "
