@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "origami/plan/cost_model.h"
 #include "strategy_step.h"
@@ -70,15 +70,21 @@ std::int64_t parse_bytes(const std::string& text) {
   }
   const std::string unit = text.substr(used);
   double scale = 1;
-  if (unit == "KiB") scale = 1024.0;
-  else if (unit == "MiB") scale = 1024.0 * 1024;
-  else if (unit == "GiB") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "KB") scale = 1e3;
-  else if (unit == "MB") scale = 1e6;
-  else if (unit == "GB") scale = 1e9;
+  if (unit == "KiB")
+    scale = 1024.0;
+  else if (unit == "MiB")
+    scale = 1024.0 * 1024;
+  else if (unit == "GiB")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "KB")
+    scale = 1e3;
+  else if (unit == "MB")
+    scale = 1e6;
+  else if (unit == "GB")
+    scale = 1e9;
   else if (!unit.empty() && unit != "B")
-    throw ConfigError(fmt::format("--cap '{}': unknown unit '{}' (B, KiB, MiB, GiB, KB, MB, GB)",
-                                  text, unit));
+    throw ConfigError(
+        fmt::format("--cap '{}': unknown unit '{}' (B, KiB, MiB, GiB, KB, MB, GB)", text, unit));
   if (v <= 0) throw ConfigError(fmt::format("--cap '{}' must be positive", text));
   return static_cast<std::int64_t>(v * scale);
 }
@@ -147,13 +153,12 @@ void sweep(const Options& o) {
         }
         const RankMax mx = rank_max(run);
         const double tokens = static_cast<double>(o.batch * seq * o.steps);
-        out << fmt::format("{},{},{},{},{},{},{},{},{},{:.4f},{:.1f},{:.4f},{:.1f},{},{}", name,
-                           mesh_word(sc), seq, o.batch, rc_name, ranks,
-                           std::max(1, o.threads / ranks), status,
-                           static_cast<std::int64_t>(tokens), run.wall_s,
-                           run.wall_s > 0 ? tokens / run.wall_s : 0.0, run.cpu_s,
-                           run.cpu_s > 0 ? tokens / run.cpu_s : 0.0, mx.peak_total,
-                           mx.peak_total_min);
+        out << fmt::format(
+            "{},{},{},{},{},{},{},{},{},{:.4f},{:.1f},{:.4f},{:.1f},{},{}", name, mesh_word(sc),
+            seq, o.batch, rc_name, ranks, std::max(1, o.threads / ranks), status,
+            static_cast<std::int64_t>(tokens), run.wall_s,
+            run.wall_s > 0 ? tokens / run.wall_s : 0.0, run.cpu_s,
+            run.cpu_s > 0 ? tokens / run.cpu_s : 0.0, mx.peak_total, mx.peak_total_min);
         for (std::int64_t b : mx.peak) out << "," << b;
         out << fmt::format(",{},{:.4f},{:.4f},{:.6f}\n", mx.total.bytes_sent, mx.total.time_s,
                            mx.total.exposed_s, run.loss);
@@ -163,13 +168,12 @@ void sweep(const Options& o) {
             comm_out << fmt::format("{},{},{},{},{},{},{},{:.4f},{:.4f}\n", name, seq, rc_name,
                                     kind, op.calls, op.bytes_sent, op.bytes_received, op.time_s,
                                     op.exposed_s);
-        std::fprintf(stderr,
-                     "%-6s S=%-6lld %-4s %s  peak %s  %.1f tok/s  %.1f tok/CPU-s  sent %s\n",
-                     name.c_str(), static_cast<long long>(seq), rc_name.c_str(),
-                     status == "ok" ? "ok" : status.c_str(), format_bytes(mx.peak_total).c_str(),
-                     run.wall_s > 0 ? tokens / run.wall_s : 0.0,
-                     run.cpu_s > 0 ? tokens / run.cpu_s : 0.0,
-                     format_bytes(mx.total.bytes_sent).c_str());
+        std::fprintf(
+            stderr, "%-6s S=%-6lld %-4s %s  peak %s  %.1f tok/s  %.1f tok/CPU-s  sent %s\n",
+            name.c_str(), static_cast<long long>(seq), rc_name.c_str(),
+            status == "ok" ? "ok" : status.c_str(), format_bytes(mx.peak_total).c_str(),
+            run.wall_s > 0 ? tokens / run.wall_s : 0.0, run.cpu_s > 0 ? tokens / run.cpu_s : 0.0,
+            format_bytes(mx.total.bytes_sent).c_str());
       }
 }
 
@@ -182,7 +186,7 @@ std::int64_t estimate_bytes(const ModelConfig& m, const StrategyCase& sc, std::i
   plan::Workload w;
   w.batch = batch;
   w.seq = seq;
-  w.recompute = rc == Recompute::None ? plan::Recompute::None
+  w.recompute = rc == Recompute::None  ? plan::Recompute::None
                 : rc == Recompute::Mlp ? plan::Recompute::Mlp
                                        : plan::Recompute::Full;
   const parallel::ParallelConfig& p = sc.plan;
@@ -247,9 +251,9 @@ void longest(const Options& o) {
         const double dt =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         seconds += dt;
-        std::fprintf(stderr, "%-6s %-4s S=%-6lld %s (%.0f s)%s%s\n", name.c_str(),
-                     rc_name.c_str(), static_cast<long long>(s), run.ok ? "fits" : "over the cap",
-                     dt, run.ok ? "" : ": ", run.ok ? "" : run.error.c_str());
+        std::fprintf(stderr, "%-6s %-4s S=%-6lld %s (%.0f s)%s%s\n", name.c_str(), rc_name.c_str(),
+                     static_cast<long long>(s), run.ok ? "fits" : "over the cap", dt,
+                     run.ok ? "" : ": ", run.ok ? "" : run.error.c_str());
         probes.push_back({s, run});
         if (run.ok) {
           lo = s;
@@ -281,8 +285,8 @@ void longest(const Options& o) {
         }
       }
       const RankMax mx = rank_max(at_lo);
-      out << fmt::format("{},{},{},{},{},{},{},{},{},{:.1f},{}", name, mesh_word(sc), rc_name,
-                         cap, o.grid, seed, lo, hi, probes.size(), seconds, mx.peak_total);
+      out << fmt::format("{},{},{},{},{},{},{},{},{},{:.1f},{}", name, mesh_word(sc), rc_name, cap,
+                         o.grid, seed, lo, hi, probes.size(), seconds, mx.peak_total);
       for (std::int64_t b : mx.peak) out << "," << b;
       out << "," << csv_text(failure) << "\n";
       out.flush();

@@ -66,8 +66,8 @@ struct StepRun {
 struct StepOptions {
   std::int64_t seq = 1024, batch = 1;
   Recompute recompute = Recompute::None;
-  int warmup = 1;  // steps before the measured ones (peaks and stats reset after them)
-  int steps = 1;   // measured steps
+  int warmup = 1;   // steps before the measured ones (peaks and stats reset after them)
+  int steps = 1;    // measured steps
   int threads = 2;  // kernel threads in all: each of N ranks gets max(1, threads / N)
   std::optional<std::int64_t> cap;  // per rank
   comm::LinkModel link;
@@ -105,8 +105,8 @@ inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const Step
           MemoryTracker& tracker = world.tracker();
           parallel::ParallelGroups groups(world, sc.plan);
           std::vector<comm::Communicator> comms = {world, groups.dp(), groups.tp(), groups.sp()};
-          parallel::Strategy strategy = sc.plan.tsp ? parallel::tsp_strategy(m, groups)
-                                                    : parallel::mesh_strategy(m, groups);
+          parallel::Strategy strategy =
+              sc.plan.tsp ? parallel::tsp_strategy(m, groups) : parallel::mesh_strategy(m, groups);
           // TSP's weight traffic runs on its own communicator: keep a reference to its stats.
           strategy.make_ops = [&comms, make = strategy.make_ops](
                                   const ModelConfig& c, parallel::ParallelGroups& g,

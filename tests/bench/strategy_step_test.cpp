@@ -97,7 +97,8 @@ TEST(StrategiesBenchProgram, SweepAndLongestWriteTheirCsv) {
   const std::filesystem::path exe =
       std::filesystem::path(ORIGAMI_BINARY_DIR) / "bench" / "strategies_bench";
   if (!std::filesystem::exists(exe)) GTEST_SKIP() << exe << " not built";
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "strategies_bench_test";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "strategies_bench_test";
   std::filesystem::create_directories(dir);
   const std::string model =
       " --hidden 64 --layers 2 --heads 8 --kv-heads 4 --intermediate 128 --vocab 96 --threads 1";
@@ -116,7 +117,8 @@ TEST(StrategiesBenchProgram, SweepAndLongestWriteTheirCsv) {
   }
   EXPECT_EQ(rows, 6 * 2 * 2);
   // Longest: a cap that holds the tiny model's weights and some tokens.
-  const std::string longest = exe.string() + " --mode longest --strategies tp,tsp --recompute none" +
+  const std::string longest = exe.string() +
+                              " --mode longest --strategies tp,tsp --recompute none" +
                               " --cap 1MiB --grid 64 --max-seq 2048" + model + " --csv " +
                               (dir / "longest.csv").string() + " 2>/dev/null";
   ASSERT_EQ(std::system(longest.c_str()), 0) << longest;
