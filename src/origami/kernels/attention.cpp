@@ -35,6 +35,8 @@
 //             of the mode, and no scratch proportional to the problem is needed.
 #include "origami/kernels/attention.h"
 
+#include "origami/core/dry_run.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -200,6 +202,10 @@ void forward_unit(const Geometry& G, const ForwardArgs& a, std::int64_t b, std::
 void attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v,
                        const std::int64_t* q_pos, const std::int64_t* k_pos, float scale,
                        float* out, float* lse) {
+  if (dryrun::active()) {  // charged the products the kernel computes under the mask
+    dryrun::skip_kernel(attention_forward_flops(s, q_pos, k_pos));
+    return;
+  }
   check_call(s, scale, q != nullptr && out != nullptr && lse != nullptr,
              k != nullptr && v != nullptr,
              (q_pos != nullptr || s.q_len == 0) && (k_pos != nullptr || s.kv_len == 0));
@@ -226,6 +232,7 @@ void attention_forward(const AttentionShape& s, const float* q, const float* k, 
 void attention_merge(std::int64_t batch, std::int64_t q_len, std::int64_t heads,
                      std::int64_t head_dim, float* out_a, float* lse_a, const float* out_b,
                      const float* lse_b) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   ORIGAMI_CHECK(batch >= 0 && q_len >= 0 && heads >= 1 && head_dim >= 1,
                 "attention_merge: batch {}, q_len {} must be >= 0 and heads {}, head_dim {} >= 1",
                 batch, q_len, heads, head_dim);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "origami/core/float_ops.h"
 #include "origami/kernels/attention.h"
 #include "origami/kernels/gemm.h"
 #include "origami/kernels/rope.h"
@@ -18,17 +19,15 @@ namespace {
 // [Σ][B][Sl][w] (the order the axis gathers in) <-> [B][Σ*Sl][w] (the attention layout).
 void rank_major_to_batch_major(int parts, std::int64_t B, std::int64_t Sl, std::int64_t w,
                                const float* in, float* out) {
-  const std::size_t bytes = static_cast<std::size_t>(Sl * w) * sizeof(float);
   for (int r = 0; r < parts; ++r)
     for (std::int64_t b = 0; b < B; ++b)
-      std::memcpy(out + (b * parts + r) * Sl * w, in + (r * B + b) * Sl * w, bytes);
+      copy_floats(float_at(out, (b * parts + r) * Sl * w), float_at(in, (r * B + b) * Sl * w), Sl * w);
 }
 void batch_major_to_rank_major(int parts, std::int64_t B, std::int64_t Sl, std::int64_t w,
                                const float* in, float* out) {
-  const std::size_t bytes = static_cast<std::size_t>(Sl * w) * sizeof(float);
   for (int r = 0; r < parts; ++r)
     for (std::int64_t b = 0; b < B; ++b)
-      std::memcpy(out + (r * B + b) * Sl * w, in + (b * parts + r) * Sl * w, bytes);
+      copy_floats(float_at(out, (r * B + b) * Sl * w), float_at(in, (b * parts + r) * Sl * w), Sl * w);
 }
 
 struct Gathered {

@@ -6,6 +6,7 @@
 // group-major): q, k, v, out, lse of the rank's tokens only, so 1/D of one device's.
 #include <cstring>
 
+#include "origami/core/float_ops.h"
 #include "origami/parallel/tsp_ops.h"
 
 namespace origami::parallel {
@@ -16,13 +17,12 @@ struct Packed {
   const float *wq, *wk, *wv, *wo;
 };
 Packed unpack(const float* p, std::int64_t qd, std::int64_t kvd, std::int64_t h) {
-  return {p, p + qd * h, p + (qd + kvd) * h, p + (qd + 2 * kvd) * h};
+  return {p, float_at(p, qd * h), float_at(p, (qd + kvd) * h), float_at(p, (qd + 2 * kvd) * h)};
 }
 
 Tensor copy_out(MemoryTracker& tracker, const Tensor& src, std::int64_t block, Shape shape) {
   Tensor t(tracker, MemCategory::Workspace, shape);
-  std::memcpy(t.f32(), src.f32() + block * t.numel(),
-              static_cast<std::size_t>(t.numel()) * sizeof(float));
+  copy_floats(t.f32(), float_at(src.f32(), block * t.numel()), t.numel());
   return t;
 }
 
@@ -47,8 +47,8 @@ comm::Handle TspOps::broadcast_attention_shard(std::int64_t l, int owner, Tensor
     const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
     float* p = buf.f32();
     for (const Tensor* t : {&L.wq, &L.wk, &L.wv, &L.wo}) {
-      std::memcpy(p, t->f32(), static_cast<std::size_t>(t->numel()) * sizeof(float));
-      p += t->numel();
+      copy_floats(p, t->f32(), t->numel());
+      p = float_at(p, t->numel());
     }
   }
   if (size_ == 1) return {};
@@ -73,9 +73,9 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
     // Prefetch P_{j+1} while P_j is used (a different communicator than the K/V gathers).
     if (j + 1 < D) pending = broadcast_attention_shard(l, j + 1, buf[(j + 1) % 2]);
     const Packed p = unpack(buf[j % 2].f32(), qd, kvd, d.hidden);
-    const AttentionSavedView into{s.q.f32() + j * R * qd, s.k.f32() + j * R * kvd,
-                                  s.v.f32() + j * R * kvd, s.out.f32() + j * R * qd,
-                                  s.lse.f32() + j * d.batch * d.heads * d.seq};
+    const AttentionSavedView into{float_at(s.q.f32(), j * R * qd), float_at(s.k.f32(), j * R * kvd),
+                                  float_at(s.v.f32(), j * R * kvd), float_at(s.out.f32(), j * R * qd),
+                                  float_at(s.lse.f32(), j * d.batch * d.heads * d.seq)};
     cp_attention_forward_into(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, tracker_, into, x);
   }
 }
@@ -106,7 +106,8 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
     g.lse = copy_out(tracker_, s.lse, j, {d.batch, d.heads, d.seq});
     grad.zero();
     float* dp = grad.f32();
-    const AttentionGrads dg{dp, dp + qd * h, dp + (qd + kvd) * h, dp + (qd + 2 * kvd) * h};
+    const AttentionGrads dg{dp, float_at(dp, qd * h), float_at(dp, (qd + kvd) * h),
+                            float_at(dp, (qd + 2 * kvd) * h)};
     cp_attention_backward(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, g, dx, tracker_, dn, dg);
     // Every rank's contribution to head group j's weight gradient, summed on its owner.
     float* sum = grad.f32();
@@ -117,9 +118,8 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
     if (j == rank_) {
       const float* q = sum;
       for (Tensor* t : {&G.wq, &G.wk, &G.wv, &G.wo}) {
-        float* o = t->f32();
-        for (std::int64_t i = 0; i < t->numel(); ++i) o[i] += q[i];
-        q += t->numel();
+        add_floats(t->f32(), q, t->numel());
+        q = float_at(q, t->numel());
       }
     }
   }

@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "origami/core/float_ops.h"
 #include "origami/kernels/gemm.h"
 #include "origami/parallel/tsp_ops.h"
 
@@ -18,13 +19,13 @@ kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {
   const std::int64_t F = Vr * h;
   Tensor cur(tracker_, MemCategory::CommBuffers, {F}),
       next(tracker_, MemCategory::CommBuffers, {F});
-  std::memcpy(cur.f32(), params_.lm_head.f32(), static_cast<std::size_t>(F) * sizeof(float));
+  copy_floats(cur.f32(), params_.lm_head.f32(), F);
   Tensor stats(tracker_, MemCategory::Workspace, {3, R});  // running max, sum-exp, target logit
   stats.zero();
   float* run_max = stats.f32();
-  float* run_sum = run_max + R;
-  float* target = run_sum + R;
-  for (std::int64_t i = 0; i < R; ++i) run_max[i] = -std::numeric_limits<float>::infinity();
+  float* run_sum = float_at(run_max, R);
+  float* target = float_at(run_sum, R);
+  fill_floats(run_max, R, -std::numeric_limits<float>::infinity());
   for (int t = 0; t < size_; ++t) {
     const int shard = (rank_ + t) % size_;
     Hop hop;
@@ -54,7 +55,7 @@ void TspOps::head_backward(float grad_scale, float* dnf) {
   Tensor cur(tracker_, MemCategory::CommBuffers, {2 * F});
   Tensor next(tracker_, MemCategory::CommBuffers, {2 * F});
   cur.zero();
-  std::memcpy(cur.f32(), params_.lm_head.f32(), static_cast<std::size_t>(F) * sizeof(float));
+  copy_floats(cur.f32(), params_.lm_head.f32(), F);
   for (int t = 0; t < size_; ++t) {
     const int shard = (rank_ + t) % size_;
     comm::Handle recv;
@@ -66,15 +67,15 @@ void TspOps::head_backward(float grad_scale, float* dnf) {
       kernels::cross_entropy_backward(R, Vr, logits.f32(), shard * Vr, config_.vocab_size,
                                       batch_->labels.data(), head_lse_.f32(), grad_scale,
                                       logits.f32());
-      kernels::linear_backward_weight(R, h, Vr, logits.f32(), head_input_, cur.f32() + F);
+      kernels::linear_backward_weight(R, h, Vr, logits.f32(), head_input_, float_at(cur.f32(), F));
       kernels::linear_backward_input(R, h, Vr, logits.f32(), cur.f32(), dnf);
     }
     if (size_ > 1) {
       const int dst = (rank_ + size_ - 1) % size_;
       comm::Handle send;
       if (t + 1 == size_) {  // the last hop carries the gradient home
-        recv = bcast_.irecv(comm::Buffer(next.f32() + F, F, DType::F32), (rank_ + 1) % size_, t);
-        send = bcast_.isend(comm::ConstBuffer(cur.f32() + F, F, DType::F32), dst, t);
+        recv = bcast_.irecv(comm::Buffer(float_at(next.f32(), F), F, DType::F32), (rank_ + 1) % size_, t);
+        send = bcast_.isend(comm::ConstBuffer(float_at(cur.f32(), F), F, DType::F32), dst, t);
       } else {
         send = bcast_.isend(comm::ConstBuffer(cur.f32(), 2 * F, DType::F32), dst, t);
       }
@@ -84,9 +85,8 @@ void TspOps::head_backward(float grad_scale, float* dnf) {
       std::swap(cur, next);
     }
   }
-  const float* acc = cur.f32() + F;
-  float* g = grads_.lm_head.f32();
-  for (std::int64_t i = 0; i < F; ++i) g[i] += acc[i];
+  const float* acc = float_at(cur.f32(), F);
+  add_floats(grads_.lm_head.f32(), acc, F);
   head_lse_ = Tensor();
   head_input_ = nullptr;
 }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "origami/core/float_ops.h"
 #include "origami/kernels/gemm.h"
 #include "origami/kernels/swiglu.h"
 #include "origami/parallel/tsp_ops.h"
@@ -15,7 +16,7 @@ namespace origami::parallel {
 
 namespace {
 MlpWeights weights_of(const float* p, std::int64_t ffn, std::int64_t h) {
-  return {p, p + ffn * h, p + 2 * ffn * h};
+  return {p, float_at(p, ffn * h), float_at(p, 2 * ffn * h)};
 }
 }  // namespace
 
@@ -31,8 +32,8 @@ void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) 
       next(tracker_, MemCategory::CommBuffers, {F});
   float* p = cur.f32();
   for (const Tensor* t : {&L.w_gate, &L.w_up, &L.w_down}) {
-    std::memcpy(p, t->f32(), static_cast<std::size_t>(t->numel()) * sizeof(float));
-    p += t->numel();
+    copy_floats(p, t->f32(), t->numel());
+    p = float_at(p, t->numel());
   }
   s.a = Tensor(tracker_, MemCategory::Activations, {size_, R, ffn});
   s.u = Tensor(tracker_, MemCategory::Activations, {size_, R, ffn});
@@ -43,8 +44,8 @@ void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) 
     // mlp_block_forward, with the gate/up pre-activations written straight into this shard's
     // slot of the saved tensors (no second copy at the peak).
     const MlpWeights w = weights_of(cur.f32(), ffn, h);
-    float* a = s.a.f32() + shard * R * ffn;
-    float* u = s.u.f32() + shard * R * ffn;
+    float* a = float_at(s.a.f32(), shard * R * ffn);
+    float* u = float_at(s.u.f32(), shard * R * ffn);
     kernels::linear_forward(R, h, ffn, n, w.w_gate, a);
     kernels::linear_forward(R, h, ffn, n, w.w_up, u);
     {
@@ -69,8 +70,8 @@ void TspOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const flo
   cur.zero();
   float* p = cur.f32();
   for (const Tensor* t : {&L.w_gate, &L.w_up, &L.w_down}) {
-    std::memcpy(p, t->f32(), static_cast<std::size_t>(t->numel()) * sizeof(float));
-    p += t->numel();
+    copy_floats(p, t->f32(), t->numel());
+    p = float_at(p, t->numel());
   }
   const bool saved = s.a.defined();
   for (int t = 0; t < size_; ++t) {
@@ -85,22 +86,21 @@ void TspOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const flo
     if (saved) {
       g.a = Tensor(tracker_, MemCategory::Workspace, {R, ffn});
       g.u = Tensor(tracker_, MemCategory::Workspace, {R, ffn});
-      std::memcpy(g.a.f32(), s.a.f32() + shard * R * ffn,
-                  static_cast<std::size_t>(R * ffn) * sizeof(float));
-      std::memcpy(g.u.f32(), s.u.f32() + shard * R * ffn,
-                  static_cast<std::size_t>(R * ffn) * sizeof(float));
+      copy_floats(g.a.f32(), float_at(s.a.f32(), shard * R * ffn), R * ffn);
+      copy_floats(g.u.f32(), float_at(s.u.f32(), shard * R * ffn), R * ffn);
     } else {
       mlp_block_recompute(dims, n, w, tracker_, g);  // recompute policies mlp and full
     }
-    float* acc = cur.f32() + F;
-    mlp_block_backward(dims, n, w, g, dx, tracker_, dn, {acc, acc + ffn * h, acc + 2 * ffn * h});
+    float* acc = float_at(cur.f32(), F);
+    mlp_block_backward(dims, n, w, g, dx, tracker_, dn,
+                       {acc, float_at(acc, ffn * h), float_at(acc, 2 * ffn * h)});
     if (size_ > 1) {
       // After the last step only the accumulator makes the final hop home.
       const bool last = t + 1 == size_;
       const int dst = (rank_ + size_ - 1) % size_;
       comm::Handle send;
       if (last) {
-        recv = bcast_.irecv(comm::Buffer(next.f32() + F, F, DType::F32), (rank_ + 1) % size_, t);
+        recv = bcast_.irecv(comm::Buffer(float_at(next.f32(), F), F, DType::F32), (rank_ + 1) % size_, t);
         send = bcast_.isend(comm::ConstBuffer(acc, F, DType::F32), dst, t);
       } else {
         send = bcast_.isend(comm::ConstBuffer(cur.f32(), 2 * F, DType::F32), dst, t);
@@ -112,11 +112,10 @@ void TspOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const flo
     }
   }
   // cur now holds this rank's own shard's accumulator (D hops, or none when D = 1).
-  const float* acc = cur.f32() + F;
+  const float* acc = float_at(cur.f32(), F);
   for (Tensor* t : {&G.w_gate, &G.w_up, &G.w_down}) {
-    float* o = t->f32();
-    for (std::int64_t i = 0; i < t->numel(); ++i) o[i] += acc[i];
-    acc += t->numel();
+    add_floats(t->f32(), acc, t->numel());
+    acc = float_at(acc, t->numel());
   }
   s = MlpSaved();
 }
