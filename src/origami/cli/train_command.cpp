@@ -48,7 +48,8 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_->add_option("--data", o.data_path,
                        "text file, byte-level tokens (default: the built-in corpus)");
   command_->add_option("--seq", o.seq, "tokens per sequence")->capture_default_str();
-  command_->add_option("--batch", o.batch, "sequences per micro-batch")->capture_default_str();
+  batch_option_ = command_->add_option("--batch", o.batch, "sequences per micro-batch (dry run: default 1)")
+                      ->capture_default_str();
   command_->add_option("--grad-accum", o.grad_accum, "micro-batches per optimizer step")
       ->capture_default_str();
   steps_option_ = command_->add_option("--steps", o.steps, "optimizer steps (dry run: default 1)")
@@ -127,7 +128,7 @@ int TrainCommand::run_dry() {
   }
   DryRunOptions d;
   d.seq = o.seq;
-  d.batch = o.batch;
+  d.batch = batch_option_->count() > 0 ? o.batch : 1;  // one long sequence unless asked
   d.grad_accum = o.grad_accum;
   d.steps = steps_option_->count() > 0 ? o.steps : 1;
   d.recompute = o.recompute;

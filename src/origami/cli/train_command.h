@@ -37,6 +37,7 @@ class TrainCommand {
   std::string json_path_;
   comm::LinkModel link_;
   CLI::Option* steps_option_ = nullptr;
+  CLI::Option* batch_option_ = nullptr;
   int run_dry();
 };
 
