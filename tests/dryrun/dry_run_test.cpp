@@ -151,6 +151,22 @@ TEST(DryRun, SevenBillionAtSixteenKOnEightRanks) {
   }
 }
 
+// The virtual clocks depend on the schedule only, not on how the threads were scheduled.
+TEST(DryRun, VirtualTimeIsDeterministic) {
+  const ModelConfig m = small_model();
+  for (const Layout& l : {small_layouts()[2], small_layouts()[7], small_layouts()[8]}) {  // tp2, tsp4, dp2xtsp2
+    DryRunOptions o;
+    o.seq = 32;
+    o.batch = 2;
+    o.flop_rate = 1e9;  // compute and communication of similar size: overlap matters
+    const DryRunReport a = dry_run(m, l.plan, o), b = dry_run(m, l.plan, o);
+    for (std::size_t r = 0; r < a.ranks.size(); ++r) {
+      EXPECT_EQ(a.ranks[r].clock_s, b.ranks[r].clock_s) << l.name << " rank " << r;
+      EXPECT_EQ(a.ranks[r].step_s, b.ranks[r].step_s) << l.name << " rank " << r;
+    }
+  }
+}
+
 TEST(DryRun, RefusesWhatCannotRun) {
   const ModelConfig m = small_model();
   DryRunOptions o;

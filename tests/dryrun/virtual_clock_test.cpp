@@ -76,6 +76,36 @@ TEST(VirtualClock, OneSendTakesAlphaPlusBytesOverBeta) {
   EXPECT_TIME(clocks[0], expect);  // the send completes with the hop
 }
 
+TEST(VirtualClock, MessagesOnOneLinkShareItsBandwidth) {
+  // Two messages posted together to one peer: the second starts when the first has left
+  // (bytes / beta later), both pay alpha once: alpha + 2 n / beta for the second. A third to
+  // another peer does not wait for them.
+  const std::int64_t n = 1 << 16;
+  const auto l = link();
+  std::vector<double> done(3);
+  run_virtual(3, l, [&](comm::Communicator& c) {
+    Tensor a(c.tracker(), MemCategory::CommBuffers, {n}), b(c.tracker(), MemCategory::CommBuffers, {n});
+    if (c.rank() == 0) {
+      comm::Handle h1 = c.isend(a, 1, 0), h2 = c.isend(b, 1, 1), h3 = c.isend(a, 2, 0);
+      h3.wait();
+      done[2] = dryrun::current()->now_s;
+      h1.wait();
+      done[0] = dryrun::current()->now_s;
+      h2.wait();
+      done[1] = dryrun::current()->now_s;
+    }
+    if (c.rank() == 1) {
+      c.recv(a, 0, 0);
+      c.recv(b, 0, 1);
+    }
+    if (c.rank() == 2) c.recv(a, 0, 0);
+  });
+  const double one = l.intra_alpha_s + 4.0 * n / l.intra_beta_Bps;
+  EXPECT_TIME(done[2], one);
+  EXPECT_TIME(done[0], one);
+  EXPECT_TIME(done[1], one + 4.0 * n / l.intra_beta_Bps);
+}
+
 TEST(VirtualClock, ProfileBytesSetTheHopTime) {
   const std::int64_t n = 1000;
   const auto l = link();

@@ -43,7 +43,12 @@ Handle CommImpl::submit(const std::string& kind, std::int64_t bytes, std::functi
   state->accounted = dryrun::comm_bytes(fp32_data, bytes);
   // The issuer's clock (copied: the collective runs later, on the worker).
   std::optional<dryrun::Clock> issuer;
-  if (const dryrun::Clock* c = dryrun::current()) issuer = *c;
+  if (const dryrun::Clock* c = dryrun::current()) {
+    issuer.emplace();
+    issuer->flop_rate = c->flop_rate;
+    issuer->now_s = c->now_s;
+    issuer->comm_elem_bytes = c->comm_elem_bytes;
+  }
   core->stats.add_call(kind);
   core->log->add({std::chrono::steady_clock::now(), core->name, kind, "issue", seq, bytes, -1});
   auto task = [this, state, kind, seq, fp32_data, issuer, fn = std::move(fn)] {
@@ -67,14 +72,14 @@ Handle CommImpl::submit(const std::string& kind, std::int64_t bytes, std::functi
     try {
       CollectiveContext ctx(*this, kind, seq, fp32_data);
       if (issuer) {
-        dryrun::Clock stream = *issuer;
-        stream.now_s = std::max(issuer->now_s, stream_end_s_);
+        stream_.flop_rate = issuer->flop_rate;
+        stream_.comm_elem_bytes = issuer->comm_elem_bytes;
+        stream_.now_s = std::max(issuer->now_s, stream_.now_s);
         {
-          const dryrun::Install on_worker(&stream);
+          const dryrun::Install on_worker(&stream_);
           fn(ctx);
         }
-        stream_end_s_ = stream.now_s;
-        state->virtual_done_s = stream.now_s;
+        state->virtual_done_s = stream_.now_s;
       } else {
         fn(ctx);
       }
@@ -104,7 +109,20 @@ Handle CommImpl::post(bool is_send, const std::string& kind, const void* data, s
   auto state = make_state(core, kind, is_send ? "send" : "recv", peer, seq, bytes);
   state->user_facing = user_facing;
   state->accounted = dryrun::comm_bytes(fp32_data, bytes);
-  if (const dryrun::Clock* c = dryrun::current()) state->virtual_post_s = c->now_s;
+  if (dryrun::Clock* c = dryrun::current()) {
+    state->virtual_post_s = c->now_s;
+    if (is_send) {
+      // The hop starts when this stream's link to the peer has carried its earlier messages;
+      // it then holds the link for bytes / beta (the latency alpha overlaps the next message).
+      const int src = world_ranks[static_cast<std::size_t>(core->rank)];
+      const int dst = world_ranks[static_cast<std::size_t>(peer)];
+      const LinkModel& link = transport->link_model();
+      double& free = c->link_free_s[dst];
+      state->virtual_post_s = std::max(c->now_s, free);
+      free = state->virtual_post_s + link.hop_seconds(src, dst, state->accounted) -
+             link.hop_seconds(src, dst, 0);
+    }
+  }
   if (user_facing) core->stats.add_call(kind);
   core->log->add({std::chrono::steady_clock::now(), core->name, kind, is_send ? "post send" : "post recv", seq,
                   bytes, peer});

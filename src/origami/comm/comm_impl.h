@@ -17,6 +17,7 @@
 #include "origami/comm/collectives/context.h"
 #include "origami/comm/handle.h"
 #include "origami/comm/transport.h"
+#include "origami/core/dry_run.h"
 #include "origami/core/memory_tracker.h"
 
 namespace origami::comm::detail {
@@ -60,7 +61,7 @@ class CommImpl {
   bool started_ = false;
   std::thread worker_;
   std::exception_ptr poisoned_;  // a failed collective leaves the group out of step
-  double stream_end_s_ = 0;      // dry run: virtual end of the last collective (worker only)
+  dryrun::Clock stream_;         // dry run: the worker's clock across collectives (worker only)
 };
 
 }  // namespace origami::comm::detail

@@ -4,13 +4,14 @@
 // know nothing of ranks or transports.
 //
 // Which threads carry a clock: each rank's thread (installed by the dry-run runner), and each
-// communicator's collective worker while it runs one collective (a "stream" clock that starts
-// at max(the issuer's clock at issue, the end of the previous collective on that
-// communicator)). A wait on a handle joins the waiter's clock with the operation's virtual
+// communicator's collective worker while it runs a collective (a "stream" clock, kept by the
+// communicator, that starts each collective at max(the issuer's clock at issue, the end of
+// the previous collective on that communicator)). A wait on a handle joins the waiter's clock with the operation's virtual
 // completion time: now = max(now, done).
 #pragma once
 
 #include <cstdint>
+#include <map>
 
 namespace origami::dryrun {
 
@@ -20,6 +21,10 @@ struct Clock {
   double compute_s = 0;            // the part of now_s charged by kernels
   double flops = 0;                // FLOPs charged
   std::int64_t comm_elem_bytes = 4;  // bytes per transferred fp32 element (the profile's)
+  // Per destination world rank: when this stream's link to it is free again. Messages one
+  // stream sends to one peer share the link's bandwidth in posting order (the comm layer
+  // sets and reads it).
+  std::map<int, double> link_free_s;
 };
 
 // The clock installed on this thread, or nullptr outside a dry run.
