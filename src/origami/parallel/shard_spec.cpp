@@ -103,12 +103,12 @@ Tensor gather_full(const ShardSpec& s, const Tensor& local, comm::Communicator& 
   tp.all_gather(local, all);
   const std::int64_t rows = s.local[0], cols = s.local[1];
   if (s.shard_dim == 0) {  // blocks of rows in rank order; drop the vocabulary padding
-    std::memcpy(full.f32(), all.f32(), static_cast<std::size_t>(full.numel()) * sizeof(float));
+    copy_floats(full.f32(), all.f32(), full.numel());
   } else {  // blocks of columns: block p holds columns [p*cols, (p+1)*cols) of every row
     for (int p = 0; p < s.parts; ++p)
       for (std::int64_t r = 0; r < rows; ++r)
-        std::memcpy(full.f32() + r * s.global[1] + p * cols, all.f32() + (p * rows + r) * cols,
-                    static_cast<std::size_t>(cols) * sizeof(float));
+        copy_floats(float_at(full.f32(), r * s.global[1] + p * cols),
+                    float_at(all.f32(), (p * rows + r) * cols), cols);
   }
   return full;
 }
