@@ -34,21 +34,24 @@ std::string slurp(const std::string& path) {
 
 std::string temp_base() {
   static int counter = 0;
-  return ::testing::TempDir() + "origami_dry_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  return ::testing::TempDir() + "origami_dry_" + std::to_string(::getpid()) + "_" +
+         std::to_string(counter++);
 }
 
 CliRun origami(const std::string& args) {
   const std::string base = temp_base();
-  const std::string cmd = std::string(ORIGAMI_BINARY_DIR) + "/origami " + args + " > " + base + ".out 2> " +
-                          base + ".err";
+  const std::string cmd = std::string(ORIGAMI_BINARY_DIR) + "/origami " + args + " > " + base +
+                          ".out 2> " + base + ".err";
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base + ".out"), slurp(base + ".err")};
 }
 
 TEST(TrainDryRunCli, JsonIsTheLibrarysReport) {
   const std::string json = temp_base() + ".json";
-  const CliRun r = origami("train --dry-run --model tiny --seq 64 --strategy tp --degree 2 --precision bf16 "
-                           "--flops-rate 500 --intra-beta 2e9 --json " + json);
+  const CliRun r = origami(
+      "train --dry-run --model tiny --seq 64 --strategy tp --degree 2 --precision bf16 "
+      "--flops-rate 500 --intra-beta 2e9 --json " +
+      json);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("saved activations"));
   EXPECT_THAT(r.out, HasSubstr("all_reduce"));
@@ -61,9 +64,11 @@ TEST(TrainDryRunCli, JsonIsTheLibrarysReport) {
   o.precision = origami::Precision::bf16();
   o.flop_rate = 500e9;
   o.link.intra_beta_Bps = 2e9;
-  const origami::DryRunReport lib = origami::dry_run(
-      origami::model_preset("tiny"),
-      origami::parallel::make_parallel_config("tp", 2, "", false, origami::parallel::TokenLayoutKind::Zigzag), o);
+  const origami::DryRunReport lib =
+      origami::dry_run(origami::model_preset("tiny"),
+                       origami::parallel::make_parallel_config(
+                           "tp", 2, "", false, origami::parallel::TokenLayoutKind::Zigzag),
+                       o);
   for (std::size_t r = 0; r < 2; ++r) {
     for (int c = 0; c < origami::kNumMemCategories; ++c) {
       const std::string name(origami::mem_category_name(static_cast<origami::MemCategory>(c)));

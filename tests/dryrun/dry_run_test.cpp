@@ -35,9 +35,12 @@ std::vector<Layout> small_layouts() {
 
 // h 64 and 4 heads: every weight and activation is above the dry run's backed threshold, so
 // the unbacked paths run; V 97 pads under tp.
-ModelConfig small_model() { return parity::make_model(97, 64, 96, 4, 4, 2); }
+ModelConfig small_model() {
+  return parity::make_model(97, 64, 96, 4, 4, 2);
+}
 
-void expect_same_accounting(const DryRunReport& dry, const DryRunReport& real, const std::string& what) {
+void expect_same_accounting(const DryRunReport& dry, const DryRunReport& real,
+                            const std::string& what) {
   ASSERT_EQ(dry.ranks.size(), real.ranks.size()) << what;
   for (std::size_t r = 0; r < dry.ranks.size(); ++r) {
     const DryRunRank &d = dry.ranks[r], &e = real.ranks[r];
@@ -57,8 +60,10 @@ void expect_same_accounting(const DryRunReport& dry, const DryRunReport& real, c
       for (const auto& [kind, o] : ds.ops) {
         const comm::OpStats& x = es.op(kind);
         EXPECT_EQ(o.calls, x.calls) << what << " rank " << r << " " << axis << " " << kind;
-        EXPECT_EQ(o.bytes_sent, x.bytes_sent) << what << " rank " << r << " " << axis << " " << kind;
-        EXPECT_EQ(o.bytes_received, x.bytes_received) << what << " rank " << r << " " << axis << " " << kind;
+        EXPECT_EQ(o.bytes_sent, x.bytes_sent)
+            << what << " rank " << r << " " << axis << " " << kind;
+        EXPECT_EQ(o.bytes_received, x.bytes_received)
+            << what << " rank " << r << " " << axis << " " << kind;
       }
     }
   }
@@ -90,7 +95,9 @@ TEST(DryRun, EqualsARealRunForEveryStrategy) {
   }
 }
 
-std::int64_t peak(const DryRunRank& r, MemCategory c) { return r.memory.peak[static_cast<std::size_t>(c)]; }
+std::int64_t peak(const DryRunRank& r, MemCategory c) {
+  return r.memory.peak[static_cast<std::size_t>(c)];
+}
 
 // (b) The bf16 profile: parameters, activations and every float transfer at 2 bytes; gradients
 // and logits unchanged; optimizer state = master copy (4) + two moments (8) per parameter.
@@ -107,7 +114,8 @@ TEST(DryRun, Bf16ProfileHalvesWeightsActivationsAndTraffic) {
       const DryRunRank &x = f.ranks[r], &y = b.ranks[r];
       EXPECT_EQ(2 * peak(y, MemCategory::Parameters), peak(x, MemCategory::Parameters)) << l.name;
       EXPECT_EQ(peak(y, MemCategory::Gradients), peak(x, MemCategory::Gradients)) << l.name;
-      EXPECT_EQ(2 * peak(y, MemCategory::OptimizerState), 3 * peak(x, MemCategory::OptimizerState)) << l.name;
+      EXPECT_EQ(2 * peak(y, MemCategory::OptimizerState), 3 * peak(x, MemCategory::OptimizerState))
+          << l.name;
       EXPECT_EQ(2 * peak(y, MemCategory::Activations), peak(x, MemCategory::Activations)) << l.name;
       EXPECT_EQ(peak(y, MemCategory::Logits), peak(x, MemCategory::Logits)) << l.name;
       for (const auto& [kind, s] : x.comm_total.ops) {
@@ -138,14 +146,16 @@ TEST(DryRun, SevenBillionAtSixteenKOnEightRanks) {
   for (const char* strategy : {"tsp", "tp"}) {
     DryRunOptions o;
     o.seq = 16384;
-    const DryRunReport r = dry_run(m, make_parallel_config(strategy, 8, "", false, TokenLayoutKind::Zigzag), o);
+    const DryRunReport r =
+        dry_run(m, make_parallel_config(strategy, 8, "", false, TokenLayoutKind::Zigzag), o);
     ASSERT_EQ(r.ranks.size(), 8u);
     for (const DryRunRank& k : r.ranks) {
       EXPECT_EQ(peak(k, MemCategory::Parameters), expected) << strategy;
       EXPECT_EQ(peak(k, MemCategory::Gradients), expected) << strategy;
       EXPECT_EQ(peak(k, MemCategory::OptimizerState), 2 * expected) << strategy;
       // Every rank computes its share of the model FLOPs (at least 6·P·T / 8).
-      EXPECT_GT(k.flops, 6.0 * static_cast<double>(m.num_parameters()) * 16384 / 8 * 0.95) << strategy;
+      EXPECT_GT(k.flops, 6.0 * static_cast<double>(m.num_parameters()) * 16384 / 8 * 0.95)
+          << strategy;
     }
     EXPECT_GT(r.step_s, 0);
   }
@@ -154,7 +164,8 @@ TEST(DryRun, SevenBillionAtSixteenKOnEightRanks) {
 // The virtual clocks depend on the schedule only, not on how the threads were scheduled.
 TEST(DryRun, VirtualTimeIsDeterministic) {
   const ModelConfig m = small_model();
-  for (const Layout& l : {small_layouts()[2], small_layouts()[7], small_layouts()[8]}) {  // tp2, tsp4, dp2xtsp2
+  for (const Layout& l :
+       {small_layouts()[2], small_layouts()[7], small_layouts()[8]}) {  // tp2, tsp4, dp2xtsp2
     DryRunOptions o;
     o.seq = 32;
     o.batch = 2;

@@ -84,7 +84,8 @@ TEST(VirtualClock, MessagesOnOneLinkShareItsBandwidth) {
   const auto l = link();
   std::vector<double> done(3);
   run_virtual(3, l, [&](comm::Communicator& c) {
-    Tensor a(c.tracker(), MemCategory::CommBuffers, {n}), b(c.tracker(), MemCategory::CommBuffers, {n});
+    Tensor a(c.tracker(), MemCategory::CommBuffers, {n}),
+        b(c.tracker(), MemCategory::CommBuffers, {n});
     if (c.rank() == 0) {
       comm::Handle h1 = c.isend(a, 1, 0), h2 = c.isend(b, 1, 1), h3 = c.isend(a, 2, 0);
       h3.wait();
@@ -130,12 +131,14 @@ TEST(VirtualClock, KernelsChargeTheirFlopsAtTheRate) {
     const std::int64_t S = 100, H = 4, d = 8;
     std::vector<std::int64_t> pos(S);
     for (std::int64_t i = 0; i < S; ++i) pos[static_cast<std::size_t>(i)] = i;
-    const kernels::AttentionShape s{.batch = 1, .q_len = S, .kv_len = S, .heads = H, .kv_heads = H, .head_dim = d};
-    kernels::attention_forward(s, nullptr, nullptr, nullptr, pos.data(), pos.data(), 1.0f, nullptr, nullptr);
+    const kernels::AttentionShape s{
+        .batch = 1, .q_len = S, .kv_len = S, .heads = H, .kv_heads = H, .head_dim = d};
+    kernels::attention_forward(s, nullptr, nullptr, nullptr, pos.data(), pos.data(), 1.0f, nullptr,
+                               nullptr);
     const double fwd = 4.0 * d * H * S * (S + 1) / 2;
     EXPECT_TIME(dryrun::current()->now_s - after_gemm, fwd / kRate);
-    kernels::attention_backward(s, nullptr, nullptr, nullptr, pos.data(), pos.data(), 1.0f, nullptr, nullptr,
-                                nullptr, nullptr, nullptr, nullptr);
+    kernels::attention_backward(s, nullptr, nullptr, nullptr, pos.data(), pos.data(), 1.0f, nullptr,
+                                nullptr, nullptr, nullptr, nullptr, nullptr);
     EXPECT_TIME(dryrun::current()->now_s - after_gemm, 3.5 * fwd / kRate);
     EXPECT_TIME(dryrun::current()->flops, 2.0 * 64 * 256 * 128 + 3.5 * fwd);
   });

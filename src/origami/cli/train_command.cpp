@@ -48,8 +48,9 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_->add_option("--data", o.data_path,
                        "text file, byte-level tokens (default: the built-in corpus)");
   command_->add_option("--seq", o.seq, "tokens per sequence")->capture_default_str();
-  batch_option_ = command_->add_option("--batch", o.batch, "sequences per micro-batch (dry run: default 1)")
-                      ->capture_default_str();
+  batch_option_ =
+      command_->add_option("--batch", o.batch, "sequences per micro-batch (dry run: default 1)")
+          ->capture_default_str();
   command_->add_option("--grad-accum", o.grad_accum, "micro-batches per optimizer step")
       ->capture_default_str();
   steps_option_ = command_->add_option("--steps", o.steps, "optimizer steps (dry run: default 1)")
@@ -97,11 +98,14 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_->add_flag("--dry-run", dry_run_,
                      "run without computing: memory accounted not allocated, kernels skipped, "
                      "transfers accounted, virtual step time (any model and sequence)");
-  command_->add_option("--flops-rate", flops_rate_gflops_,
-                       "dry run: GFLOP/s of one rank (gemm and attention FLOPs)")
+  command_
+      ->add_option("--flops-rate", flops_rate_gflops_,
+                   "dry run: GFLOP/s of one rank (gemm and attention FLOPs)")
       ->capture_default_str();
-  command_->add_option("--precision", precision_, "dry run: element sizes, fp32 or bf16 (bf16 "
-                       "weights/activations/communication, fp32 master/gradients/moments/logits)")
+  command_
+      ->add_option("--precision", precision_,
+                   "dry run: element sizes, fp32 or bf16 (bf16 "
+                   "weights/activations/communication, fp32 master/gradients/moments/logits)")
       ->capture_default_str();
   command_->add_option("--json", json_path_, "dry run: write the report as JSON to this file");
   command_->add_option("--intra-alpha", link_.intra_alpha_s, "dry run: intra-node latency (s)")
@@ -112,8 +116,9 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->capture_default_str();
   command_->add_option("--inter-beta", link_.inter_beta_Bps, "dry run: inter-node bandwidth (B/s)")
       ->capture_default_str();
-  command_->add_option("--devices-per-node", link_.devices_per_node,
-                       "dry run: consecutive world ranks per node (link classes)")
+  command_
+      ->add_option("--devices-per-node", link_.devices_per_node,
+                   "dry run: consecutive world ranks per node (link classes)")
       ->capture_default_str();
 }
 
@@ -140,11 +145,15 @@ int TrainCommand::run_dry() {
   d.seed = o.seed;
   const parallel::ParallelConfig plan = parallel::make_parallel_config(
       o.strategy, o.degree, o.mesh, o.tp_sequence_parallel, parallel::parse_token_layout(o.layout));
-  std::cout << fmt::format("dry run: {} parameters, {} on {} simulated ranks, {} x {} tokens x {} "
-                           "micro-batches, recompute {}, precision {}, {:.4g} GFLOP/s per rank, {}\n",
-                           o.model.num_parameters(), plan.describe(), plan.world(), d.batch, d.seq,
-                           d.grad_accum, d.recompute, d.precision.name, flops_rate_gflops_,
-                           [&] { comm::LinkModel l = link_; l.enabled = true; return l.describe(); }());
+  std::cout << fmt::format(
+      "dry run: {} parameters, {} on {} simulated ranks, {} x {} tokens x {} "
+      "micro-batches, recompute {}, precision {}, {:.4g} GFLOP/s per rank, {}\n",
+      o.model.num_parameters(), plan.describe(), plan.world(), d.batch, d.seq, d.grad_accum,
+      d.recompute, d.precision.name, flops_rate_gflops_, [&] {
+        comm::LinkModel l = link_;
+        l.enabled = true;
+        return l.describe();
+      }());
   const DryRunReport r = dry_run(o.model, plan, d);
   std::cout << r.summary();
   if (!json_path_.empty()) {

@@ -8,7 +8,9 @@ namespace {
 thread_local Clock* t_clock = nullptr;
 }
 
-Clock* current() { return t_clock; }
+Clock* current() {
+  return t_clock;
+}
 
 bool skip_kernel(double flops) {
   Clock* c = t_clock;
@@ -29,7 +31,11 @@ std::int64_t comm_bytes(bool fp32_data, std::int64_t raw_bytes) {
   return raw_bytes / 4 * t_clock->comm_elem_bytes;
 }
 
-Install::Install(Clock* clock) : previous_(t_clock) { t_clock = clock; }
-Install::~Install() { t_clock = previous_; }
+Install::Install(Clock* clock) : previous_(t_clock) {
+  t_clock = clock;
+}
+Install::~Install() {
+  t_clock = previous_;
+}
 
 }  // namespace origami::dryrun

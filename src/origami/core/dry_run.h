@@ -6,8 +6,8 @@
 // Which threads carry a clock: each rank's thread (installed by the dry-run runner), and each
 // communicator's collective worker while it runs a collective (a "stream" clock, kept by the
 // communicator, that starts each collective at max(the issuer's clock at issue, the end of
-// the previous collective on that communicator)). A wait on a handle joins the waiter's clock with the operation's virtual
-// completion time: now = max(now, done).
+// the previous collective on that communicator)). A wait on a handle joins the waiter's clock with
+// the operation's virtual completion time: now = max(now, done).
 #pragma once
 
 #include <cstdint>
@@ -16,10 +16,10 @@
 namespace origami::dryrun {
 
 struct Clock {
-  double flop_rate = 1e12;         // FLOP/s one rank computes at
-  double now_s = 0;                // the virtual clock
-  double compute_s = 0;            // the part of now_s charged by kernels
-  double flops = 0;                // FLOPs charged
+  double flop_rate = 1e12;           // FLOP/s one rank computes at
+  double now_s = 0;                  // the virtual clock
+  double compute_s = 0;              // the part of now_s charged by kernels
+  double flops = 0;                  // FLOPs charged
   std::int64_t comm_elem_bytes = 4;  // bytes per transferred fp32 element (the profile's)
   // Per destination world rank: when this stream's link to it is free again. Messages one
   // stream sends to one peer share the link's bandwidth in posting order (the comm layer
@@ -29,7 +29,9 @@ struct Clock {
 
 // The clock installed on this thread, or nullptr outside a dry run.
 Clock* current();
-inline bool active() { return current() != nullptr; }
+inline bool active() {
+  return current() != nullptr;
+}
 
 // In a dry run: advances the clock by flops / flop_rate and returns true (the caller then
 // skips the computation). Outside a dry run: false.

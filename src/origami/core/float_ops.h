@@ -34,7 +34,9 @@ inline void fill_floats(float* dst, std::int64_t n, float value) {
 }
 
 // p + offset, staying null for an unbacked tensor (null + offset would look backed).
-inline float* float_at(float* p, std::int64_t offset) { return p == nullptr ? nullptr : p + offset; }
+inline float* float_at(float* p, std::int64_t offset) {
+  return p == nullptr ? nullptr : p + offset;
+}
 inline const float* float_at(const float* p, std::int64_t offset) {
   return p == nullptr ? nullptr : p + offset;
 }

@@ -14,7 +14,8 @@ std::string_view mem_category_name(MemCategory c) {
     case MemCategory::Activations: return "saved activations";
     case MemCategory::CommBuffers: return "communication buffers";
     case MemCategory::Workspace: return "workspace";
-    case MemCategory::Logits: return "logits";
+    case MemCategory::Logits:
+      return "logits";
   }
   return "?";
 }

@@ -35,12 +35,11 @@
 //             of the mode, and no scratch proportional to the problem is needed.
 #include "origami/kernels/attention.h"
 
-#include "origami/core/dry_run.h"
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/kernels/attention_simd.h"
 #include "origami/kernels/attention_tiles.h"
@@ -284,14 +283,15 @@ double attention_forward_flops(const AttentionShape& s, const std::int64_t* q_po
     for (std::size_t p = 1; p < at_most.size(); ++p) at_most[p] += at_most[p - 1];
     for (std::int64_t i = 0; i < s.q_len; ++i) {
       const std::int64_t q = q_pos[i] - lo;
-      if (q >= 0) pairs += static_cast<double>(at_most[static_cast<std::size_t>(std::min(q, span - 1))]);
+      if (q >= 0)
+        pairs += static_cast<double>(at_most[static_cast<std::size_t>(std::min(q, span - 1))]);
     }
   } else {
     std::vector<std::int64_t> keys(k_pos, k_pos + s.kv_len);
     std::sort(keys.begin(), keys.end());
     for (std::int64_t i = 0; i < s.q_len; ++i) {
-      pairs += static_cast<double>(std::upper_bound(keys.begin(), keys.end(), q_pos[i]) -
-                                   keys.begin());
+      pairs +=
+          static_cast<double>(std::upper_bound(keys.begin(), keys.end(), q_pos[i]) - keys.begin());
     }
   }
   return 4.0 * static_cast<double>(s.head_dim) * static_cast<double>(s.heads) *

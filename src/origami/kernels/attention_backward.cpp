@@ -2,10 +2,10 @@
 // parallel modes and the handling of masked rows are described at the top of attention.cpp.
 #include <algorithm>
 
-#include "origami/core/dry_run.h"
 #include <cmath>
 #include <limits>
 
+#include "origami/core/dry_run.h"
 #include "origami/kernels/attention.h"
 #include "origami/kernels/attention_simd.h"
 #include "origami/kernels/attention_tiles.h"

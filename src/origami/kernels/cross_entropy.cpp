@@ -1,11 +1,10 @@
 #include "origami/kernels/cross_entropy.h"
 
-#include "origami/core/dry_run.h"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 #include "origami/kernels/vec_math.h"

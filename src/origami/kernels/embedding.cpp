@@ -1,10 +1,9 @@
 #include "origami/kernels/embedding.h"
 
-#include "origami/core/dry_run.h"
-
 #include <algorithm>
 #include <cstring>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 

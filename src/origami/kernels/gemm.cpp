@@ -1,11 +1,10 @@
 #include "origami/kernels/gemm.h"
 
-#include "origami/core/dry_run.h"
-
 #include <algorithm>
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/kernels/omp_sync.h"
 

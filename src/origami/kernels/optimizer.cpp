@@ -1,12 +1,11 @@
 #include "origami/kernels/optimizer.h"
 
-#include "origami/core/dry_run.h"
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 

@@ -1,10 +1,9 @@
 #include "origami/kernels/rmsnorm.h"
 
-#include "origami/core/dry_run.h"
-
 #include <algorithm>
 #include <cmath>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 

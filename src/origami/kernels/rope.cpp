@@ -1,9 +1,8 @@
 #include "origami/kernels/rope.h"
 
-#include "origami/core/dry_run.h"
-
 #include <cmath>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 

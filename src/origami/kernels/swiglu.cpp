@@ -1,7 +1,6 @@
 #include "origami/kernels/swiglu.h"
 
 #include "origami/core/dry_run.h"
-
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 #include "origami/kernels/vec_math.h"

@@ -21,13 +21,15 @@ void rank_major_to_batch_major(int parts, std::int64_t B, std::int64_t Sl, std::
                                const float* in, float* out) {
   for (int r = 0; r < parts; ++r)
     for (std::int64_t b = 0; b < B; ++b)
-      copy_floats(float_at(out, (b * parts + r) * Sl * w), float_at(in, (r * B + b) * Sl * w), Sl * w);
+      copy_floats(float_at(out, (b * parts + r) * Sl * w), float_at(in, (r * B + b) * Sl * w),
+                  Sl * w);
 }
 void batch_major_to_rank_major(int parts, std::int64_t B, std::int64_t Sl, std::int64_t w,
                                const float* in, float* out) {
   for (int r = 0; r < parts; ++r)
     for (std::int64_t b = 0; b < B; ++b)
-      copy_floats(float_at(out, (r * B + b) * Sl * w), float_at(in, (b * parts + r) * Sl * w), Sl * w);
+      copy_floats(float_at(out, (r * B + b) * Sl * w), float_at(in, (b * parts + r) * Sl * w),
+                  Sl * w);
 }
 
 struct Gathered {

@@ -74,7 +74,8 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
     if (j + 1 < D) pending = broadcast_attention_shard(l, j + 1, buf[(j + 1) % 2]);
     const Packed p = unpack(buf[j % 2].f32(), qd, kvd, d.hidden);
     const AttentionSavedView into{float_at(s.q.f32(), j * R * qd), float_at(s.k.f32(), j * R * kvd),
-                                  float_at(s.v.f32(), j * R * kvd), float_at(s.out.f32(), j * R * qd),
+                                  float_at(s.v.f32(), j * R * kvd),
+                                  float_at(s.out.f32(), j * R * qd),
                                   float_at(s.lse.f32(), j * d.batch * d.heads * d.seq)};
     cp_attention_forward_into(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, tracker_, into, x);
   }

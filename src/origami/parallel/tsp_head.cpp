@@ -74,7 +74,8 @@ void TspOps::head_backward(float grad_scale, float* dnf) {
       const int dst = (rank_ + size_ - 1) % size_;
       comm::Handle send;
       if (t + 1 == size_) {  // the last hop carries the gradient home
-        recv = bcast_.irecv(comm::Buffer(float_at(next.f32(), F), F, DType::F32), (rank_ + 1) % size_, t);
+        recv = bcast_.irecv(comm::Buffer(float_at(next.f32(), F), F, DType::F32),
+                            (rank_ + 1) % size_, t);
         send = bcast_.isend(comm::ConstBuffer(float_at(cur.f32(), F), F, DType::F32), dst, t);
       } else {
         send = bcast_.isend(comm::ConstBuffer(cur.f32(), 2 * F, DType::F32), dst, t);

@@ -100,7 +100,8 @@ void TspOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const flo
       const int dst = (rank_ + size_ - 1) % size_;
       comm::Handle send;
       if (last) {
-        recv = bcast_.irecv(comm::Buffer(float_at(next.f32(), F), F, DType::F32), (rank_ + 1) % size_, t);
+        recv = bcast_.irecv(comm::Buffer(float_at(next.f32(), F), F, DType::F32),
+                            (rank_ + 1) % size_, t);
         send = bcast_.isend(comm::ConstBuffer(acc, F, DType::F32), dst, t);
       } else {
         send = bcast_.isend(comm::ConstBuffer(cur.f32(), 2 * F, DType::F32), dst, t);

@@ -22,7 +22,8 @@ namespace {
 void synthetic_batch(std::int64_t B, std::int64_t S, std::int64_t vocab, std::uint64_t seed,
                      std::int64_t step, std::int32_t* ids, std::int32_t* labels) {
   for (std::int64_t i = 0; i < B * S; ++i) {
-    const std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(step * B * S + i) * 7919u;
+    const std::uint64_t x =
+        seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(step * B * S + i) * 7919u;
     ids[i] = static_cast<std::int32_t>(x % static_cast<std::uint64_t>(vocab));
     labels[i] = static_cast<std::int32_t>((x + 7919u) % static_cast<std::uint64_t>(vocab));
   }
@@ -32,17 +33,18 @@ struct RankOutput {
   DryRunRank rank;
 };
 
-void run_rank(const ModelConfig& model, const parallel::ParallelConfig& plan, const DryRunOptions& o,
-              comm::Communicator& world, DryRunRank& out) {
+void run_rank(const ModelConfig& model, const parallel::ParallelConfig& plan,
+              const DryRunOptions& o, comm::Communicator& world, DryRunRank& out) {
   dryrun::Clock clock;
   clock.flop_rate = o.flop_rate;
   clock.comm_elem_bytes = o.precision.communication;
   const dryrun::Install installed(o.execute ? nullptr : &clock);
   MemoryTracker& tracker = world.tracker();
   parallel::ParallelGroups groups(world, plan);
-  parallel::RankModel rank_model(model, groups, o.seq, parse_recompute(o.recompute), tracker, o.seed);
-  AdamW optimizer(rank_model.params(), tracker, {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                                                 .weight_decay = 0.1f});
+  parallel::RankModel rank_model(model, groups, o.seq, parse_recompute(o.recompute), tracker,
+                                 o.seed);
+  AdamW optimizer(rank_model.params(), tracker,
+                  {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f});
   const int P = groups.dp().size(), p = groups.dp().rank();
   const std::int64_t per = o.batch / P;
   for (std::int64_t step = 1; step <= o.steps; ++step) {
@@ -77,8 +79,10 @@ void run_rank(const ModelConfig& model, const parallel::ParallelConfig& plan, co
 
 }  // namespace
 
-DryRunReport dry_run(const ModelConfig& model, const parallel::ParallelConfig& plan, const DryRunOptions& o) {
-  if (!(o.flop_rate > 0)) throw ConfigError(fmt::format("the FLOP rate must be > 0, got {}", o.flop_rate));
+DryRunReport dry_run(const ModelConfig& model, const parallel::ParallelConfig& plan,
+                     const DryRunOptions& o) {
+  if (!(o.flop_rate > 0))
+    throw ConfigError(fmt::format("the FLOP rate must be > 0, got {}", o.flop_rate));
   if (o.steps < 1 || o.grad_accum < 1 || o.batch < 1)
     throw ConfigError("steps, micro-batches per step and the batch must be >= 1");
   if (o.execute && o.precision.name != "fp32")
@@ -142,7 +146,8 @@ std::string DryRunReport::summary() const {
     out += fmt::format("{:<4}", r);
     for (const auto& [kind, s] : ranks[r].comm_total.ops) {
       if (s.bytes_sent == 0 && s.bytes_received == 0) continue;
-      out += fmt::format("  {} {} / {}", kind, format_bytes(s.bytes_sent), format_bytes(s.bytes_received));
+      out += fmt::format("  {} {} / {}", kind, format_bytes(s.bytes_sent),
+                         format_bytes(s.bytes_received));
     }
     out += "\n";
   }
@@ -175,7 +180,9 @@ std::string DryRunReport::to_json() const {
     for (const auto& [axis, s] : k.comm) {
       nlohmann::json a;
       for (const auto& [kind, st] : s.ops)
-        a[kind] = {{"calls", st.calls}, {"bytes_sent", st.bytes_sent}, {"bytes_received", st.bytes_received}};
+        a[kind] = {{"calls", st.calls},
+                   {"bytes_sent", st.bytes_sent},
+                   {"bytes_received", st.bytes_received}};
       comm[axis] = a;
     }
     rj["comm"] = comm;

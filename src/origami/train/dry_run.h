@@ -25,14 +25,14 @@
 namespace origami {
 
 struct DryRunOptions {
-  std::int64_t seq = 4096;        // tokens per sequence
-  std::int64_t batch = 1;         // global micro-batch (sequences), split over dp
-  std::int64_t grad_accum = 1;    // micro-batches per optimizer step
-  std::int64_t steps = 1;         // optimizer steps; the report's step time is the last one's
+  std::int64_t seq = 4096;         // tokens per sequence
+  std::int64_t batch = 1;          // global micro-batch (sequences), split over dp
+  std::int64_t grad_accum = 1;     // micro-batches per optimizer step
+  std::int64_t steps = 1;          // optimizer steps; the report's step time is the last one's
   std::string recompute = "none";  // none | mlp | full
   Precision precision = Precision::fp32();
-  double flop_rate = 100e12;      // FLOP/s of one rank (gemm and attention FLOPs are charged)
-  comm::LinkModel link;           // alpha, beta per link class, devices per node ("enabled" ignored)
+  double flop_rate = 100e12;  // FLOP/s of one rank (gemm and attention FLOPs are charged)
+  comm::LinkModel link;       // alpha, beta per link class, devices per node ("enabled" ignored)
   std::uint64_t seed = 1234;
   // Run the same path for real (backed memory, kernels computed, bytes copied, no clocks):
   // what the tests compare the dry run with. Needs fp32 and a model that fits.
