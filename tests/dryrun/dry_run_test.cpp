@@ -178,6 +178,19 @@ TEST(DryRun, VirtualTimeIsDeterministic) {
   }
 }
 
+TEST(DryRun, AMemoryCapNamesTheCategoryThatDoesNotFit) {
+  ModelConfig m = model_preset("7b");
+  DryRunOptions o;
+  o.seq = 4096;
+  o.memory_cap = std::int64_t{2} << 30;  // 2 GiB: not even a rank's 3.1 GiB of parameters
+  try {
+    dry_run(m, make_parallel_config("tp", 8, "", false, TokenLayoutKind::Zigzag), o);
+    FAIL() << "a 2 GiB cap held a 7B model on 8 ranks";
+  } catch (const OutOfBudget& e) {
+    EXPECT_NE(std::string(e.what()).find("parameters"), std::string::npos) << e.what();
+  }
+}
+
 TEST(DryRun, RefusesWhatCannotRun) {
   const ModelConfig m = small_model();
   DryRunOptions o;

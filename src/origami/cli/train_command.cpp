@@ -143,6 +143,7 @@ int TrainCommand::run_dry() {
   d.flop_rate = flops_rate_gflops_ * 1e9;
   d.link = link_;
   d.seed = o.seed;
+  d.memory_cap = o.memory_cap;  // --memory-cap: does the layout fit a device of this size?
   const parallel::ParallelConfig plan = parallel::make_parallel_config(
       o.strategy, o.degree, o.mesh, o.tp_sequence_parallel, parallel::parse_token_layout(o.layout));
   std::cout << fmt::format(

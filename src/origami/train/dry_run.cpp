@@ -98,6 +98,7 @@ DryRunReport dry_run(const ModelConfig& model, const parallel::ParallelConfig& p
   std::vector<MemoryTracker*> trackers;
   for (int r = 0; r < world; ++r) {
     owned.push_back(std::make_unique<MemoryTracker>(fmt::format("rank {}", r)));
+    owned.back()->set_cap(o.memory_cap);
     if (!o.execute) {
       owned.back()->set_backs_memory(false);
       o.precision.apply_to(*owned.back());

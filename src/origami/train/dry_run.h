@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct DryRunOptions {
   double flop_rate = 100e12;  // FLOP/s of one rank (gemm and attention FLOPs are charged)
   comm::LinkModel link;       // alpha, beta per link class, devices per node ("enabled" ignored)
   std::uint64_t seed = 1234;
+  // Per-rank cap on the accounted bytes: a rank that would exceed it fails with OutOfBudget
+  // naming the category (does the layout fit a device of this size?).
+  std::optional<std::int64_t> memory_cap;
   // Run the same path for real (backed memory, kernels computed, bytes copied, no clocks):
   // what the tests compare the dry run with. Needs fp32 and a model that fits.
   bool execute = false;
