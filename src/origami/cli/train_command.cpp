@@ -2,10 +2,12 @@
 
 #include <cstdlib>
 
+#include "origami/train/dry_run.h"
 #include "origami/train/parallel_train.h"
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -46,10 +48,13 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_->add_option("--data", o.data_path,
                        "text file, byte-level tokens (default: the built-in corpus)");
   command_->add_option("--seq", o.seq, "tokens per sequence")->capture_default_str();
-  command_->add_option("--batch", o.batch, "sequences per micro-batch")->capture_default_str();
+  batch_option_ =
+      command_->add_option("--batch", o.batch, "sequences per micro-batch (dry run: default 1)")
+          ->capture_default_str();
   command_->add_option("--grad-accum", o.grad_accum, "micro-batches per optimizer step")
       ->capture_default_str();
-  command_->add_option("--steps", o.steps, "optimizer steps")->capture_default_str();
+  steps_option_ = command_->add_option("--steps", o.steps, "optimizer steps (dry run: default 1)")
+                      ->capture_default_str();
   command_->add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
   command_->add_option("--warmup", o.warmup, "linear warm-up steps, then cosine decay")
       ->capture_default_str();
@@ -89,6 +94,75 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_->add_option("--resume", o.checkpoint.resume, "continue the run saved in this checkpoint");
   command_->add_option("--init-from", o.checkpoint.init_from,
                        "start from these parameters (a checkpoint or a Hugging Face folder)");
+  // Dry run (docs/planner.md): the real schedule, nothing computed, virtual clocks.
+  command_->add_flag("--dry-run", dry_run_,
+                     "run without computing: memory accounted not allocated, kernels skipped, "
+                     "transfers accounted, virtual step time (any model and sequence)");
+  command_
+      ->add_option("--flops-rate", flops_rate_gflops_,
+                   "dry run: GFLOP/s of one rank (gemm and attention FLOPs)")
+      ->capture_default_str();
+  command_
+      ->add_option("--precision", precision_,
+                   "dry run: element sizes, fp32 or bf16 (bf16 "
+                   "weights/activations/communication, fp32 master/gradients/moments/logits)")
+      ->capture_default_str();
+  command_->add_option("--json", json_path_, "dry run: write the report as JSON to this file");
+  command_->add_option("--intra-alpha", link_.intra_alpha_s, "dry run: intra-node latency (s)")
+      ->capture_default_str();
+  command_->add_option("--intra-beta", link_.intra_beta_Bps, "dry run: intra-node bandwidth (B/s)")
+      ->capture_default_str();
+  command_->add_option("--inter-alpha", link_.inter_alpha_s, "dry run: inter-node latency (s)")
+      ->capture_default_str();
+  command_->add_option("--inter-beta", link_.inter_beta_Bps, "dry run: inter-node bandwidth (B/s)")
+      ->capture_default_str();
+  command_
+      ->add_option("--devices-per-node", link_.devices_per_node,
+                   "dry run: consecutive world ranks per node (link classes)")
+      ->capture_default_str();
+}
+
+int TrainCommand::run_dry() {
+  TrainOptions& o = options_;
+  if (o.seq > o.model.max_position_embeddings) {
+    // A long-context run of a preset: the model's position range (its RoPE tables) grows to
+    // the sequence, as a long-context variant of the model would.
+    std::cout << fmt::format("dry run: max_position_embeddings {} raised to --seq {}\n",
+                             o.model.max_position_embeddings, o.seq);
+    o.model.max_position_embeddings = o.seq;
+  }
+  DryRunOptions d;
+  d.seq = o.seq;
+  d.batch = batch_option_->count() > 0 ? o.batch : 1;  // one long sequence unless asked
+  d.grad_accum = o.grad_accum;
+  d.steps = steps_option_->count() > 0 ? o.steps : 1;
+  d.recompute = o.recompute;
+  d.precision = Precision::parse(precision_);
+  if (!(flops_rate_gflops_ > 0))
+    throw ConfigError(fmt::format("--flops-rate must be > 0 GFLOP/s, got {}", flops_rate_gflops_));
+  d.flop_rate = flops_rate_gflops_ * 1e9;
+  d.link = link_;
+  d.seed = o.seed;
+  d.memory_cap = o.memory_cap;  // --memory-cap: does the layout fit a device of this size?
+  const parallel::ParallelConfig plan = parallel::make_parallel_config(
+      o.strategy, o.degree, o.mesh, o.tp_sequence_parallel, parallel::parse_token_layout(o.layout));
+  std::cout << fmt::format(
+      "dry run: {} parameters, {} on {} simulated ranks, {} x {} tokens x {} "
+      "micro-batches, recompute {}, precision {}, {:.4g} GFLOP/s per rank, {}\n",
+      o.model.num_parameters(), plan.describe(), plan.world(), d.batch, d.seq, d.grad_accum,
+      d.recompute, d.precision.name, flops_rate_gflops_, [&] {
+        comm::LinkModel l = link_;
+        l.enabled = true;
+        return l.describe();
+      }());
+  const DryRunReport r = dry_run(o.model, plan, d);
+  std::cout << r.summary();
+  if (!json_path_.empty()) {
+    std::ofstream f(json_path_);
+    if (!f) throw ConfigError(fmt::format("cannot write --json {}", json_path_));
+    f << r.to_json() << "\n";
+  }
+  return 0;
 }
 
 namespace {
@@ -122,6 +196,9 @@ int TrainCommand::run() {
     options_.strategy = "tsp";
     options_.degree = default_tsp_degree(options_.model, options_.seq, options_.layout);
   }
+  if (dry_run_) return run_dry();
+  if (!json_path_.empty() || precision_ != "fp32")
+    throw ConfigError("--json and --precision belong to --dry-run (a real run computes in fp32)");
   train(options_, [](const std::string& line) { std::cout << line << std::endl; });
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "origami/comm/link_model.h"
 #include "origami/train/trainer.h"
 
 namespace origami::cli {
@@ -29,6 +30,15 @@ class TrainCommand {
   CLI::Option* strategy_option_ = nullptr;
   CLI::Option* degree_option_ = nullptr;
   double peak_gflops_ = 0;
+  // The dry run (docs/planner.md "Dry run").
+  bool dry_run_ = false;
+  double flops_rate_gflops_ = 100000;  // per rank
+  std::string precision_ = "fp32";
+  std::string json_path_;
+  comm::LinkModel link_;
+  CLI::Option* steps_option_ = nullptr;
+  CLI::Option* batch_option_ = nullptr;
+  int run_dry();
 };
 
 // "512MiB", "2GiB", "1000000" -> bytes; ConfigError on anything else.

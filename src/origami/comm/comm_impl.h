@@ -17,6 +17,7 @@
 #include "origami/comm/collectives/context.h"
 #include "origami/comm/handle.h"
 #include "origami/comm/transport.h"
+#include "origami/core/dry_run.h"
 #include "origami/core/memory_tracker.h"
 
 namespace origami::comm::detail {
@@ -33,9 +34,13 @@ class CommImpl {
   CommImpl& operator=(const CommImpl&) = delete;
 
   // Runs fn on the worker after every earlier collective; the handle completes when it returns.
-  Handle submit(const std::string& kind, std::int64_t bytes, std::function<void(CollectiveContext&)> fn);
+  // fp32_data: the collective moves fp32 elements (a dry-run profile accounts them at its
+  // communication element size). In a dry run the collective runs under a stream clock that
+  // starts at max(the issuer's clock now, the end of the previous collective here).
+  Handle submit(const std::string& kind, std::int64_t bytes, std::function<void(CollectiveContext&)> fn,
+                bool fp32_data = false);
   Handle post(bool is_send, const std::string& kind, const void* data, std::int64_t bytes, int peer,
-              std::int64_t tag, std::int64_t seq, bool user_facing);
+              std::int64_t tag, std::int64_t seq, bool user_facing, bool fp32_data = false);
 
   std::shared_ptr<CommCore> core;
   std::shared_ptr<Transport> transport;
@@ -56,6 +61,7 @@ class CommImpl {
   bool started_ = false;
   std::thread worker_;
   std::exception_ptr poisoned_;  // a failed collective leaves the group out of step
+  dryrun::Clock stream_;         // dry run: the worker's clock across collectives (worker only)
 };
 
 }  // namespace origami::comm::detail

@@ -9,6 +9,7 @@
 
 #include "origami/comm/collectives/algorithms.h"
 #include "origami/comm/comm_impl.h"
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 
 namespace origami::comm {
@@ -51,7 +52,7 @@ std::vector<std::int64_t> to_bytes(std::vector<std::int64_t> counts, DType t) {
 }
 
 bool overlaps(const void* a, std::int64_t an, const void* b, std::int64_t bn) {
-  if (an == 0 || bn == 0) return false;
+  if (an == 0 || bn == 0 || a == nullptr || b == nullptr) return false;  // unbacked: dry run
   auto pa = reinterpret_cast<std::uintptr_t>(a);
   auto pb = reinterpret_cast<std::uintptr_t>(b);
   return pa < pb + static_cast<std::uintptr_t>(bn) && pb < pa + static_cast<std::uintptr_t>(an);
@@ -65,7 +66,7 @@ namespace {
 
 void check_buffer(const Communicator& c, const char* op, const char* which, const void* data, std::int64_t count) {
   ORIGAMI_CHECK(count >= 0, "{} on communicator '{}': {} has a negative count {}", op, c.name(), which, count);
-  ORIGAMI_CHECK(count == 0 || data != nullptr,
+  ORIGAMI_CHECK(count == 0 || data != nullptr || dryrun::active(),
                 "{} on communicator '{}': {} has {} elements but no memory (an unbacked dry-run tensor?)", op,
                 c.name(), which, count);
 }
@@ -94,6 +95,8 @@ Communicator Communicator::world(std::shared_ptr<Transport> transport, MemoryTra
   core->world_rank = core->rank;
   core->timeout_s = default_timeout_s();
   core->log = std::make_shared<OpLog>();
+  core->family = std::make_shared<detail::CommFamily>();
+  core->family->cores.push_back(core);
   std::vector<int> ranks(static_cast<std::size_t>(core->size));
   std::iota(ranks.begin(), ranks.end(), 0);
   return Communicator(std::make_shared<CommImpl>(core, std::move(transport), tracker, 1, std::move(ranks)));
@@ -126,7 +129,7 @@ Handle Communicator::isend(ConstBuffer buf, int dst, int tag) {
   check_buffer(*this, "send", "buffer", buf.data, buf.count);
   ORIGAMI_CHECK(tag >= 0 && tag < detail::kCollectiveTagBase, "send: tag {} outside [0, 2^30)", tag);
   auto& m = impl();
-  return m.post(true, "send", buf.data, buf.bytes(), dst, tag, m.p2p_seq++, true);
+  return m.post(true, "send", buf.data, buf.bytes(), dst, tag, m.p2p_seq++, true, buf.dtype == DType::F32);
 }
 
 Handle Communicator::irecv(Buffer buf, int src, int tag) {
@@ -134,7 +137,7 @@ Handle Communicator::irecv(Buffer buf, int src, int tag) {
   check_buffer(*this, "recv", "buffer", buf.data, buf.count);
   ORIGAMI_CHECK(tag >= 0 && tag < detail::kCollectiveTagBase, "recv: tag {} outside [0, 2^30)", tag);
   auto& m = impl();
-  return m.post(false, "recv", buf.data, buf.bytes(), src, tag, m.p2p_seq++, true);
+  return m.post(false, "recv", buf.data, buf.bytes(), src, tag, m.p2p_seq++, true, buf.dtype == DType::F32);
 }
 
 // --- collectives
@@ -144,7 +147,7 @@ Handle Communicator::ibroadcast(Buffer buf, int root) {
   check_buffer(*this, "broadcast", "buffer", buf.data, buf.count);
   return impl().submit("broadcast", buf.bytes(), [buf, root](CollectiveContext& c) {
     detail::chain_broadcast(c, buf.data, buf.bytes(), root);
-  });
+  }, buf.dtype == DType::F32);
 }
 
 Handle Communicator::ireduce(ConstBuffer in, Buffer out, int root, ReduceOp op) {
@@ -159,7 +162,7 @@ Handle Communicator::ireduce(ConstBuffer in, Buffer out, int root, ReduceOp op) 
   }
   return impl().submit("reduce", in.bytes(), [in, out, root, red](CollectiveContext& c) {
     detail::chain_reduce(c, in.data, out.data, in.count, root, red);
-  });
+  }, in.dtype == DType::F32);
 }
 
 Handle Communicator::iall_gather(ConstBuffer in, Buffer out) {
@@ -184,7 +187,7 @@ Handle Communicator::iall_gatherv(ConstBuffer in, Buffer out, std::vector<std::i
                 name());
   return impl().submit("all_gather", out.bytes(), [in, out, blocks](CollectiveContext& c) {
     detail::ring_all_gather(c, in.data, out.data, blocks);
-  });
+  }, in.dtype == DType::F32);
 }
 
 Handle Communicator::ireduce_scatter(ConstBuffer in, Buffer out, ReduceOp op) {
@@ -215,7 +218,7 @@ Handle Communicator::ireduce_scatterv(ConstBuffer in, Buffer out, std::vector<st
     } else {
       detail::ring_reduce_scatter(c, in.data, out.data, blocks, red);
     }
-  });
+  }, in.dtype == DType::F32);
 }
 
 Handle Communicator::iall_reduce(ConstBuffer in, Buffer out, ReduceOp op) {
@@ -229,7 +232,7 @@ Handle Communicator::iall_reduce(ConstBuffer in, Buffer out, ReduceOp op) {
                 "all_reduce on communicator '{}': input and output partially overlap", name());
   return impl().submit("all_reduce", in.bytes(), [in, out, red](CollectiveContext& c) {
     detail::ring_all_reduce(c, in.data, out.data, in.count, red);
-  });
+  }, in.dtype == DType::F32);
 }
 
 Handle Communicator::iall_reduce_maxloc(Buffer values, Buffer indices) {
@@ -284,7 +287,7 @@ Handle Communicator::iall_to_all(ConstBuffer in, std::vector<std::int64_t> send_
   auto rb = to_bytes(std::move(recv_counts), in.dtype);
   return impl().submit("all_to_all", in.bytes(), [in, out, sb, rb](CollectiveContext& c) {
     detail::pairwise_all_to_all(c, in.data, sb, out.data, rb);
-  });
+  }, in.dtype == DType::F32);
 }
 
 Handle Communicator::ibarrier() {
@@ -316,6 +319,11 @@ Communicator Communicator::split(int color, int key, std::string new_name) {
   core->world_rank = m.core->world_rank;
   core->timeout_s = m.core->timeout_s.load();
   core->log = m.core->log;
+  core->family = m.core->family;
+  if (core->family) {
+    std::lock_guard lock(core->family->m);
+    core->family->cores.push_back(core);
+  }
   std::vector<int> world;
   for (int g : members) world.push_back(m.world_ranks[static_cast<std::size_t>(g)]);
   const std::uint64_t child = mix(m.id ^ mix(static_cast<std::uint64_t>(m.splits) * 0x100000001ULL +
@@ -328,6 +336,16 @@ Communicator Communicator::split(int color, int key, std::string new_name) {
 // --- accounting
 
 CommStats Communicator::stats() const { return impl().core->stats.snapshot(rank(), name()); }
+
+std::vector<CommStats> Communicator::family_stats() const {
+  std::vector<CommStats> out;
+  const auto& family = impl().core->family;
+  if (!family) return {stats()};
+  std::lock_guard lock(family->m);
+  for (const auto& weak : family->cores)
+    if (auto c = weak.lock()) out.push_back(c->stats.snapshot(c->rank, c->name));
+  return out;
+}
 void Communicator::reset_stats() { impl().core->stats.reset(); }
 
 std::vector<CommStats> Communicator::gather_stats() {

@@ -120,6 +120,9 @@ class Communicator {
 
   // --- accounting
   CommStats stats() const;
+  // This rank's world communicator and every live communicator split from it (at any depth),
+  // in creation order, each with its own name: the rank's whole traffic.
+  std::vector<CommStats> family_stats() const;
   void reset_stats();
   // Collective: rank 0 receives every rank's stats (in rank order); others get an empty list.
   // The gathering itself is accounted under "stats".

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 
 namespace origami::comm {
@@ -19,6 +20,7 @@ std::shared_ptr<OpState> make_state(std::shared_ptr<CommCore> core, std::string 
   s->peer = peer;
   s->seq = seq;
   s->bytes = bytes;
+  s->accounted = bytes;
   s->collective = s->what == "collective";
   return s;
 }
@@ -30,8 +32,8 @@ void OpState::complete(std::exception_ptr e) {
     if (done) return;
     // Account before waking anyone: a caller reading stats right after wait() sees the bytes.
     if (!e && core) {
-      if (what == "send") core->stats.add_sent(op, bytes);
-      if (what == "recv") core->stats.add_received(op, bytes);
+      if (what == "send") core->stats.add_sent(op, accounted);
+      if (what == "recv") core->stats.add_received(op, accounted);
       if (user_facing) core->stats.add_time(op, std::chrono::duration<double>(Clock::now() - issued).count());
     }
     if (core && core->log) {
@@ -88,6 +90,7 @@ void OpState::wait_for_completion(double timeout_s) {
     cv.wait(lock, [&] { return settled; });
   }
   if (error) std::rethrow_exception(error);
+  dryrun::join(virtual_done_s);  // the waiter's virtual clock cannot be earlier than completion
 }
 
 }  // namespace detail
@@ -139,6 +142,7 @@ bool Handle::test() {
   if (!state_) return true;
   std::lock_guard lock(state_->m);
   if (state_->settled && state_->error) std::rethrow_exception(state_->error);
+  if (state_->settled) dryrun::join(state_->virtual_done_s);
   return state_->settled;
 }
 

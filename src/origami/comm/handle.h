@@ -28,6 +28,14 @@ namespace origami::comm {
 
 namespace detail {
 
+struct CommCore;
+// Every communicator of one rank: the world and all split from it (weak: a family never keeps
+// a communicator alive), so that a rank's whole traffic can be read (the dry run's report).
+struct CommFamily {
+  std::mutex m;
+  std::vector<std::weak_ptr<CommCore>> cores;
+};
+
 // What a communicator shares with the operations it issued (they may outlive it).
 struct CommCore {
   std::string name;
@@ -37,6 +45,7 @@ struct CommCore {
   std::atomic<double> timeout_s{120};
   StatsStore stats;
   std::shared_ptr<OpLog> log;  // the rank's log, shared by all its communicators
+  std::shared_ptr<CommFamily> family;
 };
 
 struct OpState {
@@ -45,8 +54,13 @@ struct OpState {
   std::string what;        // "send", "recv" or "collective"
   int peer = -1;           // rank in the communicator; -1 for a collective
   std::int64_t seq = 0;
-  std::int64_t bytes = 0;
+  std::int64_t bytes = 0;      // moved by the transport
+  std::int64_t accounted = 0;  // recorded in the stats: bytes, or the dry run's profile size
   bool collective = false;
+  // Dry run (core/dry_run.h): the poster's virtual clock when it posted, and the virtual time
+  // the operation completes at (set before complete()); -1 outside a dry run.
+  double virtual_post_s = -1;
+  double virtual_done_s = -1;
   bool user_facing = true;  // time_s is added for operations a caller issued
   std::chrono::steady_clock::time_point issued = std::chrono::steady_clock::now();
 

@@ -8,11 +8,15 @@ namespace origami::comm {
 
 std::chrono::nanoseconds LinkModel::hop_time(int world_src, int world_dst, std::int64_t bytes) const {
   if (!enabled) return std::chrono::nanoseconds(0);
+  const double s = hop_seconds(world_src, world_dst, bytes);
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(s * 1e9));
+}
+
+double LinkModel::hop_seconds(int world_src, int world_dst, std::int64_t bytes) const {
   const bool intra = same_node(world_src, world_dst);
   const double alpha = intra ? intra_alpha_s : inter_alpha_s;
   const double beta = intra ? intra_beta_Bps : inter_beta_Bps;
-  const double s = alpha + static_cast<double>(bytes) / beta;
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(s * 1e9));
+  return alpha + static_cast<double>(bytes) / beta;
 }
 
 std::string LinkModel::describe() const {

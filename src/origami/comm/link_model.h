@@ -24,6 +24,9 @@ struct LinkModel {
   }
   // Minimum duration of one hop between two world ranks (zero when disabled).
   std::chrono::nanoseconds hop_time(int world_src, int world_dst, std::int64_t bytes) const;
+  // alpha + bytes / beta of the link class between the two ranks, in seconds, whether or not
+  // the model is enabled (the dry run's virtual clocks use it).
+  double hop_seconds(int world_src, int world_dst, std::int64_t bytes) const;
   std::string describe() const;
   // Throws ConfigError if a value cannot work (beta <= 0, devices_per_node < 1, ...).
   void validate() const;

@@ -17,6 +17,7 @@ namespace {
 
 template <class T>
 void sum_kernel(void* acc, const void* in, std::int64_t n) {
+  if (acc == nullptr || in == nullptr) return;  // an unbacked dry-run buffer
   T* a = static_cast<T*>(acc);
   const T* b = static_cast<const T*>(in);
   for (std::int64_t i = 0; i < n; ++i) a[i] += b[i];
@@ -24,12 +25,14 @@ void sum_kernel(void* acc, const void* in, std::int64_t n) {
 
 template <class T>
 void max_kernel(void* acc, const void* in, std::int64_t n) {
+  if (acc == nullptr || in == nullptr) return;  // an unbacked dry-run buffer
   T* a = static_cast<T*>(acc);
   const T* b = static_cast<const T*>(in);
   for (std::int64_t i = 0; i < n; ++i) a[i] = b[i] > a[i] ? b[i] : a[i];
 }
 
 void maxloc_kernel(void* acc, const void* in, std::int64_t n) {
+  if (acc == nullptr || in == nullptr) return;
   auto* a = static_cast<ValueIndex*>(acc);
   const auto* b = static_cast<const ValueIndex*>(in);
   for (std::int64_t i = 0; i < n; ++i) {

@@ -50,7 +50,7 @@ void run_ranks(const std::vector<MemoryTracker*>& trackers, const RankFn& fn, co
   ORIGAMI_CHECK(n >= 1, "run_ranks needs at least one rank");
   for (auto* t : trackers) ORIGAMI_CHECK(t != nullptr, "run_ranks: null tracker");
   if (options.timeout_s) ORIGAMI_CHECK(*options.timeout_s > 0, "run_ranks: timeout must be positive");
-  auto world = ThreadsWorld::create(n, options.link);
+  auto world = ThreadsWorld::create(n, options.link, options.virtual_time);
 
   std::mutex mutex;
   std::exception_ptr first;

@@ -27,6 +27,7 @@ struct RunOptions {
   LinkModel link;                        // off by default
   std::optional<double> timeout_s;       // default: default_timeout_s()
   std::optional<std::int64_t> memory_cap;  // per rank, on the trackers run_ranks creates
+  bool virtual_time = false;  // the dry run: the link model advances virtual clocks, never sleeps
 };
 
 using RankFn = std::function<void(Communicator&)>;

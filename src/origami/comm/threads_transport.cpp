@@ -67,15 +67,16 @@ std::string finished_message(const detail::OpState& s, int peer_world) {
 
 }  // namespace
 
-std::shared_ptr<ThreadsWorld> ThreadsWorld::create(int size, LinkModel link) {
+std::shared_ptr<ThreadsWorld> ThreadsWorld::create(int size, LinkModel link, bool virtual_time) {
   ORIGAMI_CHECK(size >= 1, "a world needs at least one rank, got {}", size);
   link.validate();
-  std::shared_ptr<ThreadsWorld> w(new ThreadsWorld(size, link));
+  std::shared_ptr<ThreadsWorld> w(new ThreadsWorld(size, link, virtual_time));
   w->start();
   return w;
 }
 
-ThreadsWorld::ThreadsWorld(int size, LinkModel link) : size_(size), link_(link), finished_(static_cast<std::size_t>(size), false) {
+ThreadsWorld::ThreadsWorld(int size, LinkModel link, bool virtual_time)
+    : size_(size), link_(link), virtual_time_(virtual_time), finished_(static_cast<std::size_t>(size), false) {
   for (int r = 0; r < size; ++r) ranks_.push_back(std::make_unique<RankQueues>());
 }
 
@@ -213,6 +214,18 @@ void ThreadsWorld::post(int self, P2POp op, bool is_send) {
           t->finished = true;
           done.emplace_back(s.state, e);
           done.emplace_back(r.state, e);
+        } else if (virtual_time_) {
+          // Dry run: complete now at the virtual time the link model gives the hop.
+          const double done_s = std::max(0.0, s.state->virtual_post_s) +
+                                link_.hop_seconds(sender, receiver, s.state->accounted);
+          if (s.bytes > 0 && r.recv_data != nullptr && s.send_data != nullptr)
+            std::memcpy(r.recv_data, s.send_data, static_cast<std::size_t>(s.bytes));
+          t->offset = s.bytes;
+          t->finished = true;
+          s.state->virtual_done_s = done_s;
+          r.state->virtual_done_s = done_s;
+          done.emplace_back(s.state, nullptr);
+          done.emplace_back(r.state, nullptr);
         } else if (s.bytes <= kInlineBytes && !link_.enabled) {
           // Small message: the posting thread copies it now (a few hundred nanoseconds under
           // the lock) instead of waking the receiver's progress thread for it.

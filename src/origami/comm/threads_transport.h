@@ -14,6 +14,12 @@
 // no zero-copy aliasing of it is ever handed to the receiver.
 // A rank whose function returned (rank_finished) can match nothing more: operations waiting
 // on it fail at once with a message saying so.
+// Virtual time (the dry run, DESIGN.md §10): nothing sleeps and no progress thread is used;
+// a matched message is completed at once by the posting thread, its bytes copied only when
+// both buffers are backed, and both sides get the virtual completion time
+// t = (sender's clock when it posted) + alpha + accounted bytes / beta of the link class
+// between the two world ranks (devices_per_node placement); a wait joins the waiter's clock
+// with t. Links are not shared: concurrent messages do not slow each other down.
 // Abort: when a rank fails, abort() fails every pending and future operation of every rank
 // with a message naming the failed rank, so the others stop instead of hanging.
 #pragma once
@@ -38,7 +44,7 @@ class ThreadsWorld : public std::enable_shared_from_this<ThreadsWorld> {
   // Messages up to this size are copied by whichever thread completes the match.
   static constexpr std::int64_t kInlineBytes = 8 << 10;
 
-  static std::shared_ptr<ThreadsWorld> create(int size, LinkModel link = {});
+  static std::shared_ptr<ThreadsWorld> create(int size, LinkModel link = {}, bool virtual_time = false);
   ~ThreadsWorld();
   ThreadsWorld(const ThreadsWorld&) = delete;
   ThreadsWorld& operator=(const ThreadsWorld&) = delete;
@@ -64,7 +70,7 @@ class ThreadsWorld : public std::enable_shared_from_this<ThreadsWorld> {
   struct RankQueues;
   using Completion = std::pair<std::shared_ptr<detail::OpState>, std::exception_ptr>;
 
-  ThreadsWorld(int size, LinkModel link);
+  ThreadsWorld(int size, LinkModel link, bool virtual_time);
   void start();
   void progress_loop(int rank);
   void cancel(const std::shared_ptr<Request>& req);
@@ -74,6 +80,7 @@ class ThreadsWorld : public std::enable_shared_from_this<ThreadsWorld> {
 
   int size_;
   LinkModel link_;
+  bool virtual_time_ = false;
   mutable std::mutex mutex_;
   std::condition_variable chunk_cv_;  // a copy in flight finished (cancel waits on it)
   std::vector<std::unique_ptr<RankQueues>> ranks_;

@@ -27,4 +27,18 @@ inline void add_floats(float* dst, const float* src, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
+// dst[0..n) = value; nothing when dst is unbacked.
+inline void fill_floats(float* dst, std::int64_t n, float value) {
+  if (dst == nullptr) return;
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = value;
+}
+
+// p + offset, staying null for an unbacked tensor (null + offset would look backed).
+inline float* float_at(float* p, std::int64_t offset) {
+  return p == nullptr ? nullptr : p + offset;
+}
+inline const float* float_at(const float* p, std::int64_t offset) {
+  return p == nullptr ? nullptr : p + offset;
+}
+
 }  // namespace origami

@@ -38,6 +38,19 @@ std::optional<std::int64_t> MemoryTracker::cap() const {
   return cap_;
 }
 
+void MemoryTracker::set_element_bytes(MemCategory c, std::int64_t num, std::int64_t den) {
+  ORIGAMI_CHECK(num > 0 && den > 0, "element size {}/{} must be positive", num, den);
+  std::lock_guard lock(mutex_);
+  f32_num_[static_cast<std::size_t>(c)] = num;
+  f32_den_[static_cast<std::size_t>(c)] = den;
+}
+
+std::int64_t MemoryTracker::accounted_bytes(MemCategory c, DType dtype, std::int64_t numel) const {
+  if (dtype != DType::F32) return numel * static_cast<std::int64_t>(dtype_size(dtype));
+  const auto i = static_cast<std::size_t>(c);
+  return numel * f32_num_[i] / f32_den_[i];
+}
+
 void MemoryTracker::on_alloc(MemCategory c, std::int64_t bytes) {
   ORIGAMI_CHECK(bytes >= 0, "negative allocation of {} bytes", bytes);
   std::lock_guard lock(mutex_);

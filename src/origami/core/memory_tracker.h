@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "origami/core/dtype.h"
+
 namespace origami {
 
 enum class MemCategory : std::uint8_t {
@@ -45,9 +47,24 @@ class MemoryTracker {
   void set_cap(std::optional<std::int64_t> bytes);
   std::optional<std::int64_t> cap() const;
 
-  // When false, tensors are accounted but not backed by memory (the dry run).
+  // When false, tensors are accounted but not backed by memory (the dry run): every F32
+  // tensor of more than kDryRunBackedElements elements. Integer tensors (token ids, labels,
+  // positions) and small F32 ones (loss sums, counts, norms, a few per-rank scalars) stay
+  // backed, because the schedules branch on or index with them.
+  static constexpr std::int64_t kDryRunBackedElements = 256;
   void set_backs_memory(bool backed) { backs_memory_ = backed; }
   bool backs_memory() const { return backs_memory_; }
+  bool backs(DType dtype, std::int64_t numel) const {
+    return backs_memory_ || dtype != DType::F32 || numel <= kDryRunBackedElements;
+  }
+
+  // Accounts F32 tensors with a precision profile's element sizes (the dry run; a real run
+  // keeps 4 bytes): parameters, gradients, activations (also workspace), communication
+  // buffers, logits at the profile's sizes; optimizer state at (master + 2 moments) / 2 bytes
+  // per element, since AdamW allocates two state elements per parameter and the master
+  // copy is spread over them. Tensors of other types are accounted at their own size.
+  void set_element_bytes(MemCategory c, std::int64_t num, std::int64_t den);
+  std::int64_t accounted_bytes(MemCategory c, DType dtype, std::int64_t numel) const;
 
   // Records an allocation; throws OutOfBudget (recording nothing) if it would exceed the cap.
   void on_alloc(MemCategory c, std::int64_t bytes);
@@ -73,6 +90,8 @@ class MemoryTracker {
   MemoryStats stats_;
   std::optional<std::int64_t> cap_;
   bool backs_memory_ = true;
+  std::array<std::int64_t, kNumMemCategories> f32_num_{4, 4, 4, 4, 4, 4, 4, 4};
+  std::array<std::int64_t, kNumMemCategories> f32_den_{1, 1, 1, 1, 1, 1, 1, 1};
 };
 
 // "1.50 MiB" style.

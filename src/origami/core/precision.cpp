@@ -16,6 +16,17 @@ Precision Precision::bf16() {
   return p;
 }
 
+void Precision::apply_to(MemoryTracker& tracker) const {
+  tracker.set_element_bytes(MemCategory::Parameters, parameters, 1);
+  tracker.set_element_bytes(MemCategory::Gradients, gradients, 1);
+  tracker.set_element_bytes(MemCategory::OptimizerState, optimizer_per_parameter(), 2);
+  tracker.set_element_bytes(MemCategory::Activations, activations, 1);
+  tracker.set_element_bytes(MemCategory::Workspace, activations, 1);
+  tracker.set_element_bytes(MemCategory::CommBuffers, communication, 1);
+  tracker.set_element_bytes(MemCategory::Logits, logits, 1);
+  tracker.set_element_bytes(MemCategory::KvCache, activations, 1);  // K/V as the activations
+}
+
 Precision Precision::parse(const std::string& name) {
   if (name == "fp32") return fp32();
   if (name == "bf16") return bf16();

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "origami/core/memory_tracker.h"
+
 namespace origami {
 
 struct Precision {
@@ -29,6 +31,11 @@ struct Precision {
 
   // Optimizer-state bytes per parameter: the master copy plus two moments.
   std::int64_t optimizer_per_parameter() const { return master + 2 * moments; }
+
+  // Makes `tracker` account the engine's fp32 tensors with this profile's sizes per category
+  // (the dry run): parameters, gradients, optimizer state (master + 2 moments over AdamW's two
+  // state tensors), activations and workspace, communication buffers, logits.
+  void apply_to(MemoryTracker& tracker) const;
 };
 
 }  // namespace origami

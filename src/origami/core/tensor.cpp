@@ -46,13 +46,14 @@ Tensor::Tensor(MemoryTracker& tracker, MemCategory category, DType dtype, Shape 
     : tracker_(&tracker), category_(category), dtype_(dtype), shape_(std::move(shape)) {
   numel_ = shape_numel(shape_);
   const std::int64_t n = bytes();
-  tracker.on_alloc(category_, n);  // throws before anything is allocated
-  if (n > 0 && tracker.backs_memory()) {
+  accounted_ = tracker.accounted_bytes(category_, dtype_, numel_);
+  tracker.on_alloc(category_, accounted_);  // throws before anything is allocated
+  if (n > 0 && tracker.backs(dtype_, numel_)) {
     keep_freed_memory_in_heap();
     const std::size_t rounded = (static_cast<std::size_t>(n) + kAlignment - 1) / kAlignment * kAlignment;
     data_ = std::aligned_alloc(kAlignment, rounded);
     if (data_ == nullptr) {
-      tracker.on_free(category_, n);
+      tracker.on_free(category_, accounted_);
       throw OutOfBudget(fmt::format("{}: the system refused {} for {}", tracker.name(),
                                     format_bytes(n), mem_category_name(category_)));
     }
@@ -63,12 +64,13 @@ Tensor::Tensor(MemoryTracker& tracker, MemCategory category, DType dtype, Shape 
 Tensor::~Tensor() { release(); }
 
 void Tensor::release() {
-  if (tracker_ != nullptr) tracker_->on_free(category_, bytes());
+  if (tracker_ != nullptr) tracker_->on_free(category_, accounted_);
   std::free(data_);
   data_ = nullptr;
   tracker_ = nullptr;
   shape_.clear();
   numel_ = 0;
+  accounted_ = 0;
 }
 
 Tensor::Tensor(Tensor&& other) noexcept
@@ -77,6 +79,7 @@ Tensor::Tensor(Tensor&& other) noexcept
       dtype_(other.dtype_),
       shape_(std::move(other.shape_)),
       numel_(std::exchange(other.numel_, 0)),
+      accounted_(std::exchange(other.accounted_, 0)),
       data_(std::exchange(other.data_, nullptr)) {}
 
 Tensor& Tensor::operator=(Tensor&& other) noexcept {
@@ -87,6 +90,7 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
     dtype_ = other.dtype_;
     shape_ = std::move(other.shape_);
     numel_ = std::exchange(other.numel_, 0);
+    accounted_ = std::exchange(other.accounted_, 0);
     data_ = std::exchange(other.data_, nullptr);
   }
   return *this;

@@ -46,6 +46,8 @@ class Tensor {
   std::int64_t bytes() const { return numel_ * static_cast<std::int64_t>(dtype_size(dtype_)); }
   // False in the dry run: the tensor is accounted but holds no memory.
   bool backed() const { return data_ != nullptr || numel_ == 0; }
+  // The bytes the tracker accounts for this tensor (bytes() except under a dry-run profile).
+  std::int64_t accounted_bytes() const { return accounted_; }
 
   template <class T>
   T* data() {
@@ -82,6 +84,7 @@ class Tensor {
   DType dtype_ = DType::F32;
   Shape shape_;
   std::int64_t numel_ = 0;
+  std::int64_t accounted_ = 0;  // bytes recorded on the tracker (the dry run's profile)
   void* data_ = nullptr;
 };
 

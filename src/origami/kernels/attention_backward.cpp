@@ -1,9 +1,11 @@
 // FlashAttention-2 backward of attention.cpp's forward: the tiling, the fused and split
 // parallel modes and the handling of masked rows are described at the top of attention.cpp.
 #include <algorithm>
+
 #include <cmath>
 #include <limits>
 
+#include "origami/core/dry_run.h"
 #include "origami/kernels/attention.h"
 #include "origami/kernels/attention_simd.h"
 #include "origami/kernels/attention_tiles.h"
@@ -203,6 +205,10 @@ void attention_backward(const AttentionShape& s, const float* q, const float* k,
                         const std::int64_t* q_pos, const std::int64_t* k_pos, float scale,
                         const float* out, const float* lse, const float* dout, float* dq, float* dk,
                         float* dv) {
+  if (dryrun::active()) {  // 2.5x the forward's products (attention.h)
+    dryrun::skip_kernel(2.5 * attention_forward_flops(s, q_pos, k_pos));
+    return;
+  }
   check_call(s, scale,
              q != nullptr && out != nullptr && lse != nullptr && dout != nullptr && dq != nullptr,
              k != nullptr && v != nullptr && dk != nullptr && dv != nullptr,

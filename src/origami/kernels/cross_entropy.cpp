@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 #include "origami/kernels/vec_math.h"
@@ -72,12 +73,21 @@ void merge(float& max_a, float& sum_a, float max_b, float sum_b) {
   max_a = m;
 }
 
+// The dry run's loss: no logits exist, so the sum is 0; the count of unmasked targets is real
+// (token ids stay backed), so the schedules' normalisation sees the true count.
+LossSum dry_run_loss(std::int64_t tokens, const std::int32_t* targets) {
+  LossSum out;
+  for (std::int64_t t = 0; t < tokens; ++t) out.count += targets[t] != kIgnoreLabel ? 1 : 0;
+  return out;
+}
+
 }  // namespace
 
 void softmax_stats_update(std::int64_t tokens, std::int64_t cols, const float* logits,
                           std::int64_t col0, std::int64_t valid_vocab,
                           const std::int32_t* targets, float* run_max, float* run_sum,
                           float* target_logit) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   check_block("softmax_stats_update", tokens, cols, col0, valid_vocab);
   check_targets("softmax_stats_update", tokens, targets, valid_vocab);
   const std::int64_t nv = valid_cols(cols, col0, valid_vocab);
@@ -96,12 +106,14 @@ void softmax_stats_update(std::int64_t tokens, std::int64_t cols, const float* l
 
 void softmax_stats_merge(std::int64_t tokens, float* max_a, float* sum_a, const float* max_b,
                          const float* sum_b) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   ORIGAMI_CHECK(tokens >= 0, "softmax_stats_merge: negative size {}", tokens);
   for (std::int64_t t = 0; t < tokens; ++t) merge(max_a[t], sum_a[t], max_b[t], sum_b[t]);
 }
 
 LossSum softmax_stats_finish(std::int64_t tokens, const float* run_max, const float* run_sum,
                              const float* target_logit, const std::int32_t* targets, float* lse) {
+  if (dryrun::skip_kernel(0)) return dry_run_loss(tokens, targets);
   ORIGAMI_CHECK(tokens >= 0, "softmax_stats_finish: negative size {}", tokens);
   LossSum out;
   for (std::int64_t t = 0; t < tokens; ++t) {
@@ -115,6 +127,7 @@ LossSum softmax_stats_finish(std::int64_t tokens, const float* run_max, const fl
 
 LossSum cross_entropy_forward(std::int64_t tokens, std::int64_t vocab, const float* logits,
                               const std::int32_t* targets, float* lse) {
+  if (dryrun::skip_kernel(0)) return dry_run_loss(tokens, targets);
   check_block("cross_entropy_forward", tokens, vocab, 0, vocab);
   ORIGAMI_CHECK(tokens == 0 || vocab > 0, "cross_entropy_forward: empty vocabulary");
   check_targets("cross_entropy_forward", tokens, targets, vocab);
@@ -140,6 +153,7 @@ void cross_entropy_backward(std::int64_t tokens, std::int64_t cols, const float*
                             std::int64_t col0, std::int64_t valid_vocab,
                             const std::int32_t* targets, const float* lse, float scale,
                             float* dlogits) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   check_block("cross_entropy_backward", tokens, cols, col0, valid_vocab);
   check_targets("cross_entropy_backward", tokens, targets, valid_vocab);
   const std::int64_t nv = valid_cols(cols, col0, valid_vocab);

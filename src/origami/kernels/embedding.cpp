@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 
@@ -32,6 +33,7 @@ constexpr std::int64_t kColumnBlock = 64;
 void embedding_forward(std::int64_t tokens, std::int64_t h, const std::int32_t* ids,
                        const float* table, std::int64_t first_row, std::int64_t table_rows,
                        float* out) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   check_args("embedding_forward", tokens, h, ids, first_row, table_rows);
   detail::parallel_for(tokens, detail::rows_per_chunk(h), [=](std::int64_t t0, std::int64_t t1) {
     for (std::int64_t t = t0; t < t1; ++t) {
@@ -48,6 +50,7 @@ void embedding_forward(std::int64_t tokens, std::int64_t h, const std::int32_t* 
 void embedding_backward(std::int64_t tokens, std::int64_t h, const std::int32_t* ids,
                         const float* dout, std::int64_t first_row, std::int64_t table_rows,
                         float* dtable) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   check_args("embedding_backward", tokens, h, ids, first_row, table_rows);
   // Tokens that share an id add into the same row, so threads split the columns, not the
   // tokens: each element is summed in token order by one thread (deterministic, no races).

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 
@@ -64,6 +65,7 @@ void scale_range(std::int64_t i0, std::int64_t i1, float* x, float s) {
 
 void adamw_step(std::int64_t n, float* param, const float* grad, float* m, float* v,
                 const AdamWHyper& hyper, std::int64_t step) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   ORIGAMI_CHECK(n >= 0, "adamw_step: negative size {}", n);
   ORIGAMI_CHECK(step >= 1, "adamw_step: step is 1-based, got {}", step);
   ORIGAMI_CHECK(hyper.beta1 >= 0.0f && hyper.beta1 < 1.0f && hyper.beta2 >= 0.0f &&
@@ -93,6 +95,7 @@ void adamw_step(std::int64_t n, float* param, const float* grad, float* m, float
 }
 
 double sum_of_squares(std::int64_t n, const float* x) {
+  if (dryrun::skip_kernel(0)) return 0.0;  // dry run: elementwise work is not charged
   ORIGAMI_CHECK(n >= 0, "sum_of_squares: negative size {}", n);
   // Eight independent double accumulators in a fixed order: vectorisable and the same result
   // for any thread count (the call is memory-bound, one thread suffices).
@@ -115,6 +118,7 @@ double sum_of_squares(std::int64_t n, const float* x) {
 }
 
 void scale_inplace(std::int64_t n, float* x, float s) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   ORIGAMI_CHECK(n >= 0, "scale_inplace: negative size {}", n);
   detail::parallel_for(n, kGrain, [=](std::int64_t i0, std::int64_t i1) {
     scale_range(i0, i1, x, s);

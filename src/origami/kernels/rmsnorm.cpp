@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 
@@ -72,6 +73,7 @@ void backward_weight_cols(std::int64_t j0, std::int64_t j1, std::int64_t rows, s
 
 void rmsnorm_forward(std::int64_t rows, std::int64_t h, const float* x, const float* w, float eps,
                      float* y, float* rstd) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   check_sizes("rmsnorm_forward", rows, h);
   ORIGAMI_CHECK(eps >= 0.0f, "rmsnorm_forward: eps must be >= 0, got {}", eps);
   detail::parallel_for(rows, detail::rows_per_chunk(h), [=](std::int64_t r0, std::int64_t r1) {
@@ -81,6 +83,7 @@ void rmsnorm_forward(std::int64_t rows, std::int64_t h, const float* x, const fl
 
 void rmsnorm_backward(std::int64_t rows, std::int64_t h, const float* x, const float* w,
                       const float* rstd, const float* dy, float* dx, float* dw) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   check_sizes("rmsnorm_backward", rows, h);
   // dx: rows in parallel.
   detail::parallel_for(rows, detail::rows_per_chunk(h), [=](std::int64_t r0, std::int64_t r1) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 
@@ -53,6 +54,7 @@ void rotate(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64
 
 void rope_table(std::int64_t max_pos, std::int64_t head_dim, double theta, float* cos_table,
                 float* sin_table) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   ORIGAMI_CHECK(max_pos >= 0, "rope_table: negative max_pos {}", max_pos);
   ORIGAMI_CHECK(head_dim >= 0 && head_dim % 2 == 0,
                 "rope_table: head_dim must be even and >= 0, got {}", head_dim);
@@ -72,6 +74,7 @@ void rope_table(std::int64_t max_pos, std::int64_t head_dim, double theta, float
 void rope_forward(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
                   const std::int64_t* pos, const float* cos_table, const float* sin_table,
                   float* x) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   check_args("rope_forward", batch, seq, heads, head_dim, pos);
   rotate(batch, seq, heads, head_dim, pos, cos_table, sin_table, 1.0f, x);
 }
@@ -79,6 +82,7 @@ void rope_forward(std::int64_t batch, std::int64_t seq, std::int64_t heads, std:
 void rope_backward(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
                    const std::int64_t* pos, const float* cos_table, const float* sin_table,
                    float* dx) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   check_args("rope_backward", batch, seq, heads, head_dim, pos);
   rotate(batch, seq, heads, head_dim, pos, cos_table, sin_table, -1.0f, dx);
 }

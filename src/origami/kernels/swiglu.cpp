@@ -1,5 +1,6 @@
 #include "origami/kernels/swiglu.h"
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 #include "origami/kernels/vec_math.h"
@@ -36,6 +37,7 @@ void backward_range(std::int64_t i0, std::int64_t i1, const float* a,
 }  // namespace
 
 void swiglu_forward(std::int64_t n, const float* a, const float* u, float* g) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   ORIGAMI_CHECK(n >= 0, "swiglu_forward: negative size {}", n);
   detail::parallel_for(n, kGrain, [=](std::int64_t i0, std::int64_t i1) {
     forward_range(i0, i1, a, u, g);
@@ -44,6 +46,7 @@ void swiglu_forward(std::int64_t n, const float* a, const float* u, float* g) {
 
 void swiglu_backward(std::int64_t n, const float* a, const float* u, const float* dg, float* da,
                      float* du) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   ORIGAMI_CHECK(n >= 0, "swiglu_backward: negative size {}", n);
   detail::parallel_for(n, kGrain, [=](std::int64_t i0, std::int64_t i1) {
     backward_range(i0, i1, a, u, dg, da, du);

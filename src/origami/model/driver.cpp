@@ -31,6 +31,7 @@ namespace {
 // n = x * rstd * w (the norm recomputed from the saved input instead of saved itself).
 void apply_saved_norm(std::int64_t rows, std::int64_t h, const float* x, const float* rstd,
                       const float* w, float* n) {
+  if (n == nullptr || x == nullptr || rstd == nullptr || w == nullptr) return;  // dry run
   for (std::int64_t r = 0; r < rows; ++r) {
     const float s = rstd[r];
     for (std::int64_t i = 0; i < h; ++i) n[r * h + i] = x[r * h + i] * s * w[i];

@@ -66,7 +66,8 @@ void initialize_parameters(ModelTensors& params, const ModelConfig& config, std:
   for (NamedTensor& p : named_tensors(params)) {
     Tensor& t = *p.tensor;
     if (p.is_norm) {
-      for (float& x : t.span()) x = 1.0f;
+      if (t.backed())
+        for (float& x : t.span()) x = 1.0f;
     } else {
       rng::fill_normal_block(t, seed, p.name, t.shape(), Shape(t.shape().size(), 0),
                              config.initializer_range);

@@ -21,7 +21,8 @@ void rank_major_to_batch_major(int parts, std::int64_t B, std::int64_t Sl, std::
                                const float* in, float* out) {
   for (int r = 0; r < parts; ++r)
     for (std::int64_t b = 0; b < B; ++b)
-      copy_floats(out + (b * parts + r) * Sl * w, in + (r * B + b) * Sl * w, Sl * w);
+      copy_floats(float_at(out, (b * parts + r) * Sl * w), float_at(in, (r * B + b) * Sl * w),
+                  Sl * w);
 }
 
 // The other ranks' rows of a rank-major gather, batch-major: [B][(Σ-1)*Sl][w].
@@ -30,7 +31,8 @@ void remote_rows(int parts, int self, std::int64_t B, std::int64_t Sl, std::int6
   for (int r = 0, slot = 0; r < parts; ++r) {
     if (r == self) continue;
     for (std::int64_t b = 0; b < B; ++b)
-      copy_floats(out + (b * (parts - 1) + slot) * Sl * w, in + (r * B + b) * Sl * w, Sl * w);
+      copy_floats(float_at(out, (b * (parts - 1) + slot) * Sl * w),
+                  float_at(in, (r * B + b) * Sl * w), Sl * w);
     ++slot;
   }
 }
@@ -41,8 +43,9 @@ void to_rank_major(int parts, int self, std::int64_t B, std::int64_t Sl, std::in
                    const float* local, const float* remote, float* out) {
   for (int r = 0, slot = 0; r < parts; ++r) {
     for (std::int64_t b = 0; b < B; ++b) {
-      const float* src = r == self ? local + b * Sl * w : remote + (b * (parts - 1) + slot) * Sl * w;
-      copy_floats(out + (r * B + b) * Sl * w, src, Sl * w);
+      const float* src = r == self ? float_at(local, b * Sl * w)
+                                    : float_at(remote, (b * (parts - 1) + slot) * Sl * w);
+      copy_floats(float_at(out, (r * B + b) * Sl * w), src, Sl * w);
     }
     if (r != self) ++slot;
   }

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "origami/core/error.h"
+#include "origami/core/float_ops.h"
 
 namespace origami::parallel {
 
@@ -97,9 +98,8 @@ void TokenLayout::scatter_rows(const float* local, std::int64_t batch, std::int6
                                float* global) const {
   for (std::int64_t b = 0; b < batch; ++b)
     for (std::int64_t i = 0; i < local_seq(); ++i)
-      std::memcpy(global + (b * seq_ + positions_[static_cast<std::size_t>(i)]) * width,
-                  local + (b * local_seq() + i) * width,
-                  static_cast<std::size_t>(width) * sizeof(float));
+      copy_floats(float_at(global, (b * seq_ + positions_[static_cast<std::size_t>(i)]) * width),
+                  float_at(local, (b * local_seq() + i) * width), width);
 }
 
 Range even_range(std::int64_t total, int parts, int index) {

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "origami/core/float_ops.h"
 #include "origami/kernels/embedding.h"
 #include "origami/kernels/gemm.h"
 
@@ -52,10 +53,10 @@ void MeshOps::reduce_rows_into(Tensor& partial, float* stream) {
   if (split_stream()) {  // TP-SP: each rank keeps the sum of its own rows
     Tensor mine(tracker_, MemCategory::CommBuffers, {n});
     groups_.tp().reduce_scatter(partial, mine);
-    for (std::int64_t i = 0; i < n; ++i) stream[i] += mine.f32()[i];
+    add_floats(stream, mine.f32(), n);
   } else {  // TP: every rank needs the sum of every row
     groups_.tp().all_reduce(partial, partial);
-    for (std::int64_t i = 0; i < n; ++i) stream[i] += partial.f32()[i];
+    add_floats(stream, partial.f32(), n);
   }
   partial = Tensor();
 }
@@ -166,9 +167,9 @@ kernels::LossSum MeshOps::head_forward(const float* nf, bool with_backward) {
                           head_logits_.f32());
   Tensor stats(tracker_, MemCategory::Workspace, {3, R});  // running max, sum-exp, target logit
   float* run_max = stats.f32();
-  float* run_sum = run_max + R;
-  float* target = run_sum + R;
-  for (std::int64_t i = 0; i < R; ++i) run_max[i] = -std::numeric_limits<float>::infinity();
+  float* run_sum = float_at(run_max, R);
+  float* target = float_at(run_sum, R);
+  fill_floats(run_max, R, -std::numeric_limits<float>::infinity());
   kernels::softmax_stats_update(R, vocab_rows_, head_logits_.f32(), vocab_first_,
                                 config_.vocab_size, batch_->labels.data(), run_max, run_sum,
                                 target);
@@ -177,10 +178,10 @@ kernels::LossSum MeshOps::head_forward(const float* nf, bool with_backward) {
     // results everywhere); the target logit lives on exactly one rank (0 elsewhere): sum.
     Tensor all(tracker_, MemCategory::CommBuffers, {tp_size_, 2, R});
     groups_.tp().all_gather(comm::ConstBuffer(run_max, 2 * R, DType::F32), all);
-    for (std::int64_t i = 0; i < 2 * R; ++i) run_max[i] = all.f32()[i];
+    copy_floats(run_max, all.f32(), 2 * R);
     for (int p = 1; p < tp_size_; ++p)
-      kernels::softmax_stats_merge(R, run_max, run_sum, all.f32() + p * 2 * R,
-                                   all.f32() + p * 2 * R + R);
+      kernels::softmax_stats_merge(R, run_max, run_sum, float_at(all.f32(), p * 2 * R),
+                                   float_at(all.f32(), p * 2 * R + R));
     groups_.tp().all_reduce(comm::ConstBuffer(target, R, DType::F32),
                             comm::Buffer(target, R, DType::F32));
   }

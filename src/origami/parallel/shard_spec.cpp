@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "origami/core/float_ops.h"
 #include "origami/core/rng.h"
 #include "origami/parallel/layout.h"
 
@@ -72,7 +73,8 @@ void initialize_sharded(ModelTensors& params, const std::vector<ShardSpec>& spec
     const ShardSpec& s = specs[i];
     Tensor& t = *named[i].tensor;
     if (s.is_norm) {
-      for (float& x : t.span()) x = 1.0f;
+      if (t.backed())
+        for (float& x : t.span()) x = 1.0f;
       continue;
     }
     // Vocabulary blocks may run past V (padding): initialise only the rows that exist.
@@ -83,7 +85,7 @@ void initialize_sharded(ModelTensors& params, const std::vector<ShardSpec>& spec
     } else if (valid_rows > 0) {
       Tensor part(*t.tracker(), MemCategory::Workspace, {valid_rows, s.local[1]});
       rng::fill_normal_block(part, seed, s.name, s.global, s.offset, config.initializer_range);
-      std::memcpy(t.f32(), part.f32(), static_cast<std::size_t>(part.numel()) * sizeof(float));
+      copy_floats(t.f32(), part.f32(), part.numel());
     }
   }
 }
@@ -101,12 +103,12 @@ Tensor gather_full(const ShardSpec& s, const Tensor& local, comm::Communicator& 
   tp.all_gather(local, all);
   const std::int64_t rows = s.local[0], cols = s.local[1];
   if (s.shard_dim == 0) {  // blocks of rows in rank order; drop the vocabulary padding
-    std::memcpy(full.f32(), all.f32(), static_cast<std::size_t>(full.numel()) * sizeof(float));
+    copy_floats(full.f32(), all.f32(), full.numel());
   } else {  // blocks of columns: block p holds columns [p*cols, (p+1)*cols) of every row
     for (int p = 0; p < s.parts; ++p)
       for (std::int64_t r = 0; r < rows; ++r)
-        std::memcpy(full.f32() + r * s.global[1] + p * cols, all.f32() + (p * rows + r) * cols,
-                    static_cast<std::size_t>(cols) * sizeof(float));
+        copy_floats(float_at(full.f32(), r * s.global[1] + p * cols),
+                    float_at(all.f32(), (p * rows + r) * cols), cols);
   }
   return full;
 }

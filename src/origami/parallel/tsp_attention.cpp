@@ -24,12 +24,12 @@ struct Packed {
   const float *wq, *wk, *wv, *wo;
 };
 Packed unpack(const float* p, std::int64_t qd, std::int64_t kvd, std::int64_t h) {
-  return {p, p + qd * h, p + (qd + kvd) * h, p + (qd + 2 * kvd) * h};
+  return {p, float_at(p, qd * h), float_at(p, (qd + kvd) * h), float_at(p, (qd + 2 * kvd) * h)};
 }
 
 Tensor copy_out(MemoryTracker& tracker, const Tensor& src, std::int64_t block, Shape shape) {
   Tensor t(tracker, MemCategory::Workspace, shape);
-  copy_floats(t.f32(), src.f32() + block * t.numel(), t.numel());
+  copy_floats(t.f32(), float_at(src.f32(), block * t.numel()), t.numel());
   return t;
 }
 
@@ -130,9 +130,9 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
                   D > 1 ? Tensor(tracker_, MemCategory::Workspace, {d.hidden, qd}) : Tensor()};
   KvGatherInFlight kv[2];
   auto view = [&](int j) {
-    return AttentionSavedView{s.q.f32() + j * R * qd, s.k.f32() + j * R * kvd,
-                              s.v.f32() + j * R * kvd, s.out.f32() + j * R * qd,
-                              s.lse.f32() + j * d.batch * d.heads * d.seq};
+    return AttentionSavedView{float_at(s.q.f32(), j * R * qd), float_at(s.k.f32(), j * R * kvd),
+                              float_at(s.v.f32(), j * R * kvd), float_at(s.out.f32(), j * R * qd),
+                              float_at(s.lse.f32(), j * d.batch * d.heads * d.seq)};
   };
   auto begin = [&](int k) {
     const int b = k % 2;
@@ -147,7 +147,7 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
       prefetch_attention_shard(in_backward_ ? l : l + 1, k + 2 - D, std::move(buf[b]));
   };
   auto project_out = [&](int j) {
-    kernels::linear_forward(R, qd, d.hidden, s.out.f32() + j * R * qd, wo[j % 2].f32(), x,
+    kernels::linear_forward(R, qd, d.hidden, float_at(s.out.f32(), j * R * qd), wo[j % 2].f32(), x,
                             /*accumulate=*/true);
   };
   begin(0);
@@ -207,16 +207,16 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
   Tensor wkv(tracker_, MemCategory::Workspace, {D > 1 ? 2 * kvd * h : 0});  // W_K, W_V of j-1
   int prev = -1;  // the group whose K/V half is still to do
   auto start_gather = [&](int j) {
-    next = cp_start_kv_gather(d, axis, s.k.f32() + j * R * kvd, s.v.f32() + j * R * kvd,
+    next = cp_start_kv_gather(d, axis, float_at(s.k.f32(), j * R * kvd), float_at(s.v.f32(), j * R * kvd),
                               tracker_);
   };
   auto finish_prev = [&] {
     if (prev < 0) return;
     const int slot = prev % kSlots;
     float* dp = grad[slot].f32();
-    cp_attention_backward_finish(d, n, {nullptr, wkv.f32(), wkv.f32() + kvd * h, nullptr}, axis,
+    cp_attention_backward_finish(d, n, {nullptr, wkv.f32(), float_at(wkv.f32(), kvd * h), nullptr}, axis,
                                  rope_, kv_grads[prev % 2], dn,
-                                 {nullptr, dp + qd * h, dp + (qd + kvd) * h, nullptr});
+                                 {nullptr, float_at(dp, qd * h), float_at(dp, (qd + kvd) * h), nullptr});
     // Every rank's contribution to head group prev's weight gradient, summed on its owner, on
     // the gradients' own communicator so that the K/V collectives do not queue behind it.
     reduce[slot] = grads_comm_.ireduce(grad[slot], total, prev);
@@ -239,7 +239,8 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
     finish_reduce(slot);  // group j-3's reduce used this buffer
     grad[slot].zero();
     float* dp = grad[slot].f32();
-    const AttentionGrads dg{dp, dp + qd * h, dp + (qd + kvd) * h, dp + (qd + 2 * kvd) * h};
+    const AttentionGrads dg{dp, float_at(dp, qd * h), float_at(dp, (qd + kvd) * h),
+                            float_at(dp, (qd + 2 * kvd) * h)};
     CpBackwardPipeline pipe;
     if (D > 1) {
       pipe.gathered = &gathered;

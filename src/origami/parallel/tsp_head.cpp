@@ -24,9 +24,9 @@ kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {
   Tensor stats(tracker_, MemCategory::Workspace, {3, R});  // running max, sum-exp, target logit
   stats.zero();
   float* run_max = stats.f32();
-  float* run_sum = run_max + R;
-  float* target = run_sum + R;
-  for (std::int64_t i = 0; i < R; ++i) run_max[i] = -std::numeric_limits<float>::infinity();
+  float* run_sum = float_at(run_max, R);
+  float* target = float_at(run_sum, R);
+  fill_floats(run_max, R, -std::numeric_limits<float>::infinity());
   for (int t = 0; t < size_; ++t) {
     const int shard = (rank_ + t) % size_;
     Hop hop;

@@ -17,7 +17,7 @@ namespace origami::parallel {
 
 namespace {
 MlpWeights weights_of(const float* p, std::int64_t ffn, std::int64_t h) {
-  return {p, p + ffn * h, p + 2 * ffn * h};
+  return {p, float_at(p, ffn * h), float_at(p, 2 * ffn * h)};
 }
 }  // namespace
 
@@ -48,8 +48,8 @@ void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) 
     // mlp_block_forward, with the gate/up pre-activations written straight into this shard's
     // slot of the saved tensors (no second copy at the peak).
     const MlpWeights w = weights_of(cur.f32(), ffn, h);
-    float* a = s.a.f32() + shard * R * ffn;
-    float* u = s.u.f32() + shard * R * ffn;
+    float* a = float_at(s.a.f32(), shard * R * ffn);
+    float* u = float_at(s.u.f32(), shard * R * ffn);
     kernels::linear_forward(R, h, ffn, n, w.w_gate, a);
     kernels::linear_forward(R, h, ffn, n, w.w_up, u);
     {
@@ -77,13 +77,13 @@ void TspOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const flo
     if (saved) {
       g.a = Tensor(tracker_, MemCategory::Workspace, {R, ffn});
       g.u = Tensor(tracker_, MemCategory::Workspace, {R, ffn});
-      copy_floats(g.a.f32(), s.a.f32() + shard * R * ffn, R * ffn);
-      copy_floats(g.u.f32(), s.u.f32() + shard * R * ffn, R * ffn);
+      copy_floats(g.a.f32(), float_at(s.a.f32(), shard * R * ffn), R * ffn);
+      copy_floats(g.u.f32(), float_at(s.u.f32(), shard * R * ffn), R * ffn);
     } else {
       mlp_block_recompute(dims, n, w, tracker_, g);  // recompute policies mlp and full
     }
     mlp_block_backward(dims, n, w, g, dx, tracker_, dn,
-                       {delta, delta + ffn * h, delta + 2 * ffn * h});
+                       {delta, float_at(delta, ffn * h), float_at(delta, 2 * ffn * h)});
     ring.end_step();
   }
   // This rank's own shard's accumulator, home after D hops (none when D = 1).

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "origami/core/float_ops.h"
 #include "origami/kernels/embedding.h"
 #include "origami/parallel/tsp_ops.h"
 
@@ -83,8 +84,8 @@ void TspOps::embed_forward(float* x) {
   axis_.all_to_all(comm::ConstBuffer(looked.f32(), n_recv * h, DType::F32), send_f,
                    comm::Buffer(back.f32(), R * h, DType::F32), recv_f);
   for (std::int64_t i = 0; i < R; ++i)
-    std::memcpy(x + emb_order_[static_cast<std::size_t>(i)] * h, back.f32() + i * h,
-                static_cast<std::size_t>(h) * sizeof(float));
+    copy_floats(float_at(x, emb_order_[static_cast<std::size_t>(i)] * h),
+                float_at(back.f32(), i * h), h);
 }
 
 void TspOps::embed_backward(const float* dx) {
@@ -92,8 +93,8 @@ void TspOps::embed_backward(const float* dx) {
   const std::int64_t R = rows(), h = config_.hidden_size;
   Tensor out(tracker_, MemCategory::CommBuffers, {R, h});
   for (std::int64_t i = 0; i < R; ++i)
-    std::memcpy(out.f32() + i * h, dx + emb_order_[static_cast<std::size_t>(i)] * h,
-                static_cast<std::size_t>(h) * sizeof(float));
+    copy_floats(float_at(out.f32(), i * h),
+                float_at(dx, emb_order_[static_cast<std::size_t>(i)] * h), h);
   const auto n_recv = static_cast<std::int64_t>(emb_recv_ids_.size());
   Tensor in(tracker_, MemCategory::CommBuffers, {std::max<std::int64_t>(n_recv, 1), h});
   std::vector<std::int64_t> send_f, recv_f;

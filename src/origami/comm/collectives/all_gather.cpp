@@ -23,7 +23,7 @@ void ring_all_gather(CollectiveContext& c, const void* in, void* out,
   const int n = c.size();
   const int r = c.rank();
   const auto off = prefix_offsets(block_bytes);
-  if (block_bytes[r] > 0 && at(out, off[r]) != in) std::memmove(at(out, off[r]), in, block_bytes[r]);
+  if (block_bytes[r] > 0 && at(out, off[r]) != in) move_bytes(at(out, off[r]), in, block_bytes[r]);
   const int next = (r + 1) % n;
   const int prev = (r - 1 + n) % n;
   for (int s = 0; s < n - 1; ++s) {

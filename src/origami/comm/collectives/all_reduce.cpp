@@ -18,7 +18,7 @@ namespace origami::comm::detail {
 void ring_all_reduce(CollectiveContext& c, const void* in, void* out, std::int64_t count,
                      const Reducer& red) {
   const std::int64_t total = count * red.elem_bytes;
-  if (total > 0 && in != out) std::memmove(out, in, total);
+  if (total > 0 && in != out) move_bytes(out, in, total);
   if (c.size() == 1) return;
   std::vector<std::int64_t> blocks = balanced_counts(count, c.size());
   for (auto& b : blocks) b *= red.elem_bytes;

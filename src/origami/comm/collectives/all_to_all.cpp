@@ -18,7 +18,7 @@ void pairwise_all_to_all(CollectiveContext& c, const void* in, const std::vector
   const int r = c.rank();
   const auto soff = prefix_offsets(send_bytes);
   const auto roff = prefix_offsets(recv_bytes);
-  if (send_bytes[r] > 0) std::memmove(at(out, roff[r]), at(in, soff[r]), send_bytes[r]);
+  if (send_bytes[r] > 0) move_bytes(at(out, roff[r]), at(in, soff[r]), send_bytes[r]);
   std::vector<Handle> hs;
   for (int s = 1; s < n; ++s) {
     const int dst = (r + s) % n;

@@ -23,7 +23,7 @@ void chain_reduce(CollectiveContext& c, const void* in, void* out, std::int64_t 
   const int n = c.size();
   const std::int64_t bytes = count * red.elem_bytes;
   if (n == 1) {
-    if (bytes > 0 && in != out) std::memmove(out, in, bytes);
+    if (bytes > 0 && in != out) move_bytes(out, in, bytes);
     return;
   }
   const int v = (c.rank() - root + n) % n;
@@ -50,7 +50,7 @@ void chain_reduce(CollectiveContext& c, const void* in, void* out, std::int64_t 
       if (v == 0) {
         // The root adds the arriving partial result to its own input, into the output.
         void* dst = at(out, i * chunk);
-        if (dst != payload) std::memmove(dst, payload, len(i));
+        if (dst != payload) move_bytes(dst, payload, len(i));
         red.combine(dst, slot(i), len(i) / red.elem_bytes);
       } else {
         red.combine(slot(i), payload, len(i) / red.elem_bytes);

@@ -27,7 +27,7 @@ void ring_reduce_scatter(CollectiveContext& c, const void* in, void* out,
   const int r = c.rank();
   const auto off = prefix_offsets(block_bytes);
   if (n == 1) {
-    if (block_bytes[0] > 0 && out != in) std::memmove(out, in, block_bytes[0]);
+    if (block_bytes[0] > 0 && out != in) move_bytes(out, in, block_bytes[0]);
     return;
   }
   // The ring runs once per chunk column j (chunk j of every block), so the partial sums in

@@ -1,0 +1,41 @@
+#include "origami/core/dry_run.h"
+
+#include <algorithm>
+
+namespace origami::dryrun {
+
+namespace {
+thread_local Clock* t_clock = nullptr;
+}
+
+Clock* current() {
+  return t_clock;
+}
+
+bool skip_kernel(double flops) {
+  Clock* c = t_clock;
+  if (c == nullptr) return false;
+  const double s = flops / c->flop_rate;
+  c->now_s += s;
+  c->compute_s += s;
+  c->flops += flops;
+  return true;
+}
+
+void join(double t) {
+  if (t_clock != nullptr && t >= 0) t_clock->now_s = std::max(t_clock->now_s, t);
+}
+
+std::int64_t comm_bytes(bool fp32_data, std::int64_t raw_bytes) {
+  if (t_clock == nullptr || !fp32_data) return raw_bytes;
+  return raw_bytes / 4 * t_clock->comm_elem_bytes;
+}
+
+Install::Install(Clock* clock) : previous_(t_clock) {
+  t_clock = clock;
+}
+Install::~Install() {
+  t_clock = previous_;
+}
+
+}  // namespace origami::dryrun

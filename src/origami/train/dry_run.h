@@ -1,0 +1,75 @@
+// The engine's dry run (DESIGN.md §10, docs/planner.md "Dry run"): the real training step of
+// any strategy over in-process ranks, with every fp32 tensor above a few hundred elements
+// accounted but not backed, kernels skipped (their FLOPs charged to a per-rank virtual clock
+// at a given rate), and messages matched and accounted but not copied (each hop advancing the
+// virtual clocks by alpha + bytes / beta of its link class). The same code runs as in a real
+// run: there is no second copy of any schedule.
+//
+//   DryRunReport r = dry_run(model_preset("7b"), parallel::make_parallel_config("tsp", 8, ...),
+//                            {.seq = 131072, .precision = Precision::bf16()});
+//   r.ranks[0].memory.peak[...]; r.ranks[0].comm_total.op("all_gather").bytes_sent; r.step_s;
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "origami/comm/link_model.h"
+#include "origami/comm/stats.h"
+#include "origami/core/memory_tracker.h"
+#include "origami/core/precision.h"
+#include "origami/model/config.h"
+#include "origami/parallel/plan.h"
+
+namespace origami {
+
+struct DryRunOptions {
+  std::int64_t seq = 4096;         // tokens per sequence
+  std::int64_t batch = 1;          // global micro-batch (sequences), split over dp
+  std::int64_t grad_accum = 1;     // micro-batches per optimizer step
+  std::int64_t steps = 1;          // optimizer steps; the report's step time is the last one's
+  std::string recompute = "none";  // none | mlp | full
+  Precision precision = Precision::fp32();
+  double flop_rate = 100e12;  // FLOP/s of one rank (gemm and attention FLOPs are charged)
+  comm::LinkModel link;       // alpha, beta per link class, devices per node ("enabled" ignored)
+  std::uint64_t seed = 1234;
+  // Per-rank cap on the accounted bytes: a rank that would exceed it fails with OutOfBudget
+  // naming the category (does the layout fit a device of this size?).
+  std::optional<std::int64_t> memory_cap;
+  // Run the same path for real (backed memory, kernels computed, bytes copied, no clocks):
+  // what the tests compare the dry run with. Needs fp32 and a model that fits.
+  bool execute = false;
+};
+
+struct DryRunRank {
+  MemoryStats memory;  // peak (and final current) bytes per category, as the tracker names them
+  // Per communicator of the rank, by its name ("world", the mesh axes "dp", "tp", "sp" -- TSP's
+  // axis is "sp" -- and the strategies' own, e.g. TSP's "tsp-shards"; communicators with no
+  // traffic are left out): calls and bytes per kind of operation over the whole run (building
+  // the groups included).
+  std::map<std::string, comm::CommStats> comm;
+  comm::CommStats comm_total;  // the same summed over the axes, per kind
+  double clock_s = 0;          // virtual clock at the end of the run
+  double step_s = 0;           // virtual duration of the last step on this rank
+  double compute_s = 0;        // part of clock_s charged by kernels
+  double flops = 0;            // FLOPs charged by kernels
+};
+
+struct DryRunReport {
+  std::vector<DryRunRank> ranks;  // world rank order
+  double step_s = 0;              // the last step's virtual time: the slowest rank's
+  double tokens_per_s = 0;        // batch * seq * grad_accum / step_s (the whole cluster)
+  std::string describe;           // the plan, e.g. "tsp=8"
+  // A human-readable table: peak by category per rank, bytes per op kind, step time.
+  std::string summary() const;
+  std::string to_json() const;
+};
+
+// Refuses (ConfigError) what validate_plan refuses, a bad precision/recompute, or a
+// non-positive rate, before any rank starts.
+DryRunReport dry_run(const ModelConfig& model, const parallel::ParallelConfig& plan,
+                     const DryRunOptions& options);
+
+}  // namespace origami

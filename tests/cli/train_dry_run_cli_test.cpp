@@ -1,0 +1,100 @@
+// `origami train --dry-run` as a user runs it: the report's JSON carries the library's numbers
+// (train/dry_run.h), the table names every category, and bad input exits 2 with a message.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "origami/model/config.h"
+#include "origami/train/dry_run.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CliRun {
+  int code;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::remove(path.c_str());
+  return text.str();
+}
+
+std::string temp_base() {
+  static int counter = 0;
+  return ::testing::TempDir() + "origami_dry_" + std::to_string(::getpid()) + "_" +
+         std::to_string(counter++);
+}
+
+CliRun origami(const std::string& args) {
+  const std::string base = temp_base();
+  const std::string cmd = std::string(ORIGAMI_BINARY_DIR) + "/origami " + args + " > " + base +
+                          ".out 2> " + base + ".err";
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base + ".out"), slurp(base + ".err")};
+}
+
+TEST(TrainDryRunCli, JsonIsTheLibrarysReport) {
+  const std::string json = temp_base() + ".json";
+  const CliRun r = origami(
+      "train --dry-run --model tiny --seq 64 --strategy tp --degree 2 --precision bf16 "
+      "--flops-rate 500 --intra-beta 2e9 --json " +
+      json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("saved activations"));
+  EXPECT_THAT(r.out, HasSubstr("all_reduce"));
+  EXPECT_THAT(r.out, HasSubstr("step time"));
+  const auto j = nlohmann::json::parse(slurp(json));
+  ASSERT_EQ(j["ranks"].size(), 2u);
+
+  origami::DryRunOptions o;
+  o.seq = 64;  // --batch defaults to 1 sequence in a dry run, --steps to 1
+  o.precision = origami::Precision::bf16();
+  o.flop_rate = 500e9;
+  o.link.intra_beta_Bps = 2e9;
+  const origami::DryRunReport lib =
+      origami::dry_run(origami::model_preset("tiny"),
+                       origami::parallel::make_parallel_config(
+                           "tp", 2, "", false, origami::parallel::TokenLayoutKind::Zigzag),
+                       o);
+  for (std::size_t r = 0; r < 2; ++r) {
+    for (int c = 0; c < origami::kNumMemCategories; ++c) {
+      const std::string name(origami::mem_category_name(static_cast<origami::MemCategory>(c)));
+      EXPECT_EQ(j["ranks"][r]["peak_bytes"][name].get<std::int64_t>(),
+                lib.ranks[r].memory.peak[static_cast<std::size_t>(c)])
+          << name;
+    }
+    EXPECT_EQ(j["ranks"][r]["comm"]["tp"]["all_reduce"]["bytes_sent"].get<std::int64_t>(),
+              lib.ranks[r].comm.at("tp").op("all_reduce").bytes_sent);
+  }
+  EXPECT_DOUBLE_EQ(j["step_s"].get<double>(), lib.step_s);
+}
+
+TEST(TrainDryRunCli, BadInputExplainsItself) {
+  CliRun r = origami("train --dry-run --model tiny --seq 64 --precision fp8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("known: fp32, bf16"));
+  r = origami("train --dry-run --model tiny --seq 64 --flops-rate 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--flops-rate"));
+  r = origami("train --model tiny --seq 64 --precision bf16 --steps 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--dry-run"));
+  r = origami("train --dry-run --model tiny --seq 63 --strategy tsp --degree 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("63"));
+}
+
+}  // namespace

@@ -1,0 +1,214 @@
+// The dry run (train/dry_run.h) against real runs of the same path, its precision profiles,
+// and a 7B-class model on 8 simulated ranks.
+#include "origami/train/dry_run.h"
+
+#include <gtest/gtest.h>
+
+#include "../parallel/harness.h"
+#include "origami/model/config.h"
+
+namespace origami {
+namespace {
+
+using parallel::make_parallel_config;
+using parallel::TokenLayoutKind;
+
+struct Layout {
+  const char* name;
+  parallel::ParallelConfig plan;
+};
+
+std::vector<Layout> small_layouts() {
+  const auto z = TokenLayoutKind::Zigzag;
+  return {
+      {"single", make_parallel_config("single", 1, "", false, z)},
+      {"dp2", make_parallel_config("dp", 2, "", false, z)},
+      {"tp2", make_parallel_config("tp", 2, "", false, z)},
+      {"tpsp2", make_parallel_config("tpsp", 2, "", false, z)},
+      {"sp2", make_parallel_config("sp", 2, "", false, z)},
+      {"tp2xsp2", make_parallel_config("tp", 1, "tp=2,sp=2", false, z)},
+      {"tsp2", make_parallel_config("tsp", 2, "", false, z)},
+      {"tsp4", make_parallel_config("tsp", 4, "", false, z)},
+      {"dp2xtsp2", make_parallel_config("tsp", 1, "dp=2,tsp=2", false, z)},
+  };
+}
+
+// h 64 and 4 heads: every weight and activation is above the dry run's backed threshold, so
+// the unbacked paths run; V 97 pads under tp.
+ModelConfig small_model() {
+  return parity::make_model(97, 64, 96, 4, 4, 2);
+}
+
+void expect_same_accounting(const DryRunReport& dry, const DryRunReport& real,
+                            const std::string& what) {
+  ASSERT_EQ(dry.ranks.size(), real.ranks.size()) << what;
+  for (std::size_t r = 0; r < dry.ranks.size(); ++r) {
+    const DryRunRank &d = dry.ranks[r], &e = real.ranks[r];
+    for (int c = 0; c < kNumMemCategories; ++c) {
+      const auto i = static_cast<std::size_t>(c);
+      EXPECT_EQ(d.memory.peak[i], e.memory.peak[i])
+          << what << " rank " << r << " peak " << mem_category_name(static_cast<MemCategory>(c));
+      EXPECT_EQ(d.memory.current[i], e.memory.current[i])
+          << what << " rank " << r << " current " << mem_category_name(static_cast<MemCategory>(c));
+    }
+    EXPECT_EQ(d.memory.peak_total, e.memory.peak_total) << what << " rank " << r;
+    ASSERT_EQ(d.comm.size(), e.comm.size()) << what << " rank " << r;
+    for (const auto& [axis, ds] : d.comm) {
+      ASSERT_TRUE(e.comm.count(axis)) << what << " rank " << r << " axis " << axis;
+      const comm::CommStats& es = e.comm.at(axis);
+      ASSERT_EQ(ds.ops.size(), es.ops.size()) << what << " rank " << r << " axis " << axis;
+      for (const auto& [kind, o] : ds.ops) {
+        const comm::OpStats& x = es.op(kind);
+        EXPECT_EQ(o.calls, x.calls) << what << " rank " << r << " " << axis << " " << kind;
+        EXPECT_EQ(o.bytes_sent, x.bytes_sent)
+            << what << " rank " << r << " " << axis << " " << kind;
+        EXPECT_EQ(o.bytes_received, x.bytes_received)
+            << what << " rank " << r << " " << axis << " " << kind;
+      }
+    }
+  }
+}
+
+// (a) The dry run allocates and communicates exactly what a real run of the same code does.
+TEST(DryRun, EqualsARealRunForEveryStrategy) {
+  const ModelConfig m = small_model();
+  for (const Layout& l : small_layouts()) {
+    for (const char* recompute : {"none", "mlp", "full"}) {
+      DryRunOptions o;
+      o.seq = 32;
+      o.batch = 2;
+      o.grad_accum = 2;
+      o.steps = 2;
+      o.recompute = recompute;
+      const DryRunReport dry = dry_run(m, l.plan, o);
+      o.execute = true;
+      const DryRunReport real = dry_run(m, l.plan, o);
+      expect_same_accounting(dry, real, std::string(l.name) + " recompute " + recompute);
+      // Something was moved and allocated at all (the comparison is not vacuous).
+      EXPECT_GT(dry.ranks[0].memory.peak[static_cast<std::size_t>(MemCategory::Activations)], 0);
+      if (l.plan.world() > 1) {
+        EXPECT_GT(dry.ranks[0].comm_total.total().bytes_sent, 0) << l.name;
+      }
+      EXPECT_GT(dry.step_s, 0) << l.name;
+      EXPECT_EQ(real.step_s, 0) << l.name;  // a real run has no virtual clock
+    }
+  }
+}
+
+std::int64_t peak(const DryRunRank& r, MemCategory c) {
+  return r.memory.peak[static_cast<std::size_t>(c)];
+}
+
+// (b) The bf16 profile: parameters, activations and every float transfer at 2 bytes; gradients
+// and logits unchanged; optimizer state = master copy (4) + two moments (8) per parameter.
+TEST(DryRun, Bf16ProfileHalvesWeightsActivationsAndTraffic) {
+  const ModelConfig m = small_model();
+  for (const Layout& l : {small_layouts()[2], small_layouts()[6]}) {  // tp2, tsp2
+    DryRunOptions o;
+    o.seq = 32;
+    o.batch = 2;
+    const DryRunReport f = dry_run(m, l.plan, o);
+    o.precision = Precision::bf16();
+    const DryRunReport b = dry_run(m, l.plan, o);
+    for (std::size_t r = 0; r < f.ranks.size(); ++r) {
+      const DryRunRank &x = f.ranks[r], &y = b.ranks[r];
+      EXPECT_EQ(2 * peak(y, MemCategory::Parameters), peak(x, MemCategory::Parameters)) << l.name;
+      EXPECT_EQ(peak(y, MemCategory::Gradients), peak(x, MemCategory::Gradients)) << l.name;
+      EXPECT_EQ(2 * peak(y, MemCategory::OptimizerState), 3 * peak(x, MemCategory::OptimizerState))
+          << l.name;
+      EXPECT_EQ(2 * peak(y, MemCategory::Activations), peak(x, MemCategory::Activations)) << l.name;
+      EXPECT_EQ(peak(y, MemCategory::Logits), peak(x, MemCategory::Logits)) << l.name;
+      for (const auto& [kind, s] : x.comm_total.ops) {
+        // Integer messages (split's group table, TSP's token ids and counts) keep their size.
+        if (kind == "split" || kind == "all_to_all") continue;
+        // all_reduce also carries the step's scalars (loss sum, label count, squared norms:
+        // F64/I64, a few per step), which keep their 8 bytes: the excess is those bytes.
+        const std::int64_t scalars = kind == "all_reduce" ? 64 : 0;
+        const std::int64_t sent = 2 * y.comm_total.op(kind).bytes_sent - s.bytes_sent;
+        const std::int64_t received = 2 * y.comm_total.op(kind).bytes_received - s.bytes_received;
+        EXPECT_GE(sent, 0) << l.name << " " << kind;
+        EXPECT_LE(sent, scalars) << l.name << " " << kind;
+        EXPECT_GE(received, 0) << l.name << " " << kind;
+        EXPECT_LE(received, scalars) << l.name << " " << kind;
+      }
+      EXPECT_LT(b.step_s, f.step_s) << l.name;  // same FLOPs, half the bytes on the links
+    }
+  }
+}
+
+// (d) A 7B-class model at 16K tokens on 8 ranks, TSP and TP: per-rank parameters are an
+// eighth of the model's, plus the RMSNorm weights every rank holds in full.
+TEST(DryRun, SevenBillionAtSixteenKOnEightRanks) {
+  ModelConfig m = model_preset("7b");
+  m.max_position_embeddings = 16384;
+  const std::int64_t norms = (2 * m.num_hidden_layers + 1) * m.hidden_size;
+  const std::int64_t expected = ((m.num_parameters() - norms) / 8 + norms) * 4;
+  for (const char* strategy : {"tsp", "tp"}) {
+    DryRunOptions o;
+    o.seq = 16384;
+    const DryRunReport r =
+        dry_run(m, make_parallel_config(strategy, 8, "", false, TokenLayoutKind::Zigzag), o);
+    ASSERT_EQ(r.ranks.size(), 8u);
+    for (const DryRunRank& k : r.ranks) {
+      EXPECT_EQ(peak(k, MemCategory::Parameters), expected) << strategy;
+      EXPECT_EQ(peak(k, MemCategory::Gradients), expected) << strategy;
+      EXPECT_EQ(peak(k, MemCategory::OptimizerState), 2 * expected) << strategy;
+      // Every rank computes its share of the model FLOPs (at least 6·P·T / 8).
+      EXPECT_GT(k.flops, 6.0 * static_cast<double>(m.num_parameters()) * 16384 / 8 * 0.95)
+          << strategy;
+    }
+    EXPECT_GT(r.step_s, 0);
+  }
+}
+
+// The virtual clocks depend on the schedule only, not on how the threads were scheduled.
+TEST(DryRun, VirtualTimeIsDeterministic) {
+  const ModelConfig m = small_model();
+  for (const Layout& l :
+       {small_layouts()[2], small_layouts()[7], small_layouts()[8]}) {  // tp2, tsp4, dp2xtsp2
+    DryRunOptions o;
+    o.seq = 32;
+    o.batch = 2;
+    o.flop_rate = 1e9;  // compute and communication of similar size: overlap matters
+    const DryRunReport a = dry_run(m, l.plan, o), b = dry_run(m, l.plan, o);
+    for (std::size_t r = 0; r < a.ranks.size(); ++r) {
+      EXPECT_EQ(a.ranks[r].clock_s, b.ranks[r].clock_s) << l.name << " rank " << r;
+      EXPECT_EQ(a.ranks[r].step_s, b.ranks[r].step_s) << l.name << " rank " << r;
+    }
+  }
+}
+
+TEST(DryRun, AMemoryCapNamesTheCategoryThatDoesNotFit) {
+  ModelConfig m = model_preset("7b");
+  DryRunOptions o;
+  o.seq = 4096;
+  o.memory_cap = std::int64_t{2} << 30;  // 2 GiB: not even a rank's 3.1 GiB of parameters
+  try {
+    dry_run(m, make_parallel_config("tp", 8, "", false, TokenLayoutKind::Zigzag), o);
+    FAIL() << "a 2 GiB cap held a 7B model on 8 ranks";
+  } catch (const OutOfBudget& e) {
+    EXPECT_NE(std::string(e.what()).find("parameters"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DryRun, RefusesWhatCannotRun) {
+  const ModelConfig m = small_model();
+  DryRunOptions o;
+  o.seq = 32;
+  o.flop_rate = 0;
+  EXPECT_THROW(dry_run(m, small_layouts()[0].plan, o), ConfigError);
+  o.flop_rate = 1e12;
+  o.recompute = "some";
+  EXPECT_THROW(dry_run(m, small_layouts()[0].plan, o), ConfigError);
+  o.recompute = "none";
+  o.execute = true;
+  o.precision = Precision::bf16();
+  EXPECT_THROW(dry_run(m, small_layouts()[0].plan, o), ConfigError);
+  o.execute = false;
+  o.precision = Precision::fp32();
+  o.seq = 33;  // does not split over sp 2 zigzag (2·2 chunks)
+  EXPECT_THROW(dry_run(m, small_layouts()[4].plan, o), ConfigError);
+}
+
+}  // namespace
+}  // namespace origami
