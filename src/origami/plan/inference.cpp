@@ -21,7 +21,7 @@ InferenceRow predict_inference(const ModelConfig& m, int degree, const Workload&
   row.parameters = train.parameters;
   // Rank j keeps head group j's K and V of every token of every layer (DESIGN §6).
   row.kv_cache = 2 * s.L * w.batch * w.seq * s.kvd * ea;
-  const TspResident res = tsp_resident_set(s, ec);
+  const TspResident res = tsp_resident_set(s, Recompute::None, ec);
   row.comm_buffers =
       std::max({res.attention_forward, res.mlp_forward, res.head_forward, res.embedding});
   // The forward's peak (driver.cpp): x, n and the MLP's gated rows; the RoPE tables.

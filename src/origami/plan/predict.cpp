@@ -24,7 +24,7 @@ LinkClass link_class(const Layout& l, const std::string& axis, int devices_per_n
   // Innermost first: tp, tsp, sp, dp (the most talkative axis innermost).
   const std::vector<std::pair<std::string, int>> order{
       {"tp", l.tp}, {"tsp", l.tsp}, {"sp", l.sp}, {"dp", l.dp}};
-  const std::string name = axis == "tsp_shards" ? "tsp" : axis;
+  const std::string name = axis == "tsp_shards" || axis == "tsp_grads" ? "tsp" : axis;
   std::int64_t stride = 1;
   int size = 1;
   for (const auto& [a, n] : order) {
@@ -70,7 +70,7 @@ int axis_size(const Layout& l, const std::string& axis) {
   if (axis == "tp") return l.tp;
   if (axis == "sp") return l.sp;
   if (axis == "dp") return l.dp;
-  return l.tsp;  // tsp, tsp_shards
+  return l.tsp;  // tsp, tsp_shards, tsp_grads
 }
 
 // Messages one call of `op` sends per rank on an n-rank axis (docs/comm.md's algorithms).
