@@ -6,8 +6,9 @@
 //                         policy); attention dout, dq [Rb, qd], dk, dv [Rb, kvd]; RoPE tables
 //   parallel/mesh_ops.cpp TP partial outputs [Rb, h] (workspace), TP-SP gathered rows [Rb, h]
 //                         and reduce-scatter targets [Rs, h] (comm), head stats [3, Rb] + lse
-//   parallel/attention_cp.cpp  SP gathered K/V 2·Σ·Rb·kvd + staging Σ·Rb·kvd (forward);
-//                         backward adds dK/dV 2·Σ·Rb·kvd
+//   parallel/attention_cp.cpp  SP and each TSP head group (cp_attention): gathered K/V
+//                         replaced by their remote rows, remote dK/dV, reduce-scatter inputs;
+//                         the remote rows' partial output and lse (workspace)
 //   parallel/tsp_*.cpp    TSP's resident set (tsp_resident_set)
 //   comm/collectives      staging of all-reduce, reduce-scatter and reduce
 #include "origami/plan/buffers.h"
