@@ -16,7 +16,9 @@
 #include "origami/core/error.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/tsp_ops.h"
+#include "origami/plan/buffers.h"
 #include "origami/plan/cost_model.h"
+#include "origami/plan/shapes.h"
 
 namespace origami::parity {
 namespace {
@@ -85,7 +87,8 @@ Measured measure(const ModelConfig& m, const parallel::ParallelConfig& p, Recomp
 
 // The same for TSP over tsp ranks (under dp): the strategy, its ops and the driver, as
 // tsp_comm_test.cpp builds them, so the shard communicator's stats are visible. Engine axis
-// names map onto the planner's: sp -> "tsp", the shard communicator -> "tsp_shards".
+// names map onto the planner's: sp -> "tsp", the shard communicator -> "tsp_shards", the
+// gradient communicator -> "tsp_grads".
 Measured measure_tsp(const ModelConfig& m, int dp, int D, Recompute r, std::int64_t B,
                      std::int64_t S, int who,
                      parallel::TokenLayoutKind layout_kind = parallel::TokenLayoutKind::Zigzag) {
@@ -132,9 +135,8 @@ Measured measure_tsp(const ModelConfig& m, int dp, int D, Recompute r, std::int6
       groups.axis(a).reset_stats();
     }
     for (const auto& [op, st] : ops.shard_comm().stats().ops) micro["tsp_shards/" + op] = st;
-    // The dP_j reduces run on the axis' second duplicate (TspOps::grad_comm): the same tsp
-    // axis for the planner.
-    for (const auto& [op, st] : ops.grad_comm().stats().ops) micro["tsp/" + op] += st;
+    // The dP_j reduces run on the axis' third communicator (TspOps::grad_comm): "tsp_grads".
+    for (const auto& [op, st] : ops.grad_comm().stats().ops) micro["tsp_grads/" + op] = st;
     // reduce_gradients as RankModel does it: each gradient over its spec's axes.
     std::vector<NamedTensor> g = named_tensors(grads);
     for (std::size_t i = 0; i < g.size(); ++i)
@@ -202,6 +204,29 @@ void expect_within_5_percent(std::int64_t want, std::int64_t got, const std::str
       << what << ": predicted " << want << " measured " << got;
 }
 
+// Communication buffers: within 5%, or, under TSP, between the planner's lower bound (the dP_j
+// reduce's staging not overlapping the attention backward's other buffers) and its prediction
+// (the upper bound: it does), since that overlap depends on timing (docs/planner.md).
+void expect_comm_buffers(const ModelConfig& m, const plan::Mesh& mesh, const plan::Workload& w,
+                         std::int64_t want, std::int64_t got, const std::string& what) {
+  if (mesh.tsp > 1) {
+    const plan::TspResident r =
+        plan::tsp_resident_set(plan::shapes_of(m, mesh, w), w.recompute, w.elem.comm);
+    const std::int64_t lower =
+        want == r.attention_backward
+            ? std::max({r.attention_backward - r.reduce_staging, r.attention_forward,
+                        r.mlp_forward, r.mlp_backward, r.head_forward, r.head_backward,
+                        r.embedding})
+            : want;
+    if (std::getenv("ORIGAMI_PLAN_VERBOSE") != nullptr)
+      std::printf("%-40s lower bound %10lld predicted %10lld measured %10lld\n", what.c_str(),
+                  static_cast<long long>(lower), static_cast<long long>(want),
+                  static_cast<long long>(got));
+    if (got >= lower && got <= want) return;
+  }
+  expect_within_5_percent(want, got, what);
+}
+
 class CostModel : public ::testing::TestWithParam<Recompute> {};
 
 TEST_P(CostModel, EqualsTheEngineOnEveryBaseline) {
@@ -231,7 +256,8 @@ TEST_P(CostModel, EqualsTheEngineOnEveryBaseline) {
       EXPECT_EQ(want.optimizer, got.memory.optimizer) << what;
       EXPECT_EQ(want.activations, got.memory.activations) << what;
       EXPECT_EQ(want.logits, got.memory.logits) << what;
-      expect_within_5_percent(want.comm_buffers, got.memory.comm_buffers, what + " comm buffers");
+      expect_comm_buffers(*model, mesh, w, want.comm_buffers, got.memory.comm_buffers,
+                          what + " comm buffers");
       expect_within_5_percent(want.workspace, got.memory.workspace, what + " workspace");
       expect_ops(plan::comm_per_micro_batch(*model, mesh, w), got.micro, what + " micro-batch");
       expect_ops(plan::comm_gradient_reduction(*model, mesh, w.elem), got.grad,
@@ -337,7 +363,8 @@ TEST(CostModel, EqualsTheEngineOnTheParityMatrices) {
       EXPECT_EQ(want.optimizer, got.memory.optimizer) << what;
       EXPECT_EQ(want.activations, got.memory.activations) << what;
       EXPECT_EQ(want.logits, got.memory.logits) << what;
-      expect_within_5_percent(want.comm_buffers, got.memory.comm_buffers, what + " comm buffers");
+      expect_comm_buffers(c.model, mesh, w, want.comm_buffers, got.memory.comm_buffers,
+                          what + " comm buffers");
       expect_within_5_percent(want.workspace, got.memory.workspace, what + " workspace");
       // The rank's position on each axis: world rank r is (dp, sp, tp) = row-major with tp
       // innermost (parallel/layout.h); the uneven all-reduce blocks depend on it.

@@ -6,8 +6,9 @@
 //                         policy); attention dout, dq [Rb, qd], dk, dv [Rb, kvd]; RoPE tables
 //   parallel/mesh_ops.cpp TP partial outputs [Rb, h] (workspace), TP-SP gathered rows [Rb, h]
 //                         and reduce-scatter targets [Rs, h] (comm), head stats [3, Rb] + lse
-//   parallel/attention_cp.cpp  SP gathered K/V 2·Σ·Rb·kvd + staging Σ·Rb·kvd (forward);
-//                         backward adds dK/dV 2·Σ·Rb·kvd
+//   parallel/attention_cp.cpp  SP and each TSP head group (cp_attention): gathered K/V
+//                         replaced by their remote rows, remote dK/dV, reduce-scatter inputs;
+//                         the remote rows' partial output and lse (workspace)
 //   parallel/tsp_*.cpp    TSP's resident set (tsp_resident_set)
 //   comm/collectives      staging of all-reduce, reduce-scatter and reduce
 #include "origami/plan/buffers.h"
@@ -44,13 +45,17 @@ std::int64_t reduce_staging(std::int64_t count, int n, std::int64_t elem) {
 }
 
 CpAttention cp_attention(int parts, std::int64_t rows, std::int64_t qd, std::int64_t kvd,
-                         std::int64_t comm_elem) {
-  CpAttention c;
-  const std::int64_t kv = parts * rows * kvd * comm_elem;  // one gathered K (or V)
-  c.forward_comm = 3 * kv;  // gathered K, V and the all-gather's staging
-  c.backward_comm = 5 * kv + reduce_scatter_staging(rows * kvd, parts, comm_elem);
-  c.backward_workspace = rows * (2 * qd + 2 * kvd);  // dout, dq, dk, dv
-  return c;
+                         std::int64_t heads, std::int64_t e) {
+  CpAttention cp;
+  if (parts <= 1) return cp;
+  const std::int64_t P = parts, c = rows * kvd * e;  // one rank's K (or V) rows, in bytes
+  cp.forward_comm = (3 * P - 1) * c;  // the gathers 2Pc; K's replaced by its remote rows
+  cp.backward_comm = max_of({(3 * P - 1) * c,  // the re-gather, as forward
+                             4 * (P - 1) * c,  // remote K/V and remote dK/dV
+                             2 * P * c + reduce_scatter_staging(rows * kvd, parts, e)});
+  cp.forward_workspace = rows * (qd + heads);      // remote rows' partial output and lse
+  cp.backward_workspace = rows * (2 * qd + 2 * kvd);  // dout, dq, dk, dv
+  return cp;
 }
 
 std::int64_t TspResident::peak_bytes() const {
@@ -58,22 +63,32 @@ std::int64_t TspResident::peak_bytes() const {
                  head_backward, embedding});
 }
 
-TspResident tsp_resident_set(const Shapes& s, std::int64_t e) {
+TspResident tsp_resident_set(const Shapes& s, Recompute recompute, std::int64_t e) {
   const std::int64_t D = s.D, R = s.block_rows;
   const std::int64_t A = 2 * (s.qd + s.kvd) * s.h * e;  // packed attention shard P_j
   const std::int64_t M = 3 * s.ffn * s.h * e;           // packed MLP shard M_j
   const std::int64_t W = s.vocab_rows * s.h * e;        // LM-head block
-  const CpAttention group = cp_attention(static_cast<int>(D), R, s.qd, s.kvd, e);
+  const std::int64_t kv = 2 * D * R * s.kvd * e;        // one head group's K/V gathers
+  const CpAttention group = cp_attention(static_cast<int>(D), R, s.qd, s.kvd, s.heads, e);
+  // The next attention call's P_0, P_1, broadcast behind the MLP (and head) that precede it:
+  // held in the MLP phases of layers 0..L-2 in forward and, in backward, of every layer whose
+  // attention backward is preceded by another one (layers 0..L-2) or by a recomputed forward.
+  const std::int64_t prefetched = s.L >= 2 || recompute == Recompute::Full ? 2 * A : 0;
   TspResident r;
-  r.attention_forward = 2 * A + group.forward_comm;  // current + prefetched P_j; K/V gather
-  // Two shard buffers, the local and the summed dP_j; the group's K/V gather and dK/dV
-  // reduce-scatter; then, after those are freed, the dP_j reduce's staging.
-  r.attention_backward = 4 * A + std::max(group.backward_comm,
-                                          reduce_staging(A / e, static_cast<int>(D), e));
-  r.mlp_forward = 2 * M;   // current + incoming shard
-  r.mlp_backward = 4 * M;  // two [M | dM]
+  // Two shard buffers; group j+1's gathers in flight while group j's are replaced by its
+  // remote rows.
+  r.attention_forward = 2 * A + kv + group.forward_comm;
+  // Two shard buffers, min(D, 3) local dP_j and the owner's sum; group j+1's re-gather (or
+  // group j-1's reduce-scatter inputs) besides group j's own; the dP_j reduce's staging
+  // (timing dependent: whether it overlaps the peak, the upper bound).
+  r.reduce_staging = reduce_staging(A / e, static_cast<int>(D), e);
+  r.attention_backward = (3 + std::min<std::int64_t>(D, 3)) * A + kv + group.backward_comm +
+                         r.reduce_staging;
+  r.mlp_forward = 2 * M + prefetched;  // current + incoming shard
+  // Weights current + incoming, the incoming accumulator, Δ being written + Δ being sent.
+  r.mlp_backward = 5 * M + prefetched;
   r.head_forward = 2 * W;
-  r.head_backward = 4 * W;
+  r.head_backward = 5 * W;
   r.embedding = 2 * R * s.h * e;  // looked-up rows (ids spread evenly: R) + rows back
   return r;
 }
@@ -87,7 +102,7 @@ std::int64_t comm_buffers_peak(const Shapes& s, const Workload& w) {
   const std::int64_t grads =
       max_of({all_reduce_staging(largest, s.sp, g), all_reduce_staging(largest, s.dp, g),
               all_reduce_staging(s.h, s.seqpar ? s.T : 1, g), all_reduce_staging(s.h, s.D, g)});
-  if (s.tsp()) return std::max(tsp_resident_set(s, e).peak_bytes(), grads);
+  if (s.tsp()) return std::max(tsp_resident_set(s, w.recompute, e).peak_bytes(), grads);
 
   const std::int64_t Rs = s.stream_rows, Rb = s.block_rows, T = s.T;
   const std::int64_t G = s.seqpar ? Rb * s.h * e : 0;  // TP-SP rows gathered for a block
@@ -95,7 +110,7 @@ std::int64_t comm_buffers_peak(const Shapes& s, const Workload& w) {
                               : T > 1 ? all_reduce_staging(Rb * s.h, static_cast<int>(T), e)
                                       : 0;
   // Without sp the block is the single-device one: no gathers (mesh_ops.cpp).
-  const CpAttention cp = S > 1 ? cp_attention(S, Rb, s.qd, s.kvd, e) : CpAttention{};
+  const CpAttention cp = cp_attention(S, Rb, s.qd, s.kvd, s.heads, e);  // 0 at S = 1
   const std::int64_t attention_forward = std::max(G + cp.forward_comm, reduce);
   const std::int64_t head_forward =
       G + (T > 1 ? 2 * T * Rb * e + all_reduce_staging(Rb, static_cast<int>(T), e) : 0);
@@ -111,7 +126,14 @@ std::int64_t workspace_peak(const Shapes& s, const Workload& w) {
   const bool full = w.recompute == Recompute::Full, mlp = w.recompute == Recompute::Mlp;
   const std::int64_t P = s.T > 1 && !s.tsp() ? Rb * h : 0;  // TP partial output
   const std::int64_t r = full ? Rs : 0;  // rstd as workspace when only the input is saved
-  const auto forward_attention = [&](std::int64_t rstd) { return 2 * Rs * h + rstd + P; };
+  // Context-parallel attention (SP, each TSP head group); zeros without a sequence axis.
+  const CpAttention cp = cp_attention(s.tsp() ? s.D : s.sp, Rb, s.qd, s.kvd, s.heads, 1);
+  // TSP keeps W_O of two head groups aside (the output projection is deferred into the next
+  // group's gather window).
+  const std::int64_t wo = s.tsp() ? 2 * h * s.qd : 0;
+  const auto forward_attention = [&](std::int64_t rstd) {
+    return 2 * Rs * h + rstd + P + wo + cp.forward_workspace;  // x, n, partial, remote out/lse
+  };
   const auto forward_mlp = [&](std::int64_t rstd) {
     return 2 * Rs * h + rstd + P + Rb * s.ffn;  // x, n, partial, gated
   };
@@ -119,19 +141,21 @@ std::int64_t workspace_peak(const Shapes& s, const Workload& w) {
   if (s.tsp()) {
     // Gate/up copied out of their slot (or recomputed) + dgated, da, du.
     backward_mlp = 3 * Rs * h + 5 * Rb * s.ffn;
-    // q, k, v, out, lse of the head group copied out, then the group's backward scratch.
+    // q, k, v, out, lse of the head group copied out, the group's backward scratch, the
+    // previous group's reduced dK/dV (its K/V half runs inside this group's gather window)
+    // and that group's W_K, W_V kept aside.
     backward_attention = 3 * Rs * h + Rb * (2 * s.qd + 2 * s.kvd + s.heads) +
-                         cp_attention(s.D, Rb, s.qd, s.kvd, 1).backward_workspace;
+                         cp.backward_workspace + 2 * Rb * s.kvd + 2 * s.kvd * h;
   } else {
     backward_mlp = 3 * Rs * h + P + (mlp ? 5 : 3) * Rb * s.ffn;
-    // dout, dq, dk, dv: the single-device block's, or the context-parallel one's under sp.
-    const std::int64_t scratch = s.sp > 1 ? cp_attention(s.sp, Rb, s.qd, s.kvd, 1).backward_workspace
-                                          : Rb * (2 * s.qd + 2 * s.kvd);
-    backward_attention = 3 * Rs * h + P + scratch;
+    // dout, dq, dk, dv: the single-device block's and the context-parallel one's alike.
+    backward_attention = 3 * Rs * h + P + Rb * (2 * s.qd + 2 * s.kvd);
   }
   const std::int64_t head_forward = 2 * Rs * h + 4 * Rb;  // x, nf, stats [3, Rb], lse
   const std::int64_t head_backward = 4 * Rs * h + Rb + P;  // x, nf, dx, dnf, lse, partial
-  const std::int64_t recomputed = full ? Rs * h + forward_mlp(0) : 0;  // dx + layer forward
+  // dx + the layer's forward re-run.
+  const std::int64_t recomputed =
+      full ? Rs * h + std::max(forward_attention(0), forward_mlp(0)) : 0;
   const std::int64_t peak =
       max_of({forward_attention(r), forward_mlp(r), head_forward, head_backward, backward_mlp,
               backward_attention, recomputed});

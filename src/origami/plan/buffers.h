@@ -11,31 +11,35 @@
 
 namespace origami::plan {
 
-// Context-parallel attention (parallel/attention_cp.cpp) over `parts` ranks of `rows` local
-// rows (TSP gathers even at parts = 1; SP uses the single-device block then): the gathered K, V
-// and the all-gather's staging in forward (3·parts·rows·kvd elements); in backward the
-// gathered K, V, dK, dV and the staging (5·parts·rows·kvd) plus the reduce-scatter's staging,
-// in bytes; the backward's workspace dout, dq, dk, dv in elements. SP and every TSP head group
-// use it: ONE function to adjust when attention_cp.cpp's buffers change.
+// Context-parallel attention (parallel/attention_cp.cpp) over `parts` >= 2 ranks of `rows`
+// local rows, c = rows·kvd (every field 0 at parts = 1: the single-device block, no gathers).
+// Forward: the K/V all-gathers 2·parts·c, each replaced by its remote rows (parts−1)·c once
+// waited: (3·parts−1)·c; Workspace gains the remote rows' partial output rows·qd and its
+// log-sum-exp rows·heads. Backward: the re-gather as forward, then remote K/V + remote dK/dV
+// 4(parts−1)·c, then the reduce-scatter inputs 2·parts·c + the ring's staging:
+// max((3·parts−1)·c, 4(parts−1)·c, 2·parts·c + staging), in bytes; its Workspace dout, dq,
+// dk, dv in elements. SP and every TSP head group use it: ONE function to adjust when
+// attention_cp.cpp's buffers change.
 struct CpAttention {
-  std::int64_t forward_comm = 0, backward_comm = 0;  // bytes
-  std::int64_t backward_workspace = 0;               // elements
+  std::int64_t forward_comm = 0, backward_comm = 0;           // bytes
+  std::int64_t forward_workspace = 0, backward_workspace = 0;  // elements
 };
 CpAttention cp_attention(int parts, std::int64_t rows, std::int64_t qd, std::int64_t kvd,
-                         std::int64_t comm_elem);
+                         std::int64_t heads, std::int64_t comm_elem);
 
 // TSP's resident communication buffers per phase, in bytes (docs/tsp.md, "Resident set per
-// phase"), the collectives' staging included. ONE function so a schedule change (a prefetch
-// of the next layer's shard 0, K/V gather staging) is one edit here.
+// phase"), the collectives' staging included. ONE function so a schedule change (a prefetch,
+// K/V gather staging) is one edit here. attention_backward includes the dP_j reduce's
+// staging (reduce_staging), whose overlap with the rest is timing dependent: it is the upper
+// bound, attention_backward − reduce_staging the lower one (docs/planner.md).
 struct TspResident {
   std::int64_t attention_forward = 0, attention_backward = 0, mlp_forward = 0,
                mlp_backward = 0, head_forward = 0, head_backward = 0, embedding = 0;
+  std::int64_t reduce_staging = 0;  // part of attention_backward, timing dependent
   std::int64_t peak_bytes() const;
 };
-TspResident tsp_resident_set(const Shapes& s, std::int64_t comm_elem);
+TspResident tsp_resident_set(const Shapes& s, Recompute r, std::int64_t comm_elem);
 
-// Peak bytes of MemCategory::CommBuffers over one micro-batch's forward+backward and the
-// step's gradient all-reduces.
 std::int64_t comm_buffers_peak(const Shapes& s, const Workload& w);
 // Peak bytes of MemCategory::Workspace over one micro-batch's forward+backward.
 std::int64_t workspace_peak(const Shapes& s, const Workload& w);

@@ -285,24 +285,25 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
     const std::int64_t bcast = (D - 1) * A * e;  // per layer pass
     out.add_total("tsp_shards", "broadcast", L * D, L * bcast, Fwd, kLayer);
     out.add_total("tsp_shards", "broadcast", (rerun + L) * D, (rerun + L) * bcast, Bwd, kLayer);
-    // Ring hops: MLP forward D-1 of M per layer forward, backward D-1 of [M | dM] and the
-    // accumulator's last hop; the head once: D-1 of W forward, D-1 of [W | dW] + W backward.
+    // Ring hops: MLP forward D-1 of M per layer forward. Backward rings (GradRing) move the
+    // weights and the accumulator as separate messages: D-1 weight hops and D accumulator
+    // hops (the last one brings it home) of M per layer, 2D-1 calls. The head once: D-1 of W
+    // forward, 2D-1 of W backward.
     out.add("tsp_shards", "send", L * (D - 1), M * e, Fwd, kLayer);
     out.add("tsp_shards", "send", rerun * (D - 1), M * e, Bwd, kLayer);
-    out.add("tsp_shards", "send", L * (D - 1), 2 * M * e, Bwd, kLayer);
-    out.add("tsp_shards", "send", L, M * e, Bwd, kLayer);
+    out.add("tsp_shards", "send", L * (2 * D - 1), M * e, Bwd, kLayer);
     out.add("tsp_shards", "send", D - 1, W * e, Fwd, kModel);
-    out.add("tsp_shards", "send", D - 1, 2 * W * e, Bwd, kModel);
-    out.add("tsp_shards", "send", 1, W * e, Bwd, kModel);
+    out.add("tsp_shards", "send", 2 * D - 1, W * e, Bwd, kModel);
     out.add("tsp_shards", "recv", L * (D - 1), 0, Fwd, kLayer);
-    out.add("tsp_shards", "recv", rerun * (D - 1) + L * D, 0, Bwd, kLayer);
+    out.add("tsp_shards", "recv", rerun * (D - 1) + L * (2 * D - 1), 0, Bwd, kLayer);
     out.add("tsp_shards", "recv", D - 1, 0, Fwd, kModel);
-    out.add("tsp_shards", "recv", D, 0, Bwd, kModel);
+    out.add("tsp_shards", "recv", 2 * D - 1, 0, Bwd, kModel);
     const std::int64_t ag = all_gather_sent(kv, D, e);
     out.add("tsp", "all_gather", 2 * D * L, ag, Fwd, kLayer);
     out.add("tsp", "all_gather", 2 * D * (rerun + L), ag, Bwd, kLayer);
     out.add("tsp", "reduce_scatter", 2 * D * L, reduce_scatter_sent(kv, D, e), Bwd, kLayer);
-    out.add_total("tsp", "reduce", D * L, L * (D - 1) * A * e, Bwd, kLayer);
+    // dP_j reduced to its owner on the axis' third communicator (TspOps::grad_comm).
+    out.add_total("tsp_grads", "reduce", D * L, L * (D - 1) * A * e, Bwd, kLayer);
     // Embedding: counts, ids and rows forward; row gradients backward. Bytes: counts are 8-byte
     // integers; ids (4 bytes) and rows spread evenly over the D vocabulary blocks.
     const std::int64_t foreign = Rb * (D - 1) / D;

@@ -21,11 +21,13 @@ InferenceRow predict_inference(const ModelConfig& m, int degree, const Workload&
   row.parameters = train.parameters;
   // Rank j keeps head group j's K and V of every token of every layer (DESIGN §6).
   row.kv_cache = 2 * s.L * w.batch * w.seq * s.kvd * ea;
-  const TspResident res = tsp_resident_set(s, ec);
+  const TspResident res = tsp_resident_set(s, Recompute::None, ec);
   row.comm_buffers =
       std::max({res.attention_forward, res.mlp_forward, res.head_forward, res.embedding});
-  // The forward's peak (driver.cpp): x, n and the MLP's gated rows; the RoPE tables.
-  row.workspace = (s.rope_positions * s.d + 2 * R * h + R * s.ffn) * ea;
+  // The forward's peak (driver.cpp): x, n and the MLP's gated rows, or (D > 1) the attention's
+  // two W_O copies and remote rows' partial output and lse (buffers.cpp); the RoPE tables.
+  const std::int64_t attention = 2 * R * h + (D > 1 ? 2 * h * s.qd + R * (s.qd + s.heads) : 0);
+  row.workspace = (s.rope_positions * s.d + std::max(attention, 2 * R * h + R * s.ffn)) * ea;
   row.logits = R * s.vocab_rows * w.elem.logits;
   row.overhead = hw.runtime_overhead_bytes;
   row.fits = row.total() <= hw.memory_bytes;

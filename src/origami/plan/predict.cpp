@@ -24,7 +24,7 @@ LinkClass link_class(const Layout& l, const std::string& axis, int devices_per_n
   // Innermost first: tp, tsp, sp, dp (the most talkative axis innermost).
   const std::vector<std::pair<std::string, int>> order{
       {"tp", l.tp}, {"tsp", l.tsp}, {"sp", l.sp}, {"dp", l.dp}};
-  const std::string name = axis == "tsp_shards" ? "tsp" : axis;
+  const std::string name = axis == "tsp_shards" || axis == "tsp_grads" ? "tsp" : axis;
   std::int64_t stride = 1;
   int size = 1;
   for (const auto& [a, n] : order) {
@@ -70,7 +70,7 @@ int axis_size(const Layout& l, const std::string& axis) {
   if (axis == "tp") return l.tp;
   if (axis == "sp") return l.sp;
   if (axis == "dp") return l.dp;
-  return l.tsp;  // tsp, tsp_shards
+  return l.tsp;  // tsp, tsp_shards, tsp_grads
 }
 
 // Messages one call of `op` sends per rank on an n-rank axis (docs/comm.md's algorithms).
@@ -108,31 +108,64 @@ BlockSeconds block_seconds(const ModelConfig& m, const Layout& l, const Workload
   return b;
 }
 
-// TSP's exposed communication (docs/planner.md): the attention shards' broadcasts are
-// prefetched one group ahead (shard 0 of each layer pass exposed); the forward ring hops
-// (MLP, head) overlap one shard's GEMMs; backward hops start after the rank's contribution
-// (exposed); K/V gathers, dK/dV reduce-scatters, dP_j reduces, all-to-alls and gradient
-// reductions are waited at once (exposed).
+// TSP's exposed communication (docs/planner.md, "Step time"), following the overlapped
+// schedule (docs/tsp.md). g = one head group's attention compute in a pass (attention / D).
+//  * broadcasts: P_j (j >= 2) is sent two groups ahead (hidden behind 2g); P_0 and P_1 of a
+//    pass are prefetched behind what precedes it (the MLP forward before a forward, the MLP
+//    backward before a backward, the recomputed forward's MLP forward and backward before the
+//    backward under full recompute, the previous attention backward's last two groups before a
+//    recomputed forward), except for the first pass of each kind (P_0 exposed, P_1 behind g);
+//  * K/V all-gathers: group 0's runs behind its own local rows (g/D), every later group's
+//    behind the previous group's remote rows and its own local rows (g);
+//  * dK/dV reduce-scatters and dP_j reduces: every group's but the last behind the next group
+//    (g); the last group's are waited at once (exposed);
+//  * ring hops: a forward hop behind one shard's GEMMs; a backward step's weight and
+//    accumulator hops behind one shard's backward, the accumulator's last hop home exposed;
+//  * embedding all-to-alls and gradient reductions exposed.
 void tsp_exposure(const Shapes& s, const Workload& w, const Link& link, const BlockSeconds& c,
                   std::vector<CommCost>& ops) {
   const double D = s.D, e = double(w.elem.comm);
-  const double A = 2.0 * double(s.qd + s.kvd) * double(s.h) * e;
   const double M = 3.0 * double(s.ffn) * double(s.h) * e;
   const double Wb = double(s.vocab_rows) * double(s.h) * e;
   const double L = double(s.L);
-  const double F = w.recompute == Recompute::Full ? 2 * L : L;  // layer forwards
+  const bool full = w.recompute == Recompute::Full;
+  const double F = full ? 2 * L : L;  // layer forwards
+  const double gf = c.attention_f / D, gb = c.attention_b / D;  // one head group
   const auto t = [&](double bytes) { return link.alpha_s + bytes / link.beta_Bps; };
   const auto hidden = [](double comm, double compute) { return std::max(0.0, comm - compute); };
   for (CommCost& op : ops) {
-    if (op.gradient_reduction) continue;
-    if (op.op.op == "broadcast") {
-      op.exposed_s = F * (t(A) + (D - 1) * hidden(t(A), c.attention_f / D)) +
-                     L * (t(A) + (D - 1) * hidden(t(A), c.attention_b / D));
-    } else if (op.op.op == "send") {
-      op.exposed_s = F * (D - 1) * hidden(t(M), c.mlp_f / D) + L * ((D - 1) * t(2 * M) + t(M)) +
-                     (D - 1) * hidden(t(Wb), c.head_f / D) + (D - 1) * t(2 * Wb) + t(Wb);
-    } else if (op.op.op == "recv") {
-      op.exposed_s = 0;
+    if (op.gradient_reduction || op.op.calls == 0) continue;
+    const double call = op.seconds / double(op.op.calls);  // one call's time
+    const std::string& kind = op.op.op;
+    if (kind == "broadcast") {
+      const double later = (D - 2) * hidden(call, 2 * gf);  // P_2 .. P_{D-1} of a forward
+      const double later_b = (D - 2) * hidden(call, 2 * gb);
+      const double first_f = call + hidden(call, gf), first_b = call + hidden(call, gb);
+      // Forward passes: layer 0's first, then L-1 behind the MLP forward; under full
+      // recompute L more behind the last two groups of the attention backward before them.
+      double f = first_f + (L - 1) * hidden(2 * call, c.mlp_f) + L * later;
+      if (full) f += first_f + (L - 1) * hidden(2 * call, 2 * gb) + L * later;
+      // Backward passes: behind the MLP backward (and the recomputed MLP forward), the last
+      // layer's first unless a recomputed forward prefetched it.
+      const double before_b = full ? c.mlp_f + c.mlp_b : c.mlp_b;
+      const double b = (full ? hidden(2 * call, before_b) : first_b) +
+                       (L - 1) * hidden(2 * call, before_b) + L * later_b;
+      op.exposed_s = f + b;
+    } else if (kind == "all_gather") {
+      // 2 calls (K, V) per group; F forward and L backward passes of D groups.
+      op.exposed_s = F * (hidden(2 * call, gf / D) + (D - 1) * hidden(2 * call, gf)) +
+                     L * (hidden(2 * call, gb / D) + (D - 1) * hidden(2 * call, gb));
+    } else if (kind == "reduce_scatter") {
+      op.exposed_s = L * ((D - 1) * hidden(2 * call, gb) + 2 * call);
+    } else if (kind == "reduce") {  // dP_j on tsp_grads
+      op.exposed_s = L * ((D - 1) * hidden(call, gb) + call);
+    } else if (kind == "send") {
+      op.exposed_s = F * (D - 1) * hidden(t(M), c.mlp_f / D) +
+                     L * ((D - 1) * hidden(2 * t(M), c.mlp_b / D) + t(M)) +
+                     (D - 1) * hidden(t(Wb), c.head_f / D) +
+                     (D - 1) * hidden(2 * t(Wb), c.head_b / D) + t(Wb);
+    } else if (kind == "recv") {
+      op.exposed_s = 0;  // the peer's send carries the cost
     }
   }
 }
