@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "../parallel/harness.h"
 #include "origami/model/config.h"
 
@@ -39,19 +41,30 @@ ModelConfig small_model() {
   return parity::make_model(97, 64, 96, 4, 4, 2);
 }
 
+// `timing_slack`: bytes by which the communication-buffer (and so the total) peak may differ.
+// TSP's dP_j reduces are pipelined chains whose staging lives while a chunk is in flight; in
+// the dry run every transfer completes at once, so that staging overlaps the other buffers
+// differently (docs/tsp.md: "up to A of reduce staging", A = one packed attention shard).
+// Everything else is exact.
 void expect_same_accounting(const DryRunReport& dry, const DryRunReport& real,
-                            const std::string& what) {
+                            const std::string& what, std::int64_t timing_slack = 0) {
   ASSERT_EQ(dry.ranks.size(), real.ranks.size()) << what;
   for (std::size_t r = 0; r < dry.ranks.size(); ++r) {
     const DryRunRank &d = dry.ranks[r], &e = real.ranks[r];
     for (int c = 0; c < kNumMemCategories; ++c) {
       const auto i = static_cast<std::size_t>(c);
-      EXPECT_EQ(d.memory.peak[i], e.memory.peak[i])
-          << what << " rank " << r << " peak " << mem_category_name(static_cast<MemCategory>(c));
+      if (static_cast<MemCategory>(c) == MemCategory::CommBuffers) {
+        EXPECT_LE(std::abs(d.memory.peak[i] - e.memory.peak[i]), timing_slack)
+            << what << " rank " << r << " peak communication buffers";
+      } else {
+        EXPECT_EQ(d.memory.peak[i], e.memory.peak[i])
+            << what << " rank " << r << " peak " << mem_category_name(static_cast<MemCategory>(c));
+      }
       EXPECT_EQ(d.memory.current[i], e.memory.current[i])
           << what << " rank " << r << " current " << mem_category_name(static_cast<MemCategory>(c));
     }
-    EXPECT_EQ(d.memory.peak_total, e.memory.peak_total) << what << " rank " << r;
+    EXPECT_LE(std::abs(d.memory.peak_total - e.memory.peak_total), timing_slack)
+        << what << " rank " << r << " peak total";
     ASSERT_EQ(d.comm.size(), e.comm.size()) << what << " rank " << r;
     for (const auto& [axis, ds] : d.comm) {
       ASSERT_TRUE(e.comm.count(axis)) << what << " rank " << r << " axis " << axis;
@@ -83,7 +96,13 @@ TEST(DryRun, EqualsARealRunForEveryStrategy) {
       const DryRunReport dry = dry_run(m, l.plan, o);
       o.execute = true;
       const DryRunReport real = dry_run(m, l.plan, o);
-      expect_same_accounting(dry, real, std::string(l.name) + " recompute " + recompute);
+      // One packed attention shard of this layout: 2(H + Kv)/D head rows of h, fp32.
+      const std::int64_t shard_bytes =
+          l.plan.tsp ? 2 * (m.num_attention_heads + m.num_key_value_heads) / l.plan.sp *
+                           m.head_dim() * m.hidden_size * 4
+                     : 0;
+      expect_same_accounting(dry, real, std::string(l.name) + " recompute " + recompute,
+                             shard_bytes);
       // Something was moved and allocated at all (the comparison is not vacuous).
       EXPECT_GT(dry.ranks[0].memory.peak[static_cast<std::size_t>(MemCategory::Activations)], 0);
       if (l.plan.world() > 1) {
