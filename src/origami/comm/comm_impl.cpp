@@ -48,6 +48,7 @@ Handle CommImpl::submit(const std::string& kind, std::int64_t bytes, std::functi
     issuer->flop_rate = c->flop_rate;
     issuer->now_s = c->now_s;
     issuer->comm_elem_bytes = c->comm_elem_bytes;
+    state->virtual_post_s = c->now_s;
   }
   core->stats.add_call(kind);
   core->log->add({std::chrono::steady_clock::now(), core->name, kind, "issue", seq, bytes, -1});

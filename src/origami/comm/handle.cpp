@@ -34,7 +34,11 @@ void OpState::complete(std::exception_ptr e) {
     if (!e && core) {
       if (what == "send") core->stats.add_sent(op, accounted);
       if (what == "recv") core->stats.add_received(op, accounted);
-      if (user_facing) core->stats.add_time(op, std::chrono::duration<double>(Clock::now() - issued).count());
+      // In a dry run an operation lasts from its virtual post to its virtual completion.
+      const double took = virtual_done_s >= 0 && virtual_post_s >= 0
+                              ? virtual_done_s - virtual_post_s
+                              : std::chrono::duration<double>(Clock::now() - issued).count();
+      if (user_facing) core->stats.add_time(op, took);
     }
     if (core && core->log) {
       core->log->add({Clock::now(), core->name, op, e ? "failed" : "done " + what, seq, bytes, peer});
@@ -149,11 +153,15 @@ bool Handle::test() {
 void Handle::wait() {
   if (!state_) return;
   const auto t0 = std::chrono::steady_clock::now();
+  // In a dry run the exposed time is virtual: how far the wait moved the waiter's clock.
+  const dryrun::Clock* clock = dryrun::current();
+  const double virtual_t0 = clock != nullptr ? clock->now_s : 0;
   auto account = [&] {
-    if (state_->core) {
-      state_->core->stats.add_exposed(state_->op,
-                                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
+    if (!state_->core) return;
+    const double exposed =
+        clock != nullptr ? clock->now_s - virtual_t0
+                         : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state_->core->stats.add_exposed(state_->op, exposed);
   };
   try {
     state_->wait_for_completion(state_->core ? state_->core->timeout_s.load() : 120.0);

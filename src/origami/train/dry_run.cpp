@@ -152,6 +152,19 @@ std::string DryRunReport::summary() const {
     }
     out += "\n";
   }
+  out += "virtual communication time and exposed (waited) time by operation, whole run:\n";
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    out += fmt::format("{:<4}", r);
+    double time_s = 0, exposed_s = 0;
+    for (const auto& [kind, s] : ranks[r].comm_total.ops) {
+      if (s.time_s <= 0) continue;
+      out += fmt::format("  {} {:.4g}/{:.4g} s", kind, s.time_s, s.exposed_s);
+      time_s += s.time_s;
+      exposed_s += s.exposed_s;
+    }
+    out += fmt::format("  | all {:.4g}/{:.4g} s ({:.1f}% exposed)\n", time_s, exposed_s,
+                       time_s > 0 ? 100 * exposed_s / time_s : 0.0);
+  }
   out += "virtual time per rank (last step, of which kernels over the whole run):\n";
   for (std::size_t r = 0; r < ranks.size(); ++r)
     out += fmt::format("{:<4}  step {:.6f} s  compute {:.6f} s  {:.4g} TFLOP\n", r, ranks[r].step_s,
