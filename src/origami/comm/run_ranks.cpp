@@ -3,6 +3,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -25,7 +26,14 @@ std::string what_of(const std::exception_ptr& e) {
 }
 
 [[noreturn]] void rethrow_with_rank(const std::exception_ptr& e, int rank) {
-  const std::string prefix = fmt::format("rank {}: ", rank);
+  std::string prefix = fmt::format("rank {}: ", rank);
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    // A rank's own tracker already names it ("rank 3: allocating ..."): say it once.
+    if (std::string_view(ex.what()).starts_with(prefix)) prefix.clear();
+  } catch (...) {
+  }
   try {
     std::rethrow_exception(e);
   } catch (const CommError& ex) {
