@@ -101,5 +101,20 @@ TEST_F(TspTraps, VocabularyNotDivisibleByTheDegreeIsPaddedAndMasked) {
   }
 }
 
+// The LM head's vocabulary ring moves each block in chunks of at most kHeadRingChunkFloats
+// (tsp_head.cpp). V 33001 at h 64: blocks of 16501 (D = 2: 16384 + 117 rows, the second chunk
+// padded past V) and 11001 rows (D = 3: one chunk) -- the chunk boundaries, the padding inside
+// the last chunk and the running softmax across chunks all equal the single device.
+TEST_F(TspTraps, VocabularyRingInChunksEqualsOneDevice) {
+  ASSERT_EQ(parallel::kHeadRingChunkFloats / 64, 16384);
+  for (int dg : {2, 3}) {
+    const ModelConfig m = dg == 3 ? make_model(33001, 48, 96, 6, 3, 1) : make_model(33001, 64, 96, 4, 4, 1);
+    Case c = tsp_case("tsp_vocab_chunks", m, 1, dg);
+    c.steps = 2;
+    const Data d = make_data(c, c.steps + 1);
+    expect_equal(c, run_threads(c, d), run_single(c, d));
+  }
+}
+
 }  // namespace
 }  // namespace origami::parity

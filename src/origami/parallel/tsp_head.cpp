@@ -5,6 +5,13 @@
 // messages (GradRing, tsp_grad_ring.h): each block's logits are recomputed, turned into
 // dlogits and into dX and a local dW while dW_s is in flight, which is then added and passed
 // on; after D hops each gradient block is home.
+//
+// Each vocabulary block travels in chunks of at most kHeadRingChunkFloats (4 MiB of fp32): the
+// ring runs once per chunk, so the head's ring buffers (2 chunks forward, GradRing's 5
+// backward) and its logits block [R, chunk rows] stay bounded whatever V·h/D is: at V 32000,
+// h 1024, D 4 a whole block is 31 MiB and five of them would be 156 MiB per rank. Bytes are
+// the same; messages are k = ceil(Vp/D / chunk rows) times as many.
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -15,28 +22,36 @@
 
 namespace origami::parallel {
 
+std::int64_t TspOps::head_chunk_rows() const {
+  const std::int64_t h = config_.hidden_size;
+  return std::clamp<std::int64_t>(kHeadRingChunkFloats / h, 1, vocab_rows_);
+}
+
 kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {
   const std::int64_t R = rows(), h = config_.hidden_size, Vr = vocab_rows_;
-  const std::int64_t F = Vr * h;
-  Tensor cur(tracker_, MemCategory::CommBuffers, {F}),
-      next(tracker_, MemCategory::CommBuffers, {F});
-  copy_floats(cur.f32(), params_.lm_head.f32(), F);
+  const std::int64_t chunk = head_chunk_rows();
+  Tensor cur(tracker_, MemCategory::CommBuffers, {chunk * h}),
+      next(tracker_, MemCategory::CommBuffers, {chunk * h});
   Tensor stats(tracker_, MemCategory::Workspace, {3, R});  // running max, sum-exp, target logit
   stats.zero();
   float* run_max = stats.f32();
   float* run_sum = float_at(run_max, R);
   float* target = float_at(run_sum, R);
   fill_floats(run_max, R, -std::numeric_limits<float>::infinity());
-  for (int t = 0; t < size_; ++t) {
-    const int shard = (rank_ + t) % size_;
-    Hop hop;
-    if (t + 1 < size_) hop = ring_hop(cur.f32(), next.f32(), F, t);
-    Tensor logits(tracker_, MemCategory::Logits, {R, Vr});
-    kernels::linear_forward(R, h, Vr, nf, cur.f32(), logits.f32());
-    kernels::softmax_stats_update(R, Vr, logits.f32(), shard * Vr, config_.vocab_size,
-                                  batch_->labels.data(), run_max, run_sum, target);
-    hop.wait();
-    std::swap(cur, next);
+  for (std::int64_t c0 = 0, c = 0; c0 < Vr; c0 += chunk, ++c) {
+    const std::int64_t n = std::min(chunk, Vr - c0);  // vocabulary rows of this chunk
+    copy_floats(cur.f32(), float_at(params_.lm_head.f32(), c0 * h), n * h);
+    for (int t = 0; t < size_; ++t) {
+      const int shard = (rank_ + t) % size_;
+      Hop hop;
+      if (t + 1 < size_) hop = ring_hop(cur.f32(), next.f32(), n * h, static_cast<int>(c) * size_ + t);
+      Tensor logits(tracker_, MemCategory::Logits, {R, n});
+      kernels::linear_forward(R, h, n, nf, cur.f32(), logits.f32());
+      kernels::softmax_stats_update(R, n, logits.f32(), shard * Vr + c0, config_.vocab_size,
+                                    batch_->labels.data(), run_max, run_sum, target);
+      hop.wait();
+      std::swap(cur, next);
+    }
   }
   head_lse_ = Tensor(tracker_, MemCategory::Workspace, {R});
   const kernels::LossSum loss = kernels::softmax_stats_finish(
@@ -53,24 +68,27 @@ kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {
 void TspOps::head_backward(float grad_scale, float* dnf) {
   ORIGAMI_CHECK(head_lse_.defined(), "head_backward without a head_forward that kept its state");
   const std::int64_t R = rows(), h = config_.hidden_size, Vr = vocab_rows_;
-  const std::int64_t F = Vr * h;
-  GradRing ring(bcast_, F, tracker_);
-  copy_floats(ring.weights(), params_.lm_head.f32(), F);
-  for (int t = 0; t < size_; ++t) {
-    const int shard = (rank_ + t) % size_;
-    float* delta = ring.begin_step();  // this rank's dW; the accumulator is in flight
-    {
-      Tensor logits(tracker_, MemCategory::Logits, {R, Vr});
-      kernels::linear_forward(R, h, Vr, head_input_, ring.weights(), logits.f32());
-      kernels::cross_entropy_backward(R, Vr, logits.f32(), shard * Vr, config_.vocab_size,
-                                      batch_->labels.data(), head_lse_.f32(), grad_scale,
-                                      logits.f32());
-      kernels::linear_backward_weight(R, h, Vr, logits.f32(), head_input_, delta);
-      kernels::linear_backward_input(R, h, Vr, logits.f32(), ring.weights(), dnf);
+  const std::int64_t chunk = head_chunk_rows();
+  for (std::int64_t c0 = 0; c0 < Vr; c0 += chunk) {
+    const std::int64_t n = std::min(chunk, Vr - c0);
+    GradRing ring(bcast_, n * h, tracker_);
+    copy_floats(ring.weights(), float_at(params_.lm_head.f32(), c0 * h), n * h);
+    for (int t = 0; t < size_; ++t) {
+      const int shard = (rank_ + t) % size_;
+      float* delta = ring.begin_step();  // this rank's dW; the accumulator is in flight
+      {
+        Tensor logits(tracker_, MemCategory::Logits, {R, n});
+        kernels::linear_forward(R, h, n, head_input_, ring.weights(), logits.f32());
+        kernels::cross_entropy_backward(R, n, logits.f32(), shard * Vr + c0, config_.vocab_size,
+                                        batch_->labels.data(), head_lse_.f32(), grad_scale,
+                                        logits.f32());
+        kernels::linear_backward_weight(R, h, n, logits.f32(), head_input_, delta);
+        kernels::linear_backward_input(R, h, n, logits.f32(), ring.weights(), dnf);
+      }
+      ring.end_step();
     }
-    ring.end_step();
+    add_floats(float_at(grads_.lm_head.f32(), c0 * h), ring.finish(), n * h);
   }
-  add_floats(grads_.lm_head.f32(), ring.finish(), F);
   head_lse_ = Tensor();
   head_input_ = nullptr;
 }

@@ -46,6 +46,10 @@
 
 namespace origami::parallel {
 
+// The largest LM-head ring message (floats): the vocabulary ring moves each block in chunks of
+// at most this many, so the head's buffers do not grow with V·h/D (tsp_head.cpp).
+inline constexpr std::int64_t kHeadRingChunkFloats = std::int64_t{1} << 20;
+
 class TspOps final : public StrategyContext {
  public:
   TspOps(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
@@ -129,6 +133,8 @@ class TspOps final : public StrategyContext {
   // full-recompute re-run of its layer, and the next attention call is that layer's backward.
   bool in_backward_ = false;
   std::int64_t vocab_rows_;   // Vp / D
+  // Vocabulary rows per LM-head ring message (tsp_head.cpp): at most kHeadRingChunkFloats.
+  std::int64_t head_chunk_rows() const;
   // Embedding routing kept from forward for backward.
   std::vector<std::int64_t> emb_order_;            // token index of each sent id (grouped by owner)
   std::vector<std::int64_t> emb_send_, emb_recv_;  // ids per destination / source rank

@@ -67,7 +67,7 @@ TspResident tsp_resident_set(const Shapes& s, Recompute recompute, std::int64_t 
   const std::int64_t D = s.D, R = s.block_rows;
   const std::int64_t A = 2 * (s.qd + s.kvd) * s.h * e;  // packed attention shard P_j
   const std::int64_t M = 3 * s.ffn * s.h * e;           // packed MLP shard M_j
-  const std::int64_t W = s.vocab_rows * s.h * e;        // LM-head block
+  const std::int64_t W = s.head_chunk_rows() * s.h * e;  // LM-head ring chunk
   const std::int64_t kv = 2 * D * R * s.kvd * e;        // one head group's K/V gathers
   const CpAttention group = cp_attention(static_cast<int>(D), R, s.qd, s.kvd, s.heads, e);
   // The next attention call's P_0, P_1, broadcast behind the MLP (and head) that precede it:

@@ -173,7 +173,8 @@ Memory memory_per_device(const ModelConfig& m, const Mesh& mesh, const Workload&
       break;
   }
   mem.activations = act * w.elem.activation;
-  mem.logits = Rb * s.vocab_rows * w.elem.logits;  // one [rows, V/T] block at a time
+  // One [rows, V/T] block at a time (TSP: one [rows, chunk] block of the vocabulary ring).
+  mem.logits = Rb * (s.tsp() ? s.head_chunk_rows() : s.vocab_rows) * w.elem.logits;
   mem.comm_buffers = comm_buffers_peak(s, w);
   mem.workspace = workspace_peak(s, w);
   return mem;
@@ -292,12 +293,14 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
     out.add("tsp_shards", "send", L * (D - 1), M * e, Fwd, kLayer);
     out.add("tsp_shards", "send", rerun * (D - 1), M * e, Bwd, kLayer);
     out.add("tsp_shards", "send", L * (2 * D - 1), M * e, Bwd, kLayer);
-    out.add("tsp_shards", "send", D - 1, W * e, Fwd, kModel);
-    out.add("tsp_shards", "send", 2 * D - 1, W * e, Bwd, kModel);
+    // The head's block travels in head_chunks() messages per hop (the same bytes).
+    const std::int64_t k = s.head_chunks();
+    out.add_total("tsp_shards", "send", k * (D - 1), (D - 1) * W * e, Fwd, kModel);
+    out.add_total("tsp_shards", "send", k * (2 * D - 1), (2 * D - 1) * W * e, Bwd, kModel);
     out.add("tsp_shards", "recv", L * (D - 1), 0, Fwd, kLayer);
     out.add("tsp_shards", "recv", rerun * (D - 1) + L * (2 * D - 1), 0, Bwd, kLayer);
-    out.add("tsp_shards", "recv", D - 1, 0, Fwd, kModel);
-    out.add("tsp_shards", "recv", 2 * D - 1, 0, Bwd, kModel);
+    out.add("tsp_shards", "recv", k * (D - 1), 0, Fwd, kModel);
+    out.add("tsp_shards", "recv", k * (2 * D - 1), 0, Bwd, kModel);
     const std::int64_t ag = all_gather_sent(kv, D, e);
     out.add("tsp", "all_gather", 2 * D * L, ag, Fwd, kLayer);
     out.add("tsp", "all_gather", 2 * D * (rerun + L), ag, Bwd, kLayer);

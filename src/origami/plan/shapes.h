@@ -2,6 +2,7 @@
 // the memory, buffer and communication models of src/origami/plan/.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "origami/plan/cost_model.h"
@@ -21,6 +22,10 @@ struct Shapes {
   std::int64_t stream_rows;   // the residual stream's rows (block_rows / tp under TP-SP)
   std::int64_t rope_positions;  // rows of the RoPE tables: max(max_position_embeddings, S)
   bool tsp() const { return D > 1; }
+  // TSP's LM-head ring moves each vocabulary block in chunks of at most 2^20 floats
+  // (docs/tsp.md): the rows of a full chunk, and the number of chunks (messages per hop).
+  std::int64_t head_chunk_rows() const { return std::clamp<std::int64_t>((1 << 20) / h, 1, vocab_rows); }
+  std::int64_t head_chunks() const { return (vocab_rows + head_chunk_rows() - 1) / head_chunk_rows(); }
 };
 
 // Validates the layout (check_layout) and derives the shapes.
