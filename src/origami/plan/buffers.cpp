@@ -25,22 +25,26 @@ constexpr std::int64_t kReduceSlots = 4;                // comm/collectives/redu
 
 std::int64_t max_of(std::initializer_list<std::int64_t> v) { return std::max(v); }
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+// The collectives chunk the fp32 buffers the engine moves (4-byte elements); a precision
+// profile accounts each element at `elem` bytes, so a chunk holds `limit / 4` elements
+// whatever the profile (the dry run's bf16 staging is half of fp32's).
+std::int64_t chunk_bytes(std::int64_t limit, std::int64_t elem) { return limit / 4 * elem; }
 }  // namespace
 
 std::int64_t all_reduce_staging(std::int64_t count, int n, std::int64_t elem) {
   if (n <= 1 || count <= 0) return 0;
-  return 2 * std::min(kReduceChunkBytes, ceil_div(count, n) * elem);
+  return 2 * std::min(chunk_bytes(kReduceChunkBytes, elem), ceil_div(count, n) * elem);
 }
 
 std::int64_t reduce_scatter_staging(std::int64_t block, int n, std::int64_t elem) {
   if (n <= 1 || block <= 0) return 0;
-  return 2 * std::min(kReduceChunkBytes / elem * elem, block * elem);
+  return 2 * std::min(chunk_bytes(kReduceChunkBytes, elem), block * elem);
 }
 
 std::int64_t reduce_staging(std::int64_t count, int n, std::int64_t elem) {
   if (n <= 1 || count <= 0) return 0;
   const std::int64_t bytes = count * elem;
-  const std::int64_t chunk = kPipelineChunkBytes / elem * elem;
+  const std::int64_t chunk = chunk_bytes(kPipelineChunkBytes, elem);
   return std::min(kReduceSlots, ceil_div(bytes, chunk)) * std::min(chunk, bytes);
 }
 
@@ -94,7 +98,9 @@ TspResident tsp_resident_set(const Shapes& s, Recompute recompute, std::int64_t 
 }
 
 std::int64_t comm_buffers_peak(const Shapes& s, const Workload& w) {
-  const std::int64_t e = w.elem.comm, g = w.elem.grad;
+  // Gradients are fp32 messages: staged at the communication size like every other (the dry
+  // run's profile, docs/planner.md "Dry run").
+  const std::int64_t e = w.elem.comm, g = w.elem.comm;
   const int S = s.sp;
   // The step's gradient all-reduces: the largest tensor's staging on each axis it crosses.
   const std::int64_t embed = s.vocab_rows * s.h;

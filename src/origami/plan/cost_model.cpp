@@ -335,13 +335,15 @@ std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& me
   w.seq = 2 * mesh.sp * mesh.tp * mesh.tsp;  // shapes of the weights only: any valid workload
   const Shapes s = shapes_of(m, mesh, w);
   Ledger out;
+  // The gradients are fp32 tensors: their messages count at the communication size, as every
+  // fp32 message (bf16: 2 bytes; the dry run's profile, docs/planner.md "Dry run").
   for (const auto& [n, norm] : rank_tensors(s)) {
     if (norm && mesh.tsp > 1)
-      out.add("tsp", "all_reduce", all_reduce_sent(n, mesh.tsp, axis_rank, elem.grad));
-    if (mesh.sp > 1) out.add("sp", "all_reduce", all_reduce_sent(n, mesh.sp, axis_rank, elem.grad));
-    if (mesh.dp > 1) out.add("dp", "all_reduce", all_reduce_sent(n, mesh.dp, axis_rank, elem.grad));
+      out.add("tsp", "all_reduce", all_reduce_sent(n, mesh.tsp, axis_rank, elem.comm));
+    if (mesh.sp > 1) out.add("sp", "all_reduce", all_reduce_sent(n, mesh.sp, axis_rank, elem.comm));
+    if (mesh.dp > 1) out.add("dp", "all_reduce", all_reduce_sent(n, mesh.dp, axis_rank, elem.comm));
     if (norm && mesh.sequence_parallel && mesh.tp > 1)
-      out.add("tp", "all_reduce", all_reduce_sent(n, mesh.tp, axis_rank, elem.grad));
+      out.add("tp", "all_reduce", all_reduce_sent(n, mesh.tp, axis_rank, elem.comm));
   }
   return out.take();
 }
