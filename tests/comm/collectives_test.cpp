@@ -99,3 +99,30 @@ TEST(ThreadsCollectives, ThenRunsAfterCompletionWithoutAWait) {
 
 }  // namespace
 }  // namespace origami::comm
+
+namespace origami::comm {
+namespace {
+// Blocks larger than one 1 MiB chunk and not a multiple of it (1.5 MiB: a full chunk and a
+// half one per ring step), two reduce-scatters in flight at once as TSP's dK/dV are.
+TEST(ThreadsCollectives, ReduceScattersOfBlocksSpanningUnevenChunks) {
+  run_ranks(4, [](Communicator& c) {
+    const std::int64_t block = 393216, n = 4 * block;
+    std::vector<float> a(static_cast<std::size_t>(n)), b(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      a[static_cast<std::size_t>(i)] = static_cast<float>((c.rank() + 1) * (i % 7));
+      b[static_cast<std::size_t>(i)] = static_cast<float>((c.rank() + 1) * (i % 5));
+    }
+    std::vector<float> oa(static_cast<std::size_t>(block)), ob(static_cast<std::size_t>(block));
+    Handle ha = c.ireduce_scatter(ConstBuffer(a.data(), n, DType::F32), Buffer(oa.data(), block, DType::F32));
+    Handle hb = c.ireduce_scatter(ConstBuffer(b.data(), n, DType::F32), Buffer(ob.data(), block, DType::F32));
+    ha.wait();
+    hb.wait();
+    for (std::int64_t i = 0; i < block; ++i) {
+      const std::int64_t g = c.rank() * block + i;
+      ASSERT_EQ(oa[static_cast<std::size_t>(i)], static_cast<float>(10 * (g % 7)));
+      ASSERT_EQ(ob[static_cast<std::size_t>(i)], static_cast<float>(10 * (g % 5)));
+    }
+  });
+}
+}  // namespace
+}  // namespace origami::comm

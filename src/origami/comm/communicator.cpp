@@ -207,7 +207,10 @@ Handle Communicator::ireduce_scatterv(ConstBuffer in, Buffer out, std::vector<st
                 out.count, counts[static_cast<std::size_t>(rank())]);
   auto blocks = to_bytes(std::move(counts), in.dtype);
   const std::int64_t own_off = detail::prefix_offsets(blocks)[static_cast<std::size_t>(rank())];
-  const bool in_place = out.count > 0 && static_cast<const char*>(in.data) + own_off == out.data;
+  // Unbacked (dry-run) buffers are null on every rank: never "in place", or rank 0 alone
+  // (offset 0) would pick the in-place algorithm and the ranks' messages would not match.
+  const bool in_place = out.count > 0 && in.data != nullptr && out.data != nullptr &&
+                        static_cast<const char*>(in.data) + own_off == out.data;
   ORIGAMI_CHECK(in_place || !overlaps(in.data, in.bytes(), out.data, out.bytes()),
                 "reduce_scatter on communicator '{}': the output overlaps the input other than as this rank's "
                 "block", name());
