@@ -225,6 +225,32 @@ TEST(Inference, CacheIsShardedByHeadGroupAndDecodeMovesTwoVectorsPerLayer) {
   EXPECT_THROW(predict_inference(m, 3, w, hw), ConfigError);  // 3 does not divide 4 heads
 }
 
+// The prefill's weight traffic runs on TspOps' own communicators, which the engine destroys
+// with the prefill, so tests/infer cannot read it. It is the same attention_forward /
+// mlp_forward code as training's forward, whose per-operation bytes the cost-model test checks
+// against the engine; the prefill runs the forward without the head's ring (its head is
+// local): so the inference row's weight bytes must equal the training forward's shard bytes
+// (broadcasts + ring sends) less the LM-head ring's (D-1) blocks.
+TEST(Inference, PrefillWeightBytesAreTheTrainingForwardsLessTheHeadRing) {
+  const ModelConfig m = small_model();
+  const Hardware hw = hardware_preset("h100");
+  for (int D : {2, 4}) {
+    Workload w;
+    w.batch = 2;
+    w.seq = 32;
+    Mesh mesh;
+    mesh.tsp = D;
+    const Prediction p = predict(m, mesh, w, hw);
+    std::int64_t shards = 0;
+    for (const CommCost& c : p.comm)
+      if (c.op.axis == "tsp_shards" && (c.op.op == "broadcast" || c.op.op == "send"))
+        shards += c.op.forward_bytes;
+    const std::int64_t head_ring = (D - 1) * (m.vocab_size / D) * m.hidden_size * 4;
+    EXPECT_EQ(predict_inference(m, D, w, hw).traffic.prefill_weights, shards - head_ring)
+        << "D " << D;
+  }
+}
+
 TEST(Layouts, EnumeratesEveryFactorisationAndTspUnderDp) {
   const auto ls = enumerate_layouts(8);
   // dp 1: tp x sp in {1x8, 2x4 (x2), 4x2 (x2), 8x1 (x2)} + tsp 8; dp 2: 1x4, 2x2 x2, 4x1 x2 +
