@@ -26,6 +26,7 @@ constexpr double kMemoryTolerance = 0.05;
 struct Case {
   int D;
   std::int64_t batch, seq, new_tokens;
+  bool contiguous = false;  // token layout: contiguous chunks (S % D) instead of zigzag
 };
 
 std::array<std::int64_t, 6> categories(const plan::InferenceMemory& m) {
@@ -59,11 +60,12 @@ double compare(const std::array<std::int64_t, 6>& want, const std::array<std::in
 class PlanCheck : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PlanCheck, MemoryWithinFivePercentAndBytesExact) {
-  const auto [D, B, S, T] = GetParam();
+  const auto [D, B, S, T, contiguous] = GetParam();
   const ModelConfig c = gqa_model();
   plan::Workload w;
   w.batch = B;
   w.seq = S;
+  w.contiguous = contiguous;
   const plan::InferenceRow row = plan::predict_inference(c, D, w, plan::hardware_preset("h100"), T);
   const auto prompts = random_prompts(c, std::vector<int>(static_cast<std::size_t>(B), int(S)));
   std::mutex m;
@@ -71,9 +73,12 @@ TEST_P(PlanCheck, MemoryWithinFivePercentAndBytesExact) {
   double worst = 0;
   comm::run_ranks(D, [&](comm::Communicator& world) {
     MemoryTracker& tracker = world.tracker();
-    infer::InferenceEngine e(c, world, tracker);
+    infer::InferenceEngine e(
+        c, world, tracker,
+        contiguous ? parallel::TokenLayoutKind::Contiguous : parallel::TokenLayoutKind::Zigzag);
     e.initialize(kSeed);
-    const std::string where = fmt::format("D {} B {} S {} T {} rank {}", D, B, S, T, world.rank());
+    const std::string where = fmt::format("D {} B {} S {} T {}{} rank {}", D, B, S, T,
+                                          contiguous ? " contiguous" : "", world.rank());
     tracker.reset_peaks();
     e.axis().reset_stats();
     const Tensor* logits = &e.prefill(prompts, T);
@@ -114,14 +119,17 @@ TEST_P(PlanCheck, MemoryWithinFivePercentAndBytesExact) {
 }
 
 // gqa_model(): 8 heads, 4 kv heads, h 64, F 96, V 97, 2 layers, 64 positions. S is a
-// multiple of 2D (zigzag); B a multiple of D keeps the all-reduces' byte counts exact.
+// multiple of 2D (zigzag) or of D (contiguous); B a multiple of D keeps the all-reduces' byte
+// counts exact.
 INSTANTIATE_TEST_SUITE_P(Cases, PlanCheck,
                          ::testing::Values(Case{1, 1, 8, 4}, Case{1, 3, 24, 1}, Case{2, 2, 8, 6},
                                            Case{2, 4, 16, 10}, Case{2, 2, 40, 3}, Case{4, 4, 8, 5},
-                                           Case{4, 4, 32, 8}, Case{4, 8, 16, 20}),
+                                           Case{4, 4, 32, 8}, Case{4, 8, 16, 20},
+                                           Case{2, 2, 6, 2, true}, Case{4, 4, 12, 3, true}),
                          [](const auto& info) {
                            const Case& k = info.param;
-                           return fmt::format("D{}_B{}_S{}_T{}", k.D, k.batch, k.seq, k.new_tokens);
+                           return fmt::format("D{}_B{}_S{}_T{}{}", k.D, k.batch, k.seq,
+                                              k.new_tokens, k.contiguous ? "_contiguous" : "");
                          });
 
 }  // namespace
