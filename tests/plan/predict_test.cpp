@@ -223,6 +223,7 @@ TEST(Inference, CacheIsShardedByHeadGroupAndDecodeMovesTwoVectorsPerLayer) {
             static_cast<std::int64_t>((2 * 2 + 1) * 1.5 * (2 * 64 * 4) + 1.5 * 16 * 2));
   EXPECT_GT(four.decode_tokens_per_s, 0);
   EXPECT_THROW(predict_inference(m, 3, w, hw), ConfigError);  // 3 does not divide 4 heads
+  EXPECT_THROW(predict_inference(m, 2, w, hw, -1), ConfigError);
 }
 
 // The prefill's weight traffic runs on TspOps' own communicators, which the engine destroys

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "origami/core/error.h"
 #include "origami/plan/buffers.h"
 #include "origami/plan/shapes.h"
 
@@ -71,6 +74,9 @@ InferenceMemory decode_memory(const Shapes& s, const Workload& w, std::int64_t r
 
 InferenceRow predict_inference(const ModelConfig& m, int degree, const Workload& w,
                                const Hardware& hw, std::int64_t new_tokens) {
+  if (new_tokens < 0)
+    throw ConfigError(
+        fmt::format("new_tokens {} must be >= 0 (the decode steps reserved)", new_tokens));
   const Mesh mesh{1, 1, 1, false, degree};
   Workload fwd = w;
   fwd.recompute = Recompute::None;
