@@ -101,7 +101,11 @@ TEST(PlanCli, JsonRowsAreThePredictionsForEveryLayout) {
   EXPECT_TRUE(rows[0]["recommended"]);
   EXPECT_GT(out["longest_sequence"]["tsp"]["max_seq"].get<std::int64_t>(), 256);
   ASSERT_FALSE(out["inference"].empty());
-  EXPECT_FALSE(out["inference"][0]["checked"]);
+  // Memory and decode bytes checked against the engine (tests/infer/plan_check_test.cpp);
+  // the times and the prefill's weight bytes are not.
+  EXPECT_TRUE(out["inference"][0]["checked"]["memory"]);
+  EXPECT_TRUE(out["inference"][0]["checked"]["decode_bytes"]);
+  EXPECT_FALSE(out["inference"][0]["checked"]["times"]);
 }
 
 TEST(PlanCli, TableMarksTheRecommendationAndListsEveryLayout) {
@@ -114,7 +118,7 @@ TEST(PlanCli, TableMarksTheRecommendationAndListsEveryLayout) {
   EXPECT_THAT(r.out, HasSubstr("dp x tsp"));
   EXPECT_THAT(r.out, HasSubstr("\n* "));  // the recommendation
   EXPECT_THAT(r.out, HasSubstr("longest sequence that fits"));
-  EXPECT_THAT(r.out, HasSubstr("UNCHECKED"));
+  EXPECT_THAT(r.out, HasSubstr("times and prefill weight bytes unchecked"));
   // 16 baseline layouts of 8 devices and 3 TSP ones (tsp 8, dp 2 x tsp 4, dp 4 x tsp 2).
   std::istringstream lines(r.out);
   int rows = 0;

@@ -223,6 +223,33 @@ TEST(Inference, CacheIsShardedByHeadGroupAndDecodeMovesTwoVectorsPerLayer) {
             static_cast<std::int64_t>((2 * 2 + 1) * 1.5 * (2 * 64 * 4) + 1.5 * 16 * 2));
   EXPECT_GT(four.decode_tokens_per_s, 0);
   EXPECT_THROW(predict_inference(m, 3, w, hw), ConfigError);  // 3 does not divide 4 heads
+  EXPECT_THROW(predict_inference(m, 2, w, hw, -1), ConfigError);
+}
+
+// The prefill's weight traffic runs on TspOps' own communicators, which the engine destroys
+// with the prefill, so tests/infer cannot read it. It is the same attention_forward /
+// mlp_forward code as training's forward, whose per-operation bytes the cost-model test checks
+// against the engine; the prefill runs the forward without the head's ring (its head is
+// local): so the inference row's weight bytes must equal the training forward's shard bytes
+// (broadcasts + ring sends) less the LM-head ring's (D-1) blocks.
+TEST(Inference, PrefillWeightBytesAreTheTrainingForwardsLessTheHeadRing) {
+  const ModelConfig m = small_model();
+  const Hardware hw = hardware_preset("h100");
+  for (int D : {2, 4}) {
+    Workload w;
+    w.batch = 2;
+    w.seq = 32;
+    Mesh mesh;
+    mesh.tsp = D;
+    const Prediction p = predict(m, mesh, w, hw);
+    std::int64_t shards = 0;
+    for (const CommCost& c : p.comm)
+      if (c.op.axis == "tsp_shards" && (c.op.op == "broadcast" || c.op.op == "send"))
+        shards += c.op.forward_bytes;
+    const std::int64_t head_ring = (D - 1) * (m.vocab_size / D) * m.hidden_size * 4;
+    EXPECT_EQ(predict_inference(m, D, w, hw).traffic.prefill_weights, shards - head_ring)
+        << "D " << D;
+  }
 }
 
 TEST(Layouts, EnumeratesEveryFactorisationAndTspUnderDp) {

@@ -1,7 +1,7 @@
 // `origami plan`: for a model, sequence length, device count and hardware, every layout
 // (strategy x mesh factorisation x DP) with its per-device memory by category, whether it
 // fits, communication per step, predicted step time and cluster tokens/s, sorted, the
-// recommendation marked; the longest sequence each strategy fits; inference rows (unchecked).
+// recommendation marked; the longest sequence each strategy fits; inference rows (memory checked, times not).
 // Closed form only (src/origami/plan/): no engine code runs.
 #pragma once
 

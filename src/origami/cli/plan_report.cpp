@@ -120,16 +120,22 @@ nlohmann::json plan_json(const PlanReport& p) {
   out["longest_sequence"] = std::move(ls);
   nlohmann::json inf = nlohmann::json::array();
   for (const plan::InferenceRow& r : p.inference)
-    inf.push_back({{"strategy", "tsp"}, {"checked", false}, {"tsp", r.degree},
-                   {"bytes", {{"parameters", r.parameters}, {"kv_cache", r.kv_cache},
-                              {"communication_buffers", r.comm_buffers},
-                              {"workspace", r.workspace}, {"logits", r.logits},
-                              {"runtime_overhead", r.overhead}, {"total", r.total()}}},
-                   {"fits", r.fits}, {"prefill_s", r.prefill_s},
-                   {"prefill_bytes_sent", r.prefill_bytes},
-                   {"decode_step_s", r.decode_token_s},
-                   {"decode_bytes_sent_per_step", r.decode_bytes},
-                   {"decode_tokens_per_s", r.decode_tokens_per_s}});
+    inf.push_back(
+        {{"strategy", "tsp"},
+         {"checked", {{"memory", true}, {"kv_gather_bytes", true}, {"decode_bytes", true},
+                      {"weight_bytes", false}, {"times", false}}},
+         {"tsp", r.degree},
+         {"bytes", {{"parameters", r.parameters}, {"kv_cache", r.kv_cache},
+                    {"communication_buffers", r.comm_buffers}, {"workspace", r.workspace},
+                    {"activations", r.activations}, {"logits", r.logits},
+                    {"runtime_overhead", r.overhead}, {"total", r.total()}}},
+         {"prefill_peak_bytes", r.prefill.total()},
+         {"decode_peak_bytes", r.decode.total()},
+         {"fits", r.fits}, {"prefill_s", r.prefill_s},
+         {"prefill_bytes_sent", r.prefill_bytes},
+         {"decode_step_s", r.decode_token_s},
+         {"decode_bytes_sent_per_step", r.decode_bytes},
+         {"decode_tokens_per_s", r.decode_tokens_per_s}});
   out["inference"] = std::move(inf);
   return out;
 }
@@ -175,16 +181,18 @@ void print_plan_table(std::ostream& out, const PlanReport& p) {
   for (const auto& [name, best] : p.longest)
     out << (best.first > 0 ? fmt::format(" {} {} (dp {});", name, best.first, best.second.dp)
                                  : fmt::format(" {} none;", name));
-  out << "\ninference, TSP prefill of the prompt + decode with a head-sharded KV cache "
-               "(UNCHECKED: no engine to compare with yet):\n";
+  out << "\ninference, TSP prefill of the prompt + decode with a head-sharded KV cache (memory "
+         "and decode bytes checked against the engine; times and prefill weight bytes "
+         "unchecked):\n";
   for (const plan::InferenceRow& r : p.inference)
     out << fmt::format(
-        "  tsp {:>2}: params {} + KV cache {} + buffers {} + workspace {} + logits {} + "
-        "overhead {} = {} GiB ({}), prefill {:.3g} s, decode {:.3g} s/step = {:.4g} tokens/s "
-        "per replica\n",
+        "  tsp {:>2}: params {} + KV cache {} + buffers {} + workspace {} + activations {} + "
+        "logits {} + overhead {} = {} GiB ({}), prefill {:.3g} s, decode {:.3g} s/step = "
+        "{:.4g} tokens/s per replica\n",
         r.degree, gib(r.parameters), gib(r.kv_cache), gib(r.comm_buffers), gib(r.workspace),
-        gib(r.logits), gib(r.overhead), gib(r.total()), r.fits ? "fits" : "does not fit",
-        r.prefill_s, r.decode_token_s, r.decode_tokens_per_s);
+        gib(r.activations), gib(r.logits), gib(r.overhead), gib(r.total()),
+        r.fits ? "fits" : "does not fit", r.prefill_s, r.decode_token_s,
+        r.decode_tokens_per_s);
   for (const auto& e : p.inference_errors) out << "  " << e << "\n";
 }
 
