@@ -1,18 +1,15 @@
 // `origami plan` as a user runs it: --json rows carry the cost model's numbers for every
 // factorisation, impossible layouts are rows with the reason, bad input exits 2 with a message.
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "cli_run.h"
 #include "origami/model/config.h"
 #include "origami/plan/cost_model.h"
 #include "origami/plan/predict.h"
@@ -21,28 +18,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct CliRun {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::remove(path.c_str());
-  return text.str();
-}
-
-CliRun origami(const std::string& args) {
-  static int counter = 0;
-  const std::string base = ::testing::TempDir() + "origami_plan_" + std::to_string(::getpid()) +
-                           "_" + std::to_string(counter++);
-  const std::string cmd = std::string(ORIGAMI_BINARY_DIR) + "/origami " + args + " > " + base +
-                          ".out 2> " + base + ".err";
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base + ".out"), slurp(base + ".err")};
-}
+using origami::cli_test::CliRun;
+using origami::cli_test::origami;
+using origami::cli_test::slurp;
 
 TEST(PlanCli, JsonRowsAreThePredictionsForEveryLayout) {
   const CliRun r = origami(

@@ -1,17 +1,14 @@
 // `origami train --dry-run` as a user runs it: the report's JSON carries the library's numbers
 // (train/dry_run.h), the table names every category, and bad input exits 2 with a message.
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_run.h"
 #include "origami/model/config.h"
 #include "origami/train/dry_run.h"
 
@@ -19,32 +16,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct CliRun {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::remove(path.c_str());
-  return text.str();
-}
-
-std::string temp_base() {
-  static int counter = 0;
-  return ::testing::TempDir() + "origami_dry_" + std::to_string(::getpid()) + "_" +
-         std::to_string(counter++);
-}
-
-CliRun origami(const std::string& args) {
-  const std::string base = temp_base();
-  const std::string cmd = std::string(ORIGAMI_BINARY_DIR) + "/origami " + args + " > " + base +
-                          ".out 2> " + base + ".err";
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base + ".out"), slurp(base + ".err")};
-}
+using origami::cli_test::CliRun;
+using origami::cli_test::origami;
+using origami::cli_test::slurp;
+using origami::cli_test::temp_base;
 
 TEST(TrainDryRunCli, JsonIsTheLibrarysReport) {
   const std::string json = temp_base() + ".json";

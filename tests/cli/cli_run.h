@@ -1,0 +1,47 @@
+// Runs the `origami` program as a user would, for the command-line tests: separate standard
+// output and error, and the exit code (-1 when it did not exit normally).
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace origami::cli_test {
+
+struct CliRun {
+  int code;
+  std::string out, err;
+};
+
+// The contents of `path`, which is then removed.
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::remove(path.c_str());
+  return text.str();
+}
+
+// A fresh path prefix in the test's temporary directory.
+inline std::string temp_base() {
+  static int counter = 0;
+  return ::testing::TempDir() + "origami_cli_" + std::to_string(::getpid()) + "_" +
+         std::to_string(counter++);
+}
+
+inline CliRun origami(const std::string& args) {
+  const std::string base = temp_base();
+  const std::string cmd = std::string(ORIGAMI_BINARY_DIR) + "/origami " + args + " > " + base +
+                          ".out 2> " + base + ".err";
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base + ".out"), slurp(base + ".err")};
+}
+
+}  // namespace origami::cli_test
