@@ -114,6 +114,31 @@ TEST(DryRun, EqualsARealRunForEveryStrategy) {
   }
 }
 
+// (c) Every layout charges the single device's FLOPs, summed over its ranks: the strategies
+// split the same products, none skipped (a kernel whose output pointer is an unbacked
+// tensor's null must still be charged: SP's output projection once was not). TSP's head
+// ring recomputes each logits block in the backward: 2·h·V·T more (docs/tsp.md).
+TEST(DryRun, EveryLayoutChargesTheSingleDevicesFlops) {
+  const ModelConfig m = parity::make_model(96, 64, 96, 4, 4, 2);  // V 96: no padding up to 4
+  for (const char* recompute : {"none", "mlp", "full"}) {
+    DryRunOptions o;
+    o.seq = 32;
+    o.batch = 2;
+    o.recompute = recompute;
+    const auto total = [&](const parallel::ParallelConfig& plan) {
+      double sum = 0;
+      for (const DryRunRank& r : dry_run(m, plan, o).ranks) sum += r.flops;
+      return sum;
+    };
+    const double single = total(small_layouts()[0].plan);
+    const double head_again = 2.0 * 64 * 96 * 32 * 2;
+    for (const Layout& l : small_layouts()) {
+      const double expected = l.plan.tsp ? single + head_again : single;
+      EXPECT_NEAR(total(l.plan), expected, 1e-12 * expected) << l.name << " " << recompute;
+    }
+  }
+}
+
 std::int64_t peak(const DryRunRank& r, MemCategory c) {
   return r.memory.peak[static_cast<std::size_t>(c)];
 }

@@ -139,19 +139,10 @@ void cp_attention_forward(const AttentionDims& d, const float* n, const Attentio
   s.v = Tensor(tracker, MemCategory::Activations, {rows, kvd});
   s.out = Tensor(tracker, MemCategory::Activations, {rows, qd});
   s.lse = Tensor(tracker, MemCategory::Activations, {d.batch, d.heads, d.seq});
-  cp_attention_forward_into(d, n, w, axis, rope, tracker,
-                            {s.q.f32(), s.k.f32(), s.v.f32(), s.out.f32(), s.lse.f32()}, y);
-}
-
-void cp_attention_forward_into(const AttentionDims& d, const float* n, const AttentionWeights& w,
-                               const SequenceAxis& axis, const RopeTables& rope,
-                               MemoryTracker& tracker, const AttentionSavedView& s, float* y,
-                               const std::function<void()>& while_gathering) {
-  KvGatherInFlight g = cp_attention_forward_begin(d, n, w, axis, rope, tracker, s);
-  cp_attention_forward_finish(d, axis, tracker, s, g, while_gathering);
-  if (y != nullptr)
-    linear_forward(d.rows(), d.heads * d.head_dim, d.hidden, s.out, w.wo, y,
-                   /*accumulate=*/true);
+  const AttentionSavedView view{s.q.f32(), s.k.f32(), s.v.f32(), s.out.f32(), s.lse.f32()};
+  KvGatherInFlight g = cp_attention_forward_begin(d, n, w, axis, rope, tracker, view);
+  cp_attention_forward_finish(d, axis, tracker, view, g);
+  linear_forward(rows, qd, d.hidden, s.out.f32(), w.wo, y, /*accumulate=*/true);
 }
 
 KvGatherInFlight cp_attention_forward_begin(const AttentionDims& d, const float* n,

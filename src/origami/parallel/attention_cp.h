@@ -47,21 +47,11 @@ struct SequenceAxis {
 void cp_attention_forward(const AttentionDims& dims, const float* n, const AttentionWeights& w,
                           const SequenceAxis& axis, const RopeTables& rope, MemoryTracker& tracker,
                           AttentionSaved& saved, float* y);
-// The same, writing what the backward needs into caller-owned storage (TSP saves every head
+// What the forward saves for the backward, in caller-owned storage (TSP saves every head
 // group's q, k, v, out [rows, width] and lse [batch, heads, seq] side by side).
-// For a caller that pipelines head groups (TSP): `y == nullptr` leaves the output projection
-// y += out W_O to the caller, and `while_gathering` is run while the K/V gathers are in
-// flight, after the local rows' attention (TSP runs the previous group's deferred output
-// projection there).
 struct AttentionSavedView {
   float *q, *k, *v, *out, *lse;
 };
-void cp_attention_forward_into(const AttentionDims& dims, const float* n,
-                               const AttentionWeights& w, const SequenceAxis& axis,
-                               const RopeTables& rope, MemoryTracker& tracker,
-                               const AttentionSavedView& saved, float* y,
-                               const std::function<void()>& while_gathering = {});
-
 // The K/V all-gathers of one call, in flight (rank-major staging, CommBuffers). Backward's
 // re-gather needs only the saved k, v, so a caller can start the next head group's before
 // the current group's backward and pass it in.
@@ -78,7 +68,7 @@ struct KvGatherInFlight {
 };
 KvGatherInFlight cp_start_kv_gather(const AttentionDims& dims, const SequenceAxis& axis,
                                     const float* k, const float* v, MemoryTracker& tracker);
-// cp_attention_forward_into in two parts, for a caller that starts the next head group's
+// cp_attention_forward without its output projection, in two parts, for a caller that starts the next head group's
 // gathers before it waits for this group's: begin projects q, k, v and starts the gathers;
 // finish attends the local rows, runs while_gathering, waits, attends the remote rows and
 // merges. The output projection is the caller's.

@@ -73,10 +73,21 @@ int axis_size(const Layout& l, const std::string& axis) {
   return l.tsp;  // tsp, tsp_shards, tsp_grads
 }
 
-// Messages one call of `op` sends per rank on an n-rank axis (docs/comm.md's algorithms).
-double messages_per_call(const std::string& op, int n) {
-  if (op == "all_reduce") return 2.0 * (n - 1);
-  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") return n - 1;
+// The engine's out-of-place reduce-scatter runs its ring once per chunk column of at most
+// 1 MiB of each block and waits every step (comm/collectives/reduce_scatter.cpp); its blocks
+// are fp32 buffers whatever the profile counts for their messages.
+constexpr double kReduceChunkBytes = 1 << 20;
+constexpr double kBufferElementBytes = 4;
+
+// Messages one call of `op` sends per rank on an n-rank axis (docs/comm.md's algorithms),
+// `per_call` bytes at `elem` bytes per element.
+double messages_per_call(const std::string& op, int n, double per_call, double elem) {
+  if (op == "all_reduce") return 2.0 * (n - 1);  // in place: a step's chunks posted together
+  if (op == "reduce_scatter") {
+    const double block = per_call / std::max(1, n - 1) / elem * kBufferElementBytes;
+    return (n - 1) * std::max(1.0, std::ceil(block / kReduceChunkBytes));
+  }
+  if (op == "all_gather" || op == "all_to_all") return n - 1;
   if (op == "send") return 1;
   return 0;  // recv: the peer's send carries the cost
 }
@@ -85,9 +96,12 @@ const Link& link_of(const Hardware& hw, LinkClass c) {
   return c == LinkClass::Intra ? hw.intra : hw.inter;  // a mixed ring runs at its slowest hop
 }
 
-// Per-layer forward compute per device, split by block (for TSP's overlap).
+// Per-layer forward compute per device, split by block (for the overlap rules): the whole
+// attention, its core (the causal products) and one h x (H·d) projection's backward (weight
+// and input gradients).
 struct BlockSeconds {
   double attention_f = 0, attention_b = 0, mlp_f = 0, mlp_b = 0, head_f = 0, head_b = 0;
+  double core_f = 0, core_b = 0, projection_b = 0;
 };
 BlockSeconds block_seconds(const ModelConfig& m, const Layout& l, const Workload& w,
                            double rate) {
@@ -101,11 +115,36 @@ BlockSeconds block_seconds(const ModelConfig& m, const Layout& l, const Workload
   BlockSeconds b;
   b.attention_f = (linear + core) / n;
   b.attention_b = (2 * linear + 2.5 * core) / n;
+  b.core_f = core / n;
+  b.core_b = 2.5 * core / n;
+  b.projection_b = 2 * 2 * h * H * d * T / n;
   b.mlp_f = 2 * 3 * h * f * T / n;
   b.mlp_b = 2 * b.mlp_f;
   b.head_f = 2 * h * V * T / n;
   b.head_b = 2 * b.head_f;
   return b;
+}
+
+// SP and TP+SP (attention_cp.cpp's schedule): a forward's K/V all-gathers (2 calls per
+// layer, one after the other on the sp communicator) run behind the local rows' attention,
+// 1/Σ of the rank's causal products (zigzag gives each rank's own rows 1/Σ of its visible
+// pairs); the backward's re-gather behind the output projection's backward and the local
+// rows' attention backward; the dK/dV reduce-scatters behind the query projection's
+// backward. Everything else (TP's collectives, the gradient all-reduces) is waited at once.
+void cp_exposure(const Shapes& s, const Workload& w, const BlockSeconds& c,
+                 std::vector<CommCost>& ops) {
+  const double sp = s.sp, L = double(s.L);
+  const double F = w.recompute == Recompute::Full ? 2 * L : L;  // layer forwards
+  const auto hidden = [](double comm, double compute) { return std::max(0.0, comm - compute); };
+  for (CommCost& op : ops) {
+    if (op.gradient_reduction || op.op.calls == 0 || op.op.axis != "sp") continue;
+    const double call = op.seconds / double(op.op.calls);
+    if (op.op.op == "all_gather")
+      op.exposed_s = F * hidden(2 * call, c.core_f / sp) +
+                     L * hidden(2 * call, c.projection_b + c.core_b / sp);
+    else if (op.op.op == "reduce_scatter")
+      op.exposed_s = L * hidden(2 * call, c.projection_b);
+  }
 }
 
 // TSP's exposed communication (docs/planner.md, "Step time"), following the overlapped
@@ -197,7 +236,8 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& w, con
         c.seconds = double(op.calls) * (chunks + n - 2) * (link.alpha_s + chunk / link.beta_Bps);
       } else {
         c.seconds = link.seconds(double(op.bytes_sent),
-                                 double(op.calls) * messages_per_call(op.op, n));
+                                 double(op.calls) * messages_per_call(op.op, n, per_call,
+                                                                      double(w.elem.comm)));
       }
       c.exposed_s = c.seconds;
       p.comm_bytes_per_step += op.bytes_sent;
@@ -211,10 +251,19 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& w, con
   const double rate = hw.flops_per_s(w.bf16() ? Precision::bf16() : Precision::fp32());
   p.model_flops_per_device = training_flops(m, w.batch, w.seq) / l.world();
   p.executed_flops_per_device = executed_training_flops(m, w.batch, w.seq, w.recompute) / l.world();
+  BlockSeconds blocks = block_seconds(m, l, w, rate);
+  if (s.tsp()) {
+    // TSP's head ring recomputes each logits chunk in the backward (docs/tsp.md): the rank's
+    // rows against every (padded) vocabulary block once more.
+    const double again = 2.0 * double(s.h) * double(s.vocab_rows) * s.D * double(s.block_rows);
+    p.executed_flops_per_device += again;
+    blocks.head_b += again / rate;
+  }
   p.compute_s = p.executed_flops_per_device / rate;
   if (s.tsp())
-    tsp_exposure(s, w, link_of(hw, link_class(l, "tsp", hw.devices_per_node)),
-                 block_seconds(m, l, w, rate), p.comm);
+    tsp_exposure(s, w, link_of(hw, link_class(l, "tsp", hw.devices_per_node)), blocks, p.comm);
+  else if (s.sp > 1)
+    cp_exposure(s, w, blocks, p.comm);
   for (const CommCost& c : p.comm) {
     p.comm_s += c.seconds;
     p.exposed_comm_s += c.exposed_s;
