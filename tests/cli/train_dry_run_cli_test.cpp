@@ -72,4 +72,48 @@ TEST(TrainDryRunCli, BadInputExplainsItself) {
   EXPECT_THAT(r.err, HasSubstr("63"));
 }
 
+// The dry run's flags are refused, not ignored, where they would have no effect.
+TEST(TrainDryRunCli, DryRunFlagsWithoutADryRunAreRefused) {
+  CliRun r = origami("train --model tiny --seq 64 --steps 1 --flops-rate 500");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--flops-rate is the dry run's rate"));
+  for (const char* flag : {"--intra-alpha 1e-5", "--intra-beta 1e9", "--inter-alpha 1e-5",
+                           "--inter-beta 1e9", "--devices-per-node 4"}) {
+    r = origami(std::string("train --model tiny --seq 64 --steps 1 --strategy tp --degree 2 ") +
+                flag);
+    EXPECT_EQ(r.code, 2) << flag;
+    EXPECT_THAT(r.err, HasSubstr("add one of them")) << flag;
+  }
+  r = origami("train --dry-run --model tiny --seq 64 --link-model");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--link-model is for a real run"));
+  r = origami("train --model tiny --seq 64 --steps 1 --strategy single --link-model");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("needs a parallel run"));
+  r = origami("train --model tiny --seq 64 --steps 1 --strategy tp --degree 2 --link-model "
+              "--intra-beta 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("betas > 0"));
+}
+
+// --link-model delays messages and changes nothing else: the same losses as without it.
+TEST(TrainDryRunCli, LinkModelRunComputesTheSameSteps) {
+  const std::string args = "train --model tiny --seq 64 --batch 2 --steps 2 --log-every 1 "
+                           "--strategy tsp --degree 2";
+  const CliRun plain = origami(args);
+  const CliRun linked = origami(args + " --link-model --intra-alpha 1e-4 --intra-beta 1e9");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  ASSERT_EQ(linked.code, 0) << linked.err;
+  EXPECT_THAT(linked.out, HasSubstr("link model: intra-node alpha 0.0001 s beta 1e+09 B/s"));
+  const auto losses = [](const std::string& out) {
+    std::string all;
+    for (std::size_t at = out.find(" loss "); at != std::string::npos;
+         at = out.find(" loss ", at + 1))
+      all += out.substr(at, 13);
+    return all;
+  };
+  EXPECT_FALSE(losses(plain.out).empty());
+  EXPECT_EQ(losses(plain.out), losses(linked.out));
+}
+
 }  // namespace

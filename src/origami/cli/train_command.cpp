@@ -98,28 +98,37 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_->add_flag("--dry-run", dry_run_,
                      "run without computing: memory accounted not allocated, kernels skipped, "
                      "transfers accounted, virtual step time (any model and sequence)");
-  command_
-      ->add_option("--flops-rate", flops_rate_gflops_,
-                   "dry run: GFLOP/s of one rank (gemm and attention FLOPs)")
-      ->capture_default_str();
+  flops_rate_option_ =
+      command_
+          ->add_option("--flops-rate", flops_rate_gflops_,
+                       "dry run: GFLOP/s of one rank (gemm and attention FLOPs)")
+          ->capture_default_str();
   command_
       ->add_option("--precision", precision_,
                    "dry run: element sizes, fp32 or bf16 (bf16 "
                    "weights/activations/communication, fp32 master/gradients/moments/logits)")
       ->capture_default_str();
   command_->add_option("--json", json_path_, "dry run: write the report as JSON to this file");
-  command_->add_option("--intra-alpha", link_.intra_alpha_s, "dry run: intra-node latency (s)")
-      ->capture_default_str();
-  command_->add_option("--intra-beta", link_.intra_beta_Bps, "dry run: intra-node bandwidth (B/s)")
-      ->capture_default_str();
-  command_->add_option("--inter-alpha", link_.inter_alpha_s, "dry run: inter-node latency (s)")
-      ->capture_default_str();
-  command_->add_option("--inter-beta", link_.inter_beta_Bps, "dry run: inter-node bandwidth (B/s)")
-      ->capture_default_str();
-  command_
-      ->add_option("--devices-per-node", link_.devices_per_node,
-                   "dry run: consecutive world ranks per node (link classes)")
-      ->capture_default_str();
+  // The link model: the dry run's clocks always use it; a real parallel run with --link-model
+  // delays each message to alpha + bytes / beta (comm/link_model.h).
+  command_->add_flag("--link-model", link_.enabled,
+                     "real parallel run: delay each message to alpha + bytes/beta of its link "
+                     "class (the flags below), to measure communication and overlap");
+  const std::pair<const char*, double*> link_numbers[] = {
+      {"--intra-alpha", &link_.intra_alpha_s}, {"--intra-beta", &link_.intra_beta_Bps},
+      {"--inter-alpha", &link_.inter_alpha_s}, {"--inter-beta", &link_.inter_beta_Bps}};
+  const char* link_help[] = {"intra-node latency (s)", "intra-node bandwidth (B/s)",
+                             "inter-node latency (s)", "inter-node bandwidth (B/s)"};
+  for (std::size_t i = 0; i < std::size(link_numbers); ++i)
+    link_options_.push_back(command_
+                                ->add_option(link_numbers[i].first, *link_numbers[i].second,
+                                             std::string("dry run or --link-model: ") + link_help[i])
+                                ->capture_default_str());
+  link_options_.push_back(
+      command_
+          ->add_option("--devices-per-node", link_.devices_per_node,
+                       "dry run or --link-model: consecutive world ranks per node (link classes)")
+          ->capture_default_str());
 }
 
 int TrainCommand::run_dry() {
@@ -196,9 +205,24 @@ int TrainCommand::run() {
     options_.strategy = "tsp";
     options_.degree = default_tsp_degree(options_.model, options_.seq, options_.layout);
   }
-  if (dry_run_) return run_dry();
+  if (dry_run_) {
+    if (link_.enabled)
+      throw ConfigError("--link-model is for a real run: --dry-run always applies the link flags");
+    return run_dry();
+  }
   if (!json_path_.empty() || precision_ != "fp32")
     throw ConfigError("--json and --precision belong to --dry-run (a real run computes in fp32)");
+  if (flops_rate_option_->count() > 0)
+    throw ConfigError("--flops-rate is the dry run's rate (add --dry-run); a real run measures "
+                      "its speed (--peak-gflops sets the peak its MFU is stated against)");
+  if (!link_.enabled)
+    for (const CLI::Option* l : link_options_)
+      if (l->count() > 0)
+        throw ConfigError(fmt::format("{} sets the link model of --dry-run or --link-model: add "
+                                      "one of them",
+                                      l->get_name()));
+  if (link_.enabled) link_.validate();
+  options_.link = link_;
   train(options_, [](const std::string& line) { std::cout << line << std::endl; });
   return 0;
 }

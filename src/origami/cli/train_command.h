@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -35,7 +36,9 @@ class TrainCommand {
   double flops_rate_gflops_ = 100000;  // per rank
   std::string precision_ = "fp32";
   std::string json_path_;
-  comm::LinkModel link_;
+  comm::LinkModel link_;  // the dry run's links; a real run's when --link-model
+  CLI::Option* flops_rate_option_ = nullptr;
+  std::vector<CLI::Option*> link_options_;
   CLI::Option* steps_option_ = nullptr;
   CLI::Option* batch_option_ = nullptr;
   int run_dry();

@@ -106,6 +106,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
                   o.steps, o.grad_accum, o.batch, o.seq, sh.kernel_threads));
   log(fmt::format("parallel: {} on {} ranks ({}), recompute {}", sh.plan.describe(), world.size(),
                   world.transport().name(), o.recompute));
+  if (o.link.enabled) log(o.link.describe());
   for (std::int64_t step = done + 1; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     std::vector<parallel::LocalBatch> micro;
@@ -215,7 +216,7 @@ TrainResult train_parallel(const TrainOptions& o,
       world.tracker().set_cap(o.memory_cap);
       run_rank(sh, world);
       return 0;
-    });
+    }, o.link);
     if (code != 0) throw Error(fmt::format("the MPI run ended with code {}", code));
   } else {
     const int world = sh.plan.world();
@@ -223,6 +224,7 @@ TrainResult train_parallel(const TrainOptions& o,
     sh.kernel_threads = std::max(1, o.threads / world);
     comm::RunOptions ro;
     ro.memory_cap = o.memory_cap;
+    ro.link = o.link;
     comm::run_ranks(
         world, [&](comm::Communicator& c) { run_rank(sh, c); }, ro);
   }

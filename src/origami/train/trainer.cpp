@@ -84,6 +84,9 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
   if (o.strategy != "single" || o.degree != 1 || !o.mesh.empty() || o.tp_sequence_parallel ||
       o.backend == "mpi" || launched_by_mpirun())
     return train_parallel(o, log);
+  if (o.link.enabled)
+    throw ConfigError("--link-model needs a parallel run (one device sends nothing): choose "
+                      "--strategy and --degree, or --mesh");
   if (o.backend != "auto" && o.backend != "threads")
     throw ConfigError(fmt::format("unknown --backend '{}'; use threads or mpi", o.backend));
   const data::TokenDataset dataset =

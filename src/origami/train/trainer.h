@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "origami/comm/link_model.h"
 #include "origami/kernels/optimizer.h"
 #include "origami/model/llama.h"
 #include "origami/train/checkpoint_options.h"
@@ -66,6 +67,10 @@ struct TrainOptions {
   std::string layout = "zigzag";
   std::string recompute = "none";
   std::string backend = "auto";
+  // A parallel run's link model (comm/link_model.h): when enabled, each message completes no
+  // earlier than alpha + bytes / beta after it was posted, so communication and its overlap
+  // can be measured on this machine. Off by default.
+  comm::LinkModel link;
   CheckpointOptions checkpoint;  // --save-dir, --save-every, --resume, --init-from
 };
 
