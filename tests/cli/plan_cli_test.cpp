@@ -137,6 +137,9 @@ TEST(PlanCli, BadInputExitsTwoWithAMessage) {
   r = origami("plan --model small --seq 8 --devices 2 --hardware tpu");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("mi300x, h100, h200, cpu"));
+  r = origami("plan --model small --seq 8 --devices 2 --grad-accum 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--grad-accum must be >= 1"));
   r = origami("plan --model small --seq 8 --devices 2 --precision fp8");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("fp32, bf16"));

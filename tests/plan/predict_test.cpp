@@ -92,6 +92,59 @@ TEST(Predict, BaselinesExposeEveryCollectiveAndStepIsComputePlusComm) {
   EXPECT_DOUBLE_EQ(one.step_s, one.compute_s);
 }
 
+// k micro-batches per step: the schedule (compute, collectives, their overlap) k times, the
+// gradient and scalar reductions once; tokens/s counts every micro-batch's tokens.
+TEST(Predict, GradientAccumulationRepeatsTheMicroBatchNotTheReductions) {
+  const ModelConfig m = small_model();
+  const Hardware hw = hardware_preset("cpu");
+  for (const Layout& l : {Layout{2, 1, 1, false, 2}, Layout{1, 2, 2, false, 1}}) {
+    Workload w;
+    w.batch = 2;
+    w.seq = 32;
+    const Prediction one = predict(m, l, w, hw);
+    w.grad_accum = 3;
+    const Prediction three = predict(m, l, w, hw);
+    ASSERT_EQ(one.comm.size(), three.comm.size());
+    double once = 0;
+    for (std::size_t i = 0; i < one.comm.size(); ++i) {
+      const CommCost &a = one.comm[i], &b = three.comm[i];
+      const std::int64_t k = a.gradient_reduction ? 1 : 3;
+      EXPECT_EQ(b.op.calls, k * a.op.calls) << a.op.axis << " " << a.op.op;
+      EXPECT_EQ(b.op.bytes_sent, k * a.op.bytes_sent) << a.op.axis << " " << a.op.op;
+      EXPECT_DOUBLE_EQ(b.exposed_s, double(k) * a.exposed_s) << a.op.axis << " " << a.op.op;
+      if (a.gradient_reduction) once += a.exposed_s;
+    }
+    EXPECT_GT(once, 0);
+    EXPECT_DOUBLE_EQ(three.compute_s, 3 * one.compute_s);
+    EXPECT_NEAR(three.step_s, 3 * one.step_s - 2 * once, 1e-12);
+    EXPECT_DOUBLE_EQ(three.tokens_per_s, 3 * 64 / three.step_s);
+    EXPECT_EQ(three.memory.total(), one.memory.total());  // one micro-batch in flight
+  }
+}
+
+// The step's scalars: label count and loss sum over the sequence axis then dp, the sharded
+// weights' squared norm over tp (or tsp); 8 bytes each, whatever the profile.
+TEST(Predict, StepScalarsFollowTheAxes) {
+  const auto calls = [](const Layout& l, const std::string& axis) {
+    std::int64_t n = 0;
+    for (const CommOp& op : comm_step_scalars(l))
+      if (op.axis == axis && op.op == "all_reduce") n += op.calls;
+    return n;
+  };
+  const Layout dp2tsp4{2, 1, 1, false, 4}, tp2sp4{1, 2, 4, false, 1}, single{};
+  EXPECT_EQ(calls(dp2tsp4, "tsp"), 3);
+  EXPECT_EQ(calls(dp2tsp4, "dp"), 2);
+  EXPECT_EQ(calls(tp2sp4, "sp"), 2);
+  EXPECT_EQ(calls(tp2sp4, "tp"), 1);
+  EXPECT_EQ(calls(tp2sp4, "dp"), 0);
+  EXPECT_TRUE(comm_step_scalars(single).empty());
+  // One element over 4 ranks: rank 0 sends its empty block's share, 8 B, rank 1 16 B.
+  for (const CommOp& op : comm_step_scalars(Layout{1, 1, 4, false, 1}))
+    EXPECT_EQ(op.bytes_sent, op.calls * 8);
+  for (const CommOp& op : comm_step_scalars(Layout{1, 1, 4, false, 1}, 1))
+    EXPECT_EQ(op.bytes_sent, op.calls * 16);
+}
+
 TEST(Predict, TspHidesItsShardTrafficBehindCompute) {
   const ModelConfig m = small_model();
   Workload w;

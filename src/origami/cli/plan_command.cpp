@@ -32,6 +32,9 @@ PlanCommand::PlanCommand(CLI::App& app) {
       ->required();
   command_->add_option("--micro-batch,--batch", batch_,
                        "sequences per micro-batch, the whole job's (split over dp; default 1)");
+  command_->add_option("--grad-accum", grad_accum_,
+                       "micro-batches per optimizer step (default 1): the step time and "
+                       "tokens/s count them, memory is one micro-batch's");
   command_->add_option("--devices-per-node", devices_per_node_,
                        "devices per node (default: the hardware preset's)");
   command_->add_option("--precision", precision_, "fp32 | bf16 (core/precision.h; default fp32)");
@@ -64,6 +67,8 @@ int PlanCommand::run() {
   if (world_ < 1) throw ConfigError(fmt::format("--world must be >= 1 (got {})", world_));
   if (seq_ < 1) throw ConfigError(fmt::format("--seq must be >= 1 (got {})", seq_));
   if (batch_ < 1) throw ConfigError(fmt::format("--micro-batch must be >= 1 (got {})", batch_));
+  if (grad_accum_ < 1)
+    throw ConfigError(fmt::format("--grad-accum must be >= 1 (got {})", grad_accum_));
   std::vector<std::string> warnings;
   const ModelConfig model =
       config_path_.empty() ? model_preset(preset_) : load_model_config(config_path_, &warnings);
@@ -93,11 +98,13 @@ int PlanCommand::run() {
 
   plan::Workload work;
   work.batch = batch_;
+  work.grad_accum = grad_accum_;
   work.seq = seq_;
   work.recompute = plan::parse_recompute(recompute_);
   work.set_precision(precision);
 
-  PlanReport report{config_path_.empty() ? preset_ : config_path_, model, seq_, batch_, world_,
+  PlanReport report{config_path_.empty() ? preset_ : config_path_, model, seq_, batch_,
+                    grad_accum_, world_,
                     precision, recompute_, hw, plan::plan_rows(model, world_, work, hw), {}, {},
                     {}};
   std::vector<plan::PlanRow>& rows = report.rows;

@@ -26,6 +26,7 @@ class PlanCommand {
   int world_ = 1;
   std::optional<int> devices_per_node_;
   std::int64_t batch_ = 1;
+  std::int64_t grad_accum_ = 1;
   std::string recompute_ = "none";
   std::string precision_ = "fp32";
   std::string hardware_ = "h100";

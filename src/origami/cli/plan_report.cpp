@@ -103,6 +103,7 @@ nlohmann::json plan_json(const PlanReport& p) {
   nlohmann::json out{{"model", p.source},
                      {"seq", p.seq},
                      {"micro_batch", p.batch},
+                     {"grad_accum", p.grad_accum},
                      {"world", p.world},
                      {"devices_per_node", p.hw.devices_per_node},
                      {"precision", p.precision.name},
@@ -142,12 +143,13 @@ nlohmann::json plan_json(const PlanReport& p) {
 
 void print_plan_table(std::ostream& out, const PlanReport& p) {
   out << fmt::format(
-      "model {} (L={} h={} heads {}/{} f={} V={}) | seq {} x micro-batch {} | {} devices, {} per "
+      "model {} (L={} h={} heads {}/{} f={} V={}) | seq {} x micro-batch {} x {} per step | {} "
+      "devices, {} per "
       "node | {} | recompute {} | hardware {}: {} GiB/device, {:.1f} TFLOP/s achievable, "
       "runtime overhead {} GiB per device (included in total)\n",
       p.source, p.model.num_hidden_layers, p.model.hidden_size, p.model.num_attention_heads,
       p.model.num_key_value_heads, p.model.intermediate_size, p.model.vocab_size, p.seq, p.batch,
-      p.world, p.hw.devices_per_node, p.precision.name, p.recompute, p.hw.name,
+      p.grad_accum, p.world, p.hw.devices_per_node, p.precision.name, p.recompute, p.hw.name,
       gib(p.hw.memory_bytes),
       p.hw.flops_per_s(p.precision) / 1e12, gib(p.hw.runtime_overhead_bytes));
   out << fmt::format(

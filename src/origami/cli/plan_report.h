@@ -22,7 +22,7 @@ namespace origami::cli {
 struct PlanReport {
   std::string source;  // the preset's name or the config file's path
   ModelConfig model;
-  std::int64_t seq = 0, batch = 0;
+  std::int64_t seq = 0, batch = 0, grad_accum = 1;
   int world = 0;
   Precision precision;
   std::string recompute;

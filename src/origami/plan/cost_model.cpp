@@ -60,6 +60,8 @@ void check_layout(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
   if (mesh.dp < 1 || mesh.tp < 1 || mesh.sp < 1 || mesh.tsp < 1)
     throw ConfigError(fmt::format("mesh degrees must be >= 1 (dp={}, tp={}, sp={}, tsp={})",
                                   mesh.dp, mesh.tp, mesh.sp, mesh.tsp));
+  if (w.grad_accum < 1)
+    throw ConfigError(fmt::format("--grad-accum must be >= 1 (got {})", w.grad_accum));
   if (w.batch < 1 || w.seq < 1)
     throw ConfigError(fmt::format("batch and sequence must be >= 1 (got {} and {})", w.batch,
                                   w.seq));
@@ -345,6 +347,19 @@ std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& me
     if (norm && mesh.sequence_parallel && mesh.tp > 1)
       out.add("tp", "all_reduce", all_reduce_sent(n, mesh.tp, axis_rank, elem.comm));
   }
+  return out.take();
+}
+
+std::vector<CommOp> comm_step_scalars(const Mesh& mesh, int axis_rank) {
+  Ledger out;
+  const auto scalars = [&](const char* axis, int n, int calls) {
+    for (int i = 0; i < calls && n > 1; ++i)
+      out.add(axis, "all_reduce", all_reduce_sent(1, n, axis_rank, 8));
+  };
+  const bool tsp = mesh.tsp > 1;
+  scalars(tsp ? "tsp" : "sp", tsp ? mesh.tsp : mesh.sp, 2);  // label count, loss sum
+  scalars("dp", mesh.dp, 2);
+  scalars(tsp ? "tsp" : "tp", tsp ? mesh.tsp : mesh.tp, 1);  // the sharded weights' squares
   return out.take();
 }
 

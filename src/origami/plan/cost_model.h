@@ -43,6 +43,7 @@ struct ElementSizes {
 
 struct Workload {
   std::int64_t batch = 1;  // global micro-batch (sequences), split over dp
+  std::int64_t grad_accum = 1;  // micro-batches per optimizer step
   std::int64_t seq = 1;    // tokens per sequence, split over sp (or tsp)
   bool contiguous = false; // token layout: contiguous chunks (S % degree) instead of zigzag
                            // (S % 2·degree); the costs are the same
@@ -106,6 +107,12 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
 // over dp).
 std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& mesh,
                                             const ElementSizes& elem, int axis_rank = 0);
+
+// The step's scalar all-reduces (8-byte F64/I64 values whatever the profile): the label count
+// and the loss sum over the sequence axis (sp, or tsp) then dp (RankModel::global_unmasked,
+// global_loss_sum), and the sharded weights' squared norm over the axis they are split on (tp
+// or tsp; RankModel::grad_norm). Once per step, after the gradient reductions.
+std::vector<CommOp> comm_step_scalars(const Mesh& mesh, int axis_rank = 0);
 
 // Model FLOPs of one forward+backward of `batch` sequences of `seq` tokens (docs/flops.md:
 // 6·P·T + 3.5·4·d·H·B·S(S+1)/2·L), the whole job's, not per device.

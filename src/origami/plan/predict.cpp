@@ -240,13 +240,12 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& w, con
                                                                       double(w.elem.comm)));
       }
       c.exposed_s = c.seconds;
-      p.comm_bytes_per_step += op.bytes_sent;
-      (c.link == LinkClass::Intra ? p.intra_bytes : p.inter_bytes) += op.bytes_sent;
       p.comm.push_back(std::move(c));
     }
   };
   add(comm_per_micro_batch(m, l, w), false);
   add(comm_gradient_reduction(m, l, w.elem), true);
+  add(comm_step_scalars(l), true);
 
   const double rate = hw.flops_per_s(w.bf16() ? Precision::bf16() : Precision::fp32());
   p.model_flops_per_device = training_flops(m, w.batch, w.seq) / l.world();
@@ -264,12 +263,30 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& w, con
     tsp_exposure(s, w, link_of(hw, link_class(l, "tsp", hw.devices_per_node)), blocks, p.comm);
   else if (s.sp > 1)
     cp_exposure(s, w, blocks, p.comm);
-  for (const CommCost& c : p.comm) {
+  // Gradient accumulation: every micro-batch repeats the same schedule (and overlap); the
+  // step's reductions run once, after the last.
+  const std::int64_t k = w.grad_accum;
+  p.model_flops_per_device *= double(k);
+  p.executed_flops_per_device *= double(k);
+  p.compute_s *= double(k);
+  for (CommCost& c : p.comm) {
+    if (!c.gradient_reduction) {
+      for (std::int64_t* v : {&c.op.calls, &c.op.bytes_sent, &c.op.forward_calls,
+                              &c.op.forward_bytes, &c.op.layer_calls, &c.op.layer_bytes})
+        *v *= k;
+      c.seconds *= double(k);
+      c.exposed_s *= double(k);
+    }
     p.comm_s += c.seconds;
     p.exposed_comm_s += c.exposed_s;
   }
+  p.comm_bytes_per_step = p.intra_bytes = p.inter_bytes = 0;
+  for (const CommCost& c : p.comm) {
+    p.comm_bytes_per_step += c.op.bytes_sent;
+    (c.link == LinkClass::Intra ? p.intra_bytes : p.inter_bytes) += c.op.bytes_sent;
+  }
   p.step_s = p.compute_s + p.exposed_comm_s;
-  p.tokens_per_s = double(w.batch) * double(w.seq) / p.step_s;
+  p.tokens_per_s = double(w.batch) * double(w.seq) * double(k) / p.step_s;
   return p;
 }
 

@@ -24,10 +24,11 @@ std::string link_class_name(LinkClass c);  // "intra", "inter", "mixed"
 // The class of `axis` ("tp", "tsp", "tsp_shards", "sp", "dp") for a layout and node size.
 LinkClass link_class(const Layout& l, const std::string& axis, int devices_per_node);
 
-// One operation's traffic and time for the rank, per step (micro-batch + gradient reductions).
+// One operation's traffic and time for the rank, per step (grad_accum micro-batches, then the
+// step's reductions).
 struct CommCost {
   CommOp op;
-  bool gradient_reduction = false;  // the step's weight-gradient all-reduces
+  bool gradient_reduction = false;  // once per step: weight gradients and scalars
   LinkClass link = LinkClass::Intra;
   double seconds = 0;  // messages·α + bytes/β on the axis's slowest link
   double exposed_s = 0;
@@ -38,8 +39,9 @@ struct Prediction {
   std::vector<CommCost> comm;
   std::int64_t comm_bytes_per_step = 0;  // bytes the rank sends per step
   std::int64_t intra_bytes = 0, inter_bytes = 0;
-  double model_flops_per_device = 0;     // docs/flops.md, per device
-  double executed_flops_per_device = 0;  // + the recompute policy's forward re-runs
+  double model_flops_per_device = 0;     // docs/flops.md, per device and step
+  double executed_flops_per_device = 0;  // + the recompute policy's forward re-runs (and the
+                                         // TSP head ring's logits recompute)
   double compute_s = 0, comm_s = 0, exposed_comm_s = 0, step_s = 0;
   double tokens_per_s = 0;  // the cluster's
   bool fits = false;        // memory.total() <= the device's memory
