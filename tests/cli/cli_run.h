@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <regex>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -18,6 +20,7 @@ namespace origami::cli_test {
 struct CliRun {
   int code;
   std::string out, err;
+  std::string all() const { return out + err; }  // standard output, then standard error
 };
 
 // The contents of `path`, which is then removed.
@@ -36,12 +39,23 @@ inline std::string temp_base() {
          std::to_string(counter++);
 }
 
-inline CliRun origami(const std::string& args) {
+// `launcher` prefixes the command (e.g. "mpirun -np 2 ... ").
+inline CliRun origami(const std::string& args, const std::string& launcher = "") {
   const std::string base = temp_base();
-  const std::string cmd = std::string(ORIGAMI_BINARY_DIR) + "/origami " + args + " > " + base +
-                          ".out 2> " + base + ".err";
+  const std::string cmd = launcher + std::string(ORIGAMI_BINARY_DIR) + "/origami " + args +
+                          " > " + base + ".out 2> " + base + ".err";
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(base + ".out"), slurp(base + ".err")};
+}
+
+// The "loss X" values of the step lines.
+inline std::vector<std::string> losses(const std::string& out) {
+  std::vector<std::string> v;
+  const std::regex re("step +[0-9]+ +loss ([0-9.]+)");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+       ++it)
+    v.push_back((*it)[1]);
+  return v;
 }
 
 }  // namespace origami::cli_test

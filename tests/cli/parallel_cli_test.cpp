@@ -1,51 +1,21 @@
 // `origami train` with the parallel strategies: each strategy's printed losses equal the
 // single-device run's (same seed, same data), on threads and under mpirun; plans that cannot
 // work are refused with exit code 2 and a message naming the constraint.
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <fstream>
-#include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "cli_run.h"
+
 namespace {
 
 using ::testing::HasSubstr;
-
-struct CliRun {
-  int code;
-  std::string output;
-};
-
-CliRun origami(const std::string& args, const std::string& launcher = "") {
-  static int counter = 0;
-  const std::string log = ::testing::TempDir() + "origami_pcli_" + std::to_string(::getpid()) +
-                          "_" + std::to_string(counter++);
-  const std::string cmd =
-      launcher + std::string(ORIGAMI_BINARY_DIR) + "/origami " + args + " > " + log + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::remove(log.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str()};
-}
-
-// The "loss X" values of the step lines.
-std::vector<std::string> losses(const std::string& out) {
-  std::vector<std::string> v;
-  const std::regex re("step +[0-9]+ +loss ([0-9.]+)");
-  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
-       ++it)
-    v.push_back((*it)[1]);
-  return v;
-}
+using origami::cli_test::CliRun;
+using origami::cli_test::origami;
+using origami::cli_test::losses;
 
 const std::string kJob =
     "train --model tiny --seq 32 --batch 2 --steps 3 --log-every 1 "
@@ -53,9 +23,9 @@ const std::string kJob =
 
 TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
   const CliRun single = origami(kJob + "--strategy single");
-  ASSERT_EQ(single.code, 0) << single.output;
-  const std::vector<std::string> want = losses(single.output);
-  ASSERT_EQ(want.size(), 3u) << single.output;
+  ASSERT_EQ(single.code, 0) << single.all();
+  const std::vector<std::string> want = losses(single.all());
+  ASSERT_EQ(want.size(), 3u) << single.all();
   for (const std::string flags :
        {"--recompute full", "--strategy dp --degree 2", "--strategy tp --degree 2 --recompute mlp",
         "--strategy tpsp --degree 2 --recompute full",
@@ -65,21 +35,21 @@ TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
         "--strategy tsp --degree 2", "--strategy tsp --mesh dp=2,tsp=2 --recompute full",
         "--strategy tsp --degree 2 --layout contiguous --recompute mlp", ""}) {
     const CliRun r = origami(kJob + flags);
-    ASSERT_EQ(r.code, 0) << flags << "\n" << r.output;
-    EXPECT_EQ(losses(r.output), want) << flags << "\n" << r.output;
+    ASSERT_EQ(r.code, 0) << flags << "\n" << r.all();
+    EXPECT_EQ(losses(r.all()), want) << flags << "\n" << r.all();
     if (std::string(flags).find("--strategy") != std::string::npos) {
-      EXPECT_THAT(r.output, HasSubstr("peak memory per rank")) << flags;
+      EXPECT_THAT(r.all(), HasSubstr("peak memory per rank")) << flags;
     }
   }
 }
 
 TEST(ParallelCli, GradientAccumulationMatchesOneDevice) {
   const CliRun single = origami(kJob + "--grad-accum 2 --strategy single");
-  ASSERT_EQ(single.code, 0) << single.output;
+  ASSERT_EQ(single.code, 0) << single.all();
   const CliRun r = origami(kJob + "--grad-accum 2 --strategy sp --mesh dp=2,sp=2 --recompute mlp");
-  ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(losses(r.output), losses(single.output)) << r.output;
-  EXPECT_EQ(losses(r.output).size(), 3u);
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
+  EXPECT_EQ(losses(r.all()).size(), 3u);
 }
 
 TEST(ParallelCli, UnderMpirunTheMpiTransportIsChosen) {
@@ -89,9 +59,9 @@ TEST(ParallelCli, UnderMpirunTheMpiTransportIsChosen) {
               // Open MPI keeps allocations until exit (as in tests/comm): no leak check.
               "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
                   "/tests/comm/origami_mpirun 4 ");
-  ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("on 4 ranks (mpi)"));
-  EXPECT_EQ(losses(r.output), losses(single.output)) << r.output;
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("on 4 ranks (mpi)"));
+  EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
 }
 
 // The README's main job: no strategy named runs TSP over 4 in-process ranks and closes with
@@ -99,20 +69,20 @@ TEST(ParallelCli, UnderMpirunTheMpiTransportIsChosen) {
 // device's parameters (plus the replicated norms).
 TEST(ParallelCli, DefaultIsTspOverFourRanksWithTheOneDeviceReport) {
   const CliRun r = origami("train --model small --seq 64 --batch 2 --steps 1 --threads 1");
-  ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("tsp=4 zigzag on 4 ranks (threads)"));
-  EXPECT_THAT(r.output, HasSubstr("peak memory per rank"));
-  EXPECT_THAT(r.output, HasSubstr("\n3 "));
-  EXPECT_THAT(r.output, HasSubstr("\n1dev"));
-  EXPECT_THAT(r.output, HasSubstr("12.57 MiB"));  // one device's parameters
-  EXPECT_THAT(r.output, HasSubstr("3.15 MiB"));   // a rank's: (12.57 MiB - norms) / 4 + norms
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("tsp=4 zigzag on 4 ranks (threads)"));
+  EXPECT_THAT(r.all(), HasSubstr("peak memory per rank"));
+  EXPECT_THAT(r.all(), HasSubstr("\n3 "));
+  EXPECT_THAT(r.all(), HasSubstr("\n1dev"));
+  EXPECT_THAT(r.all(), HasSubstr("12.57 MiB"));  // one device's parameters
+  EXPECT_THAT(r.all(), HasSubstr("3.15 MiB"));   // a rank's: (12.57 MiB - norms) / 4 + norms
   const CliRun single =
       origami("train --model small --seq 64 --batch 2 --steps 1 --threads 1 --strategy single");
-  EXPECT_EQ(losses(r.output), losses(single.output)) << r.output;
+  EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
   // The tiny model's 2 kv heads cannot split 4 ways: the default takes the largest that can.
   const CliRun tiny = origami(kJob);
-  ASSERT_EQ(tiny.code, 0) << tiny.output;
-  EXPECT_THAT(tiny.output, HasSubstr("tsp=2 zigzag on 2 ranks"));
+  ASSERT_EQ(tiny.code, 0) << tiny.all();
+  EXPECT_THAT(tiny.all(), HasSubstr("tsp=2 zigzag on 2 ranks"));
 }
 
 TEST(ParallelCli, TspUnderMpirunEqualsOneDevice) {
@@ -120,9 +90,9 @@ TEST(ParallelCli, TspUnderMpirunEqualsOneDevice) {
   const CliRun r = origami(kJob + "--strategy tsp --degree 2",
                            "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
                                "/tests/comm/origami_mpirun 2 ");
-  ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("tsp=2 zigzag on 2 ranks (mpi)"));
-  EXPECT_EQ(losses(r.output), losses(single.output)) << r.output;
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("tsp=2 zigzag on 2 ranks (mpi)"));
+  EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
 }
 
 TEST(ParallelCli, RefusesPlansThatCannotWork) {
@@ -148,8 +118,8 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
            {"--strategy tp --degree 2 --backend carrier-pigeon", "unknown --backend"},
        }) {
     const CliRun r = origami(kJob + b.flags);
-    EXPECT_EQ(r.code, 2) << b.flags << "\n" << r.output;
-    EXPECT_THAT(r.output, HasSubstr(b.message)) << b.flags;
+    EXPECT_EQ(r.code, 2) << b.flags << "\n" << r.all();
+    EXPECT_THAT(r.all(), HasSubstr(b.message)) << b.flags;
   }
 }
 

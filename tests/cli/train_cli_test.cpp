@@ -1,39 +1,22 @@
 // `origami train` as a user runs it: a short real run, and every kind of bad input refused
 // with exit code 2 and a message naming what to change, before any work starts.
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_run.h"
+
 namespace {
 
 using ::testing::HasSubstr;
-
-struct Result {
-  int code;
-  std::string output;
-};
-
-Result run_origami(const std::string& args) {
-  static int counter = 0;
-  const std::string log =
-      ::testing::TempDir() + "origami_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  const std::string cmd = std::string(ORIGAMI_BINARY_DIR) + "/origami " + args + " > " + log + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::remove(log.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str()};
-}
+using origami::cli_test::CliRun;
+using origami::cli_test::origami;
 
 class TrainCli : public ::testing::Test {
  protected:
@@ -63,13 +46,13 @@ class TrainCli : public ::testing::Test {
 
 TEST_F(TrainCli, ShortRunPrintsLossThroughputMemoryAndWritesMetrics) {
   const std::string metrics = dir_ + "/metrics.jsonl";
-  const Result r = run_origami("train --model tiny --seq 32 --batch 2 --steps 3 --log-every 1 "
+  const CliRun r = origami("train --model tiny --seq 32 --batch 2 --steps 3 --log-every 1 "
                                "--threads 1 --metrics " + metrics);
-  ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("step     3  loss"));
-  EXPECT_THAT(r.output, HasSubstr("tokens/s"));
-  EXPECT_THAT(r.output, HasSubstr("MFU"));
-  EXPECT_THAT(r.output, HasSubstr("saved activations"));
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("step     3  loss"));
+  EXPECT_THAT(r.all(), HasSubstr("tokens/s"));
+  EXPECT_THAT(r.all(), HasSubstr("MFU"));
+  EXPECT_THAT(r.all(), HasSubstr("saved activations"));
   std::ifstream in(metrics);
   std::string line;
   int lines = 0;
@@ -88,80 +71,80 @@ TEST_F(TrainCli, RunsFromConfigFileAndDataFileAndWarnsAboutInformationalFields) 
   std::string text;
   for (int i = 0; i < 50; ++i) text += "the quick brown fox jumps over the lazy dog. ";
   const std::string data = write("data.txt", text);
-  const Result r = run_origami("train --config " + cfg + " --data " + data +
+  const CliRun r = origami("train --config " + cfg + " --data " + data +
                                " --seq 16 --batch 1 --steps 2 --threads 1");
-  ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("warning"));
-  EXPECT_THAT(r.output, HasSubstr("architectures"));
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("warning"));
+  EXPECT_THAT(r.all(), HasSubstr("architectures"));
 }
 
 TEST_F(TrainCli, RefusesInconsistentConfigNamingTheField) {
-  Result r = run_origami("train --config " +
+  CliRun r = origami("train --config " +
                          config_with({{"hidden_size", 60}, {"num_attention_heads", 8}}));
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("hidden_size"));
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("hidden_size"));
 
-  r = run_origami("train --config " + config_with({{"num_key_value_heads", 3}}));
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("num_key_value_heads"));
+  r = origami("train --config " + config_with({{"num_key_value_heads", 3}}));
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("num_key_value_heads"));
 
-  r = run_origami("train --config " + config_with({{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}}));
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("rope_scaling"));
+  r = origami("train --config " + config_with({{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}}));
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("rope_scaling"));
 
-  r = run_origami("train --config " + config_with({{"tie_word_embeddings", true}}));
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("tie_word_embeddings"));
+  r = origami("train --config " + config_with({{"tie_word_embeddings", true}}));
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("tie_word_embeddings"));
 
-  r = run_origami("train --config " + config_with({{"hidden_size", "large"}}));
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("hidden_size"));
+  r = origami("train --config " + config_with({{"hidden_size", "large"}}));
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("hidden_size"));
 
-  r = run_origami("train --config " + config_with({{"num_hidden_layers", -1}}));
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("num_hidden_layers"));
+  r = origami("train --config " + config_with({{"num_hidden_layers", -1}}));
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("num_hidden_layers"));
 
-  r = run_origami("train --config " + write("broken.json", "{\"hidden_size\": 64,"));
-  EXPECT_EQ(r.code, 2) << r.output;
+  r = origami("train --config " + write("broken.json", "{\"hidden_size\": 64,"));
+  EXPECT_EQ(r.code, 2) << r.all();
 }
 
 TEST_F(TrainCli, RefusesBadRunOptionsAndDataClearly) {
-  Result r = run_origami("train --model nosuch");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("nosuch"));
+  CliRun r = origami("train --model nosuch");
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("nosuch"));
 
-  r = run_origami("train --model tiny --data " + dir_ + "/missing.txt");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("missing.txt"));
+  r = origami("train --model tiny --data " + dir_ + "/missing.txt");
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("missing.txt"));
 
-  r = run_origami("train --model tiny --data " + write("empty.txt", ""));
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("empty.txt"));
+  r = origami("train --model tiny --data " + write("empty.txt", ""));
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("empty.txt"));
 
-  r = run_origami("train --model tiny --data " + write("short.txt", "abc") + " --seq 64");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("--seq"));
+  r = origami("train --model tiny --data " + write("short.txt", "abc") + " --seq 64");
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("--seq"));
 
-  r = run_origami("train --model tiny --seq 100000");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("max_position_embeddings"));
+  r = origami("train --model tiny --seq 100000");
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("max_position_embeddings"));
 
-  r = run_origami("train --model tiny --batch 0");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("--batch"));
+  r = origami("train --model tiny --batch 0");
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("--batch"));
 
-  r = run_origami("train --model tiny --memory-cap lots");
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("lots"));
+  r = origami("train --model tiny --memory-cap lots");
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("lots"));
 
-  r = run_origami("train --model tiny --no-such-flag");
-  EXPECT_EQ(r.code, 2) << r.output;
+  r = origami("train --model tiny --no-such-flag");
+  EXPECT_EQ(r.code, 2) << r.all();
 }
 
 TEST_F(TrainCli, MemoryCapStopsTheRunWithTheCategoryNamed) {
-  const Result r = run_origami("train --model tiny --seq 64 --steps 1 --threads 1 --memory-cap 1MiB");
-  EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("memory cap"));
+  const CliRun r = origami("train --model tiny --seq 64 --steps 1 --threads 1 --memory-cap 1MiB");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("memory cap"));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 
 using origami::cli_test::CliRun;
+using origami::cli_test::losses;
 using origami::cli_test::origami;
 using origami::cli_test::slurp;
 using origami::cli_test::temp_base;
@@ -105,13 +106,6 @@ TEST(TrainDryRunCli, LinkModelRunComputesTheSameSteps) {
   ASSERT_EQ(plain.code, 0) << plain.err;
   ASSERT_EQ(linked.code, 0) << linked.err;
   EXPECT_THAT(linked.out, HasSubstr("link model: intra-node alpha 0.0001 s beta 1e+09 B/s"));
-  const auto losses = [](const std::string& out) {
-    std::string all;
-    for (std::size_t at = out.find(" loss "); at != std::string::npos;
-         at = out.find(" loss ", at + 1))
-      all += out.substr(at, 13);
-    return all;
-  };
   EXPECT_FALSE(losses(plain.out).empty());
   EXPECT_EQ(losses(plain.out), losses(linked.out));
 }
