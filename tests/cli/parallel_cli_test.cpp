@@ -95,6 +95,16 @@ TEST(ParallelCli, TspUnderMpirunEqualsOneDevice) {
   EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
 }
 
+// Bad input found on the ranks of an MPI job ends the job with the same code as on one
+// process (2), every rank's message naming the constraint.
+TEST(ParallelCli, UnderMpirunBadInputExitsTwo) {
+  const CliRun r = origami("train --model tiny --seq 33 --strategy sp --degree 2 --steps 1",
+                           "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
+                               "/tests/comm/origami_mpirun 2 ");
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("rank 0: error: zigzag layout needs the sequence length"));
+}
+
 TEST(ParallelCli, RefusesPlansThatCannotWork) {
   struct Bad {
     const char* flags;

@@ -469,18 +469,23 @@ int mpi_main(const std::function<int(Communicator&)>& fn, LinkModel link) {
   MpiRuntime rt(link);
   int rc = 0;
   std::string failure;
+  int failure_code = 1;
   {
     MemoryTracker tracker(fmt::format("rank {}", rt.rank()));
     try {
       Communicator world = rt.world(tracker);
       rc = fn(world);
+    } catch (const ConfigError& e) {
+      // Bad input: the job ends with the command line's code for it (2), as on one process.
+      failure = fmt::format("origami: rank {}: error: {}", rt.rank(), e.what());
+      failure_code = 2;
     } catch (const std::exception& e) {
       failure = fmt::format("origami: rank {} failed: {}", rt.rank(), e.what());
     } catch (...) {
       failure = fmt::format("origami: rank {} failed with an unknown exception", rt.rank());
     }
   }
-  if (!failure.empty()) rt.abort(1, failure);
+  if (!failure.empty()) rt.abort(failure_code, failure);
   return rc;
 }
 
