@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "../checks.h"
+#include "../mpi_test_main.h"
 #include "origami/comm/mesh.h"
 #include "origami/comm/mpi_transport.h"
 
@@ -200,19 +201,6 @@ TEST(Mpi, MismatchedSizesAreReported) {
 }
 
 // Prints only failures, prefixed with the rank (ranks other than 0).
-class FailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (r.failed()) {
-      std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank_, r.file_name() ? r.file_name() : "?", r.line_number(),
-                   r.summary());
-    }
-  }
-
- private:
-  int rank_;
-};
 
 }  // namespace
 }  // namespace origami::comm
@@ -234,24 +222,7 @@ int main(int argc, char** argv) {
   }
   ::testing::InitGoogleTest(&argc, argv);
   MpiRuntime runtime;
-  int rc = 0;
-  {
-    origami::MemoryTracker tracker(fmt::format("rank {}", runtime.rank()));
-    Communicator world = runtime.world(tracker);
-    g_runtime = &runtime;
-    g_world = &world;
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    if (runtime.rank() != 0) {
-      delete listeners.Release(listeners.default_result_printer());
-      listeners.Append(new FailurePrinter(runtime.rank()));
-    }
-    rc = RUN_ALL_TESTS();
-    // Every rank's verdict counts.
-    std::vector<std::int32_t> v = {rc};
-    world.all_reduce(v, v, ReduceOp::Max);
-    rc = v[0];
-    if (runtime.rank() == 0) std::printf("MPI world of %d ranks: %s\n", runtime.size(), rc == 0 ? "all ranks passed" : "a rank failed");
-    g_world = nullptr;
-  }
-  return rc;
+  g_runtime = &runtime;
+  return origami::mpi_test::run_all_tests_on_every_rank(runtime,
+                                                        [](Communicator* world) { g_world = world; });
 }

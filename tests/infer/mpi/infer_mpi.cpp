@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "../infer_harness.h"
+#include "../../comm/mpi_test_main.h"
 #include "origami/comm/mpi_transport.h"
 #include "origami/comm/run_ranks.h"
 #include "origami/kernels/threads.h"
@@ -40,44 +41,13 @@ INSTANTIATE_TEST_SUITE_P(Layouts, InferMpi,
                                            parallel::TokenLayoutKind::Contiguous),
                          [](const auto& info) { return parallel::token_layout_name(info.param); });
 
-class FailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (r.failed())
-      std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank_, r.file_name() ? r.file_name() : "?",
-                   r.line_number(), r.summary());
-  }
-
- private:
-  int rank_;
-};
 
 }  // namespace
 }  // namespace origami::infer_test
 
 int main(int argc, char** argv) {
-  using namespace origami;
   ::testing::InitGoogleTest(&argc, argv);
-  comm::MpiRuntime runtime;
-  int rc = 0;
-  {
-    MemoryTracker tracker(fmt::format("rank {}", runtime.rank()));
-    comm::Communicator world = runtime.world(tracker);
-    infer_test::g_world = &world;
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    if (runtime.rank() != 0) {
-      delete listeners.Release(listeners.default_result_printer());
-      listeners.Append(new infer_test::FailurePrinter(runtime.rank()));
-    }
-    rc = RUN_ALL_TESTS();
-    std::vector<std::int32_t> v = {rc};  // every rank's verdict counts
-    world.all_reduce(v, v, comm::ReduceOp::Max);
-    rc = v[0];
-    if (runtime.rank() == 0)
-      std::printf("MPI world of %d ranks: %s\n", runtime.size(),
-                  rc == 0 ? "all ranks passed" : "a rank failed");
-    infer_test::g_world = nullptr;
-  }
-  return rc;
+  origami::comm::MpiRuntime runtime;
+  return origami::mpi_test::run_all_tests_on_every_rank(
+      runtime, [](origami::comm::Communicator* world) { origami::infer_test::g_world = world; });
 }

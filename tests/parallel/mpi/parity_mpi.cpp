@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "../harness.h"
+#include "../../comm/mpi_test_main.h"
 #include "origami/comm/mpi_transport.h"
 #include "origami/kernels/threads.h"
 
@@ -82,45 +83,13 @@ TEST_P(ParityMpi, EqualsOneDevice) {
 INSTANTIATE_TEST_SUITE_P(Subset, ParityMpi, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
 
-// Other ranks report only failures, prefixed with their rank.
-class FailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (r.failed())
-      std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank_, r.file_name() ? r.file_name() : "?",
-                   r.line_number(), r.summary());
-  }
-
- private:
-  int rank_;
-};
 
 }  // namespace
 }  // namespace origami::parity
 
 int main(int argc, char** argv) {
-  using namespace origami;
   ::testing::InitGoogleTest(&argc, argv);
-  comm::MpiRuntime runtime;
-  int rc = 0;
-  {
-    MemoryTracker tracker(fmt::format("rank {}", runtime.rank()));
-    comm::Communicator world = runtime.world(tracker);
-    parity::g_world = &world;
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    if (runtime.rank() != 0) {
-      delete listeners.Release(listeners.default_result_printer());
-      listeners.Append(new parity::FailurePrinter(runtime.rank()));
-    }
-    rc = RUN_ALL_TESTS();
-    std::vector<std::int32_t> v = {rc};  // every rank's verdict counts
-    world.all_reduce(v, v, comm::ReduceOp::Max);
-    rc = v[0];
-    if (runtime.rank() == 0)
-      std::printf("MPI world of %d ranks: %s\n", runtime.size(),
-                  rc == 0 ? "all ranks passed" : "a rank failed");
-    parity::g_world = nullptr;
-  }
-  return rc;
+  origami::comm::MpiRuntime runtime;
+  return origami::mpi_test::run_all_tests_on_every_rank(
+      runtime, [](origami::comm::Communicator* world) { origami::parity::g_world = world; });
 }
