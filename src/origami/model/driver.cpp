@@ -8,24 +8,6 @@
 
 namespace origami {
 
-Recompute parse_recompute(const std::string& name) {
-  if (name == "none") return Recompute::None;
-  if (name == "mlp") return Recompute::Mlp;
-  if (name == "full") return Recompute::Full;
-  throw ConfigError(fmt::format("unknown recompute policy '{}'; use none, mlp or full", name));
-}
-
-std::string recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::None:
-      return "none";
-    case Recompute::Mlp:
-      return "mlp";
-    case Recompute::Full:
-      return "full";
-  }
-  return "?";
-}
 
 namespace {
 // n = x * rstd * w (the norm recomputed from the saved input instead of saved itself).

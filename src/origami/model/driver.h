@@ -15,13 +15,10 @@
 
 #include "origami/model/block_ops.h"
 #include "origami/model/config.h"
+#include "origami/model/recompute.h"
 #include "origami/model/weights.h"
 
 namespace origami {
-
-enum class Recompute { None, Mlp, Full };
-Recompute parse_recompute(const std::string& name);  // "none", "mlp", "full"
-std::string recompute_name(Recompute r);
 
 class ModelDriver {
  public:

@@ -37,24 +37,6 @@ ElementSizes ElementSizes::of(const Precision& p) {
   return e;
 }
 
-Recompute parse_recompute(const std::string& name) {
-  if (name == "none") return Recompute::None;
-  if (name == "mlp") return Recompute::Mlp;
-  if (name == "full") return Recompute::Full;
-  throw ConfigError(fmt::format("unknown recompute policy '{}'; use none, mlp or full", name));
-}
-
-std::string recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::None:
-      return "none";
-    case Recompute::Mlp:
-      return "mlp";
-    case Recompute::Full:
-      return "full";
-  }
-  return "?";
-}
 
 void check_layout(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
   if (mesh.dp < 1 || mesh.tp < 1 || mesh.sp < 1 || mesh.tsp < 1)

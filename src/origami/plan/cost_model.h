@@ -11,6 +11,7 @@
 
 #include "origami/core/precision.h"
 #include "origami/model/config.h"
+#include "origami/model/recompute.h"
 
 namespace origami::plan {
 
@@ -28,9 +29,9 @@ struct Mesh {
   std::string json_strategy() const;
 };
 
-enum class Recompute { None, Mlp, Full };
-Recompute parse_recompute(const std::string& name);  // none | mlp | full (ConfigError else)
-std::string recompute_name(Recompute r);
+using origami::Recompute;  // model/recompute.h: none | mlp | full
+using origami::parse_recompute;
+using origami::recompute_name;
 
 // Bytes per element of each kind of tensor (fp32 everywhere in the engine today); `of` maps a
 // Precision profile (core/precision.h, shared with the dry run) onto it. Optimizer state per
