@@ -79,11 +79,14 @@ TEST(PlanCli, JsonRowsAreThePredictionsForEveryLayout) {
   EXPECT_TRUE(rows[0]["recommended"]);
   EXPECT_GT(out["longest_sequence"]["tsp"]["max_seq"].get<std::int64_t>(), 256);
   ASSERT_FALSE(out["inference"].empty());
-  // Memory and decode bytes checked against the engine (tests/infer/plan_check_test.cpp);
-  // the times and the prefill's weight bytes are not.
+  // Memory and decode bytes checked against the engine (tests/infer/plan_check_test.cpp), the
+  // times against the inference dry run (tests/infer/dry_run_check_test.cpp); the prefill's
+  // weight bytes are not.
   EXPECT_TRUE(out["inference"][0]["checked"]["memory"]);
   EXPECT_TRUE(out["inference"][0]["checked"]["decode_bytes"]);
-  EXPECT_FALSE(out["inference"][0]["checked"]["times"]);
+  EXPECT_TRUE(out["inference"][0]["checked"]["times"]);
+  EXPECT_EQ(out["inference"][0]["checked"]["times_against"], "dry_run");
+  EXPECT_FALSE(out["inference"][0]["checked"]["weight_bytes"]);
 }
 
 TEST(PlanCli, TableMarksTheRecommendationAndListsEveryLayout) {
@@ -96,7 +99,8 @@ TEST(PlanCli, TableMarksTheRecommendationAndListsEveryLayout) {
   EXPECT_THAT(r.out, HasSubstr("dp x tsp"));
   EXPECT_THAT(r.out, HasSubstr("\n* "));  // the recommendation
   EXPECT_THAT(r.out, HasSubstr("longest sequence that fits"));
-  EXPECT_THAT(r.out, HasSubstr("times and prefill weight bytes unchecked"));
+  EXPECT_THAT(r.out, HasSubstr("times against its dry run's virtual clock; prefill weight bytes "
+                               "unchecked"));
   // 16 baseline layouts of 8 devices and 3 TSP ones (tsp 8, dp 2 x tsp 4, dp 4 x tsp 2).
   std::istringstream lines(r.out);
   int rows = 0;

@@ -15,6 +15,7 @@
 #include "origami/comm/mpi_transport.h"
 #include "origami/comm/run_ranks.h"
 #include "origami/core/error.h"
+#include "origami/infer/dry_run.h"
 #include "origami/infer/engine.h"
 #include "origami/kernels/threads.h"
 #include "origami/train/checkpoint.h"
@@ -219,9 +220,104 @@ GenerateCommand::GenerateCommand(CLI::App& app) {
   command_->add_option("--backend", o.backend, "threads or mpi (chosen under mpirun)")
       ->capture_default_str();
   command_->add_option("--threads", o.threads, "kernel threads in all")->capture_default_str();
+  // The dry run: the real engine on unbacked tensors, virtual clocks (infer/dry_run.h).
+  command_->add_flag("--dry-run", dry_run_,
+                     "run without computing: a TSP prefill of synthetic prompts and greedy "
+                     "decode, memory accounted not allocated, virtual prefill and decode times");
+  const auto dry = [&](CLI::Option* opt) {
+    dry_options_.push_back(opt->capture_default_str());
+  };
+  dry(command_->add_option("--model", preset_,
+                           "dry run: built-in model preset (tiny, small, 1b, 7b, 13b, 70b)"));
+  dry(command_->add_option("--prompt-tokens", prompt_tokens_, "dry run: tokens per prompt"));
+  dry(command_->add_option("--batch", batch_, "dry run: prompts"));
+  dry(command_->add_option("--flops-rate", flops_rate_gflops_,
+                           "dry run: GFLOP/s of one rank (gemm and attention FLOPs)"));
+  dry(command_->add_option("--memory-bw", memory_bw_gbps_,
+                           "dry run: GB/s of one rank's memory; a GEMM or attention charges "
+                           "max(FLOPs/rate, bytes read/bandwidth) (0: off)"));
+  dry(command_->add_option("--precision", precision_, "dry run: element sizes, fp32 or bf16"));
+  dry(command_->add_option("--json", json_path_, "dry run: write the report as JSON to this file"));
+  const std::pair<const char*, double*> link_numbers[] = {
+      {"--intra-alpha", &link_.intra_alpha_s}, {"--intra-beta", &link_.intra_beta_Bps},
+      {"--inter-alpha", &link_.inter_alpha_s}, {"--inter-beta", &link_.inter_beta_Bps}};
+  const char* link_help[] = {"intra-node latency (s)", "intra-node bandwidth (B/s)",
+                             "inter-node latency (s)", "inter-node bandwidth (B/s)"};
+  for (std::size_t i = 0; i < std::size(link_numbers); ++i)
+    dry(command_->add_option(link_numbers[i].first, *link_numbers[i].second,
+                             std::string("dry run: ") + link_help[i]));
+  dry(command_->add_option("--devices-per-node", link_.devices_per_node,
+                           "dry run: consecutive ranks per node (link classes)"));
+}
+
+int GenerateCommand::run_dry() {
+  const GenerateOptions& o = options_;
+  if (!o.checkpoint.empty() || !o.model_dir.empty() || !o.prompts.empty() ||
+      !prompt_files_.empty())
+    throw ConfigError(
+        "--dry-run needs no checkpoint and no prompt: give --model (or --config) and "
+        "--prompt-tokens, --batch");
+  if (o.sampling.temperature != 0)
+    throw ConfigError("--dry-run decodes greedily: drop --temperature");
+  if (o.strategy != "single" && o.strategy != "tsp")
+    throw ConfigError(fmt::format("--strategy {}: generate runs single or tsp", o.strategy));
+  if (preset_.empty() == o.config_path.empty())
+    throw ConfigError("--dry-run: give exactly one of --model PRESET or --config FILE");
+  if (launched_by_mpirun())
+    throw ConfigError("--dry-run simulates its ranks in one process: run it without mpirun");
+  std::vector<std::string> warnings;
+  ModelConfig model =
+      preset_.empty() ? load_model_config(o.config_path, &warnings) : model_preset(preset_);
+  for (const std::string& w : warnings) std::cerr << "origami: warning: " << w << "\n";
+  // --degree D alone means TSP over D simulated ranks (D = 1: one device).
+  const int D = o.degree > 0 ? o.degree : (o.strategy == "tsp" ? 2 : 1);
+  infer::InferDryRunOptions d;
+  d.prompt_tokens = prompt_tokens_;
+  d.batch = batch_;
+  d.new_tokens = o.max_new_tokens;
+  d.layout = parallel::parse_token_layout(o.layout);
+  d.precision = Precision::parse(precision_);
+  if (!(flops_rate_gflops_ > 0))
+    throw ConfigError(fmt::format("--flops-rate must be > 0 GFLOP/s, got {}", flops_rate_gflops_));
+  if (!(memory_bw_gbps_ >= 0))
+    throw ConfigError(fmt::format("--memory-bw must be >= 0 GB/s (0: off), got {}", memory_bw_gbps_));
+  d.flop_rate = flops_rate_gflops_ * 1e9;
+  d.memory_bw = memory_bw_gbps_ * 1e9;
+  d.link = link_;
+  const std::int64_t need = prompt_tokens_ + o.max_new_tokens;
+  if (need > model.max_position_embeddings) {
+    // A long-context run of a preset: the position range grows to the prompt and its tokens.
+    std::cout << fmt::format("dry run: max_position_embeddings {} raised to {}\n",
+                             model.max_position_embeddings, need);
+    model.max_position_embeddings = need;
+  }
+  std::cout << fmt::format(
+      "dry run: {} parameters, tsp={} simulated ranks, {} prompts x {} tokens, {} new tokens, "
+      "precision {}, {:.4g} GFLOP/s{} per rank, {}\n",
+      model.num_parameters(), D, d.batch, d.prompt_tokens, d.new_tokens, d.precision.name,
+      flops_rate_gflops_,
+      memory_bw_gbps_ > 0 ? fmt::format(" and {:.4g} GB/s", memory_bw_gbps_) : std::string(),
+      [&] {
+        comm::LinkModel l = link_;
+        l.enabled = true;
+        return l.describe();
+      }());
+  const infer::InferDryRunReport r = infer::infer_dry_run(model, D, d);
+  std::cout << r.summary();
+  if (!json_path_.empty()) {
+    std::ofstream f(json_path_);
+    if (!f) throw ConfigError(fmt::format("cannot write --json {}", json_path_));
+    f << r.to_json() << "\n";
+  }
+  return 0;
 }
 
 int GenerateCommand::run() {
+  if (dry_run_) return run_dry();
+  for (CLI::Option* opt : dry_options_)
+    if (opt->count() > 0)
+      throw ConfigError(fmt::format("{} belongs to --dry-run (add it, or drop {})",
+                                    opt->get_name(), opt->get_name()));
   for (const std::string& path : prompt_files_) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw ConfigError(fmt::format("cannot read --prompt-file {}", path));

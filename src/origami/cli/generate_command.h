@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "origami/comm/link_model.h"
 #include "origami/core/memory_tracker.h"
 #include "origami/infer/sampling.h"
 
@@ -53,6 +54,18 @@ class GenerateCommand {
   CLI::App* command_;
   GenerateOptions options_;
   std::vector<std::string> prompt_files_;
+  // The dry run (docs/inference.md "Dry run"): no checkpoint, synthetic prompts.
+  bool dry_run_ = false;
+  std::string preset_;
+  std::int64_t prompt_tokens_ = 4096;
+  std::int64_t batch_ = 1;
+  double flops_rate_gflops_ = 100000;  // per rank
+  double memory_bw_gbps_ = 0;          // per rank, GB/s; 0: off
+  std::string precision_ = "fp32";
+  std::string json_path_;
+  comm::LinkModel link_;
+  std::vector<CLI::Option*> dry_options_;  // refused without --dry-run
+  int run_dry();
 };
 
 }  // namespace origami::cli

@@ -13,9 +13,15 @@ Clock* current() {
 }
 
 bool skip_kernel(double flops) {
+  return skip_kernel(flops, 0.0);
+}
+
+bool skip_kernel(double flops, double elements_read) {
   Clock* c = t_clock;
   if (c == nullptr) return false;
-  const double s = flops / c->flop_rate;
+  double s = flops / c->flop_rate;
+  if (c->mem_bw_Bps > 0)
+    s = std::max(s, elements_read * static_cast<double>(c->elem_bytes) / c->mem_bw_Bps);
   c->now_s += s;
   c->compute_s += s;
   c->flops += flops;

@@ -21,6 +21,11 @@ struct Clock {
   double compute_s = 0;              // the part of now_s charged by kernels
   double flops = 0;                  // FLOPs charged
   std::int64_t comm_elem_bytes = 4;  // bytes per transferred fp32 element (the profile's)
+  // Optional memory bound (0: off, FLOPs only): a kernel that states the elements it reads
+  // is charged max(flops / flop_rate, elements × elem_bytes / mem_bw_Bps) -- decode reads
+  // every weight and the KV cache once for a handful of rows, so it is bandwidth-bound.
+  double mem_bw_Bps = 0;
+  std::int64_t elem_bytes = 4;  // bytes per element a kernel reads (the profile's activations)
   // Per destination world rank: when this stream's link to it is free again. Messages one
   // stream sends to one peer share the link's bandwidth in posting order (the comm layer
   // sets and reads it).
@@ -36,6 +41,9 @@ inline bool active() {
 // In a dry run: advances the clock by flops / flop_rate and returns true (the caller then
 // skips the computation). Outside a dry run: false.
 bool skip_kernel(double flops);
+// The same, for a kernel reading `elements_read` operand elements: charged
+// max(flops / flop_rate, elements_read × elem_bytes / mem_bw_Bps) when mem_bw_Bps > 0.
+bool skip_kernel(double flops, double elements_read);
 
 // now = max(now, t); nothing outside a dry run or for t < 0 (no virtual time recorded).
 void join(double t);

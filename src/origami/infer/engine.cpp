@@ -159,8 +159,9 @@ const Tensor& InferenceEngine::prefill(const std::vector<std::vector<std::int32_
     const auto at = static_cast<std::int64_t>(
         std::find(kv_positions.begin(), kv_positions.end(), p) - kv_positions.begin());
     const int owner = static_cast<int>(at / Sl);
-    if (owner == rank_) copy_floats(last.f32() + b * h, x.f32() + (b * Sl + at % Sl) * h, h);
-    if (D_ > 1) axis_.broadcast(comm::Buffer(last.f32() + b * h, h, DType::F32), owner);
+    if (owner == rank_)
+      copy_floats(float_at(last.f32(), b * h), float_at(x.f32(), (b * Sl + at % Sl) * h), h);
+    if (D_ > 1) axis_.broadcast(comm::Buffer(float_at(last.f32(), b * h), h, DType::F32), owner);
   }
   x = Tensor();
   head(last.f32(), B);
@@ -218,16 +219,16 @@ const Tensor& InferenceEngine::decode(const std::vector<std::int32_t>& tokens) {
       const std::int64_t p = pos[static_cast<std::size_t>(b)], slot = cache_->slot_of(p);
       float* kc = cache_->k(l, b);
       float* vc = cache_->v(l, b);
-      copy_floats(kc + slot * kvd, k.f32() + b * kvd, kvd);
-      copy_floats(vc + slot * kvd, v.f32() + b * kvd, kvd);
+      copy_floats(float_at(kc, slot * kvd), float_at(k.f32(), b * kvd), kvd);
+      copy_floats(float_at(vc, slot * kvd), float_at(v.f32(), b * kvd), kvd);
       const kernels::AttentionShape shape{.batch = 1,
                                           .q_len = 1,
                                           .kv_len = cache_->visible_slots(p),
                                           .heads = Hl,
                                           .kv_heads = Kl,
                                           .head_dim = d};
-      kernels::attention_forward(shape, q.f32() + b * qd, kc, vc, &p, slot_pos, scale,
-                                 out.f32() + b * qd, lse.f32());
+      kernels::attention_forward(shape, float_at(q.f32(), b * qd), kc, vc, &p, slot_pos, scale,
+                                 float_at(out.f32(), b * qd), lse.f32());
     }
     kernels::linear_forward(B, qd, h, out.f32(), w.wo, y.f32());
     if (D_ > 1) axis_.all_reduce(y, y);

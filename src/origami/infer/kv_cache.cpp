@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "origami/core/error.h"
+#include "origami/core/float_ops.h"
 
 namespace origami::infer {
 
@@ -33,10 +34,10 @@ KvCache::KvCache(MemoryTracker& tracker, std::int64_t layers, std::int64_t batch
 }
 
 float* KvCache::k(std::int64_t layer, std::int64_t seq) {
-  return k_[static_cast<std::size_t>(layer)].f32() + seq * capacity_ * width_;
+  return float_at(k_[static_cast<std::size_t>(layer)].f32(), seq * capacity_ * width_);
 }
 float* KvCache::v(std::int64_t layer, std::int64_t seq) {
-  return v_[static_cast<std::size_t>(layer)].f32() + seq * capacity_ * width_;
+  return float_at(v_[static_cast<std::size_t>(layer)].f32(), seq * capacity_ * width_);
 }
 
 void KvCache::spread_prefill(std::int64_t layer) {

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/core/rng.h"
 
@@ -141,10 +142,15 @@ std::vector<std::int32_t> sample_tokens(comm::Communicator& axis, const float* l
                                         const SamplingOptions& o, std::int64_t step) {
   validate(o);
   const bool greedy = o.temperature == 0;
+  // The dry run's logits are unbacked (null): every rank offers (-inf, its first id), so the
+  // arg-max's tie rule draws id 0 for every sequence -- the same collective, no data read.
+  const bool unbacked = logits == nullptr && batch * s.rows > 0;
+  if (unbacked && !(greedy && dryrun::active()))
+    throw ConfigError("sampling on unbacked logits: only greedy decoding runs in a dry run");
   const std::vector<float> floor =
       greedy ? std::vector<float>(static_cast<std::size_t>(batch), kNegInfF)
              : sampling_thresholds(axis, logits, batch, s, o);
-  const std::int64_t n = valid_rows(s);
+  const std::int64_t n = unbacked ? 0 : valid_rows(s);
   std::vector<double> best(static_cast<std::size_t>(batch), kNegInf);
   std::vector<std::int64_t> index(static_cast<std::size_t>(batch), s.first_id);
   for (std::int64_t b = 0; b < batch; ++b) {

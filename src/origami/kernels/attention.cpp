@@ -202,7 +202,10 @@ void attention_forward(const AttentionShape& s, const float* q, const float* k, 
                        const std::int64_t* q_pos, const std::int64_t* k_pos, float scale,
                        float* out, float* lse) {
   if (dryrun::active()) {  // charged the products the kernel computes under the mask
-    dryrun::skip_kernel(attention_forward_flops(s, q_pos, k_pos));
+    // (or, with a memory bandwidth set, reading q and the kv_len rows of K and V once)
+    const double read = static_cast<double>(s.batch * s.head_dim) *
+                        static_cast<double>(s.q_len * s.heads + 2 * s.kv_len * s.kv_heads);
+    dryrun::skip_kernel(attention_forward_flops(s, q_pos, k_pos), read);
     return;
   }
   check_call(s, scale, q != nullptr && out != nullptr && lse != nullptr,

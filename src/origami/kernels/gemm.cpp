@@ -36,7 +36,8 @@ void scale_c(std::int64_t M, std::int64_t N, float beta, float* C, std::int64_t 
 void gemm(Trans trans_a, Trans trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
           float alpha, const float* A, std::int64_t lda, const float* B, std::int64_t ldb,
           float beta, float* C, std::int64_t ldc) {
-  if (dryrun::skip_kernel(gemm_flops(M, N, K))) return;  // dry run: 2MNK charged
+  // Dry run: 2MNK charged (or reading A and B once, when a memory bandwidth is set).
+  if (dryrun::skip_kernel(gemm_flops(M, N, K), static_cast<double>(M * K + K * N))) return;
   ORIGAMI_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M={} N={} K={}", M, N, K);
   const std::int64_t a_cols = stored_cols(trans_a, M, K);
   const std::int64_t b_cols = stored_cols(trans_b, K, N);

@@ -1,6 +1,8 @@
 #include "origami/plan/inference.h"
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -70,6 +72,143 @@ InferenceMemory decode_memory(const Shapes& s, const Workload& w, std::int64_t r
   return m;
 }
 
+struct InferenceTimes {
+  double prefill_compute_s = 0, prefill_exposed_s = 0, decode_compute_s = 0, decode_comm_s = 0;
+};
+
+// The engine's schedule, kernel by kernel (infer/engine.cpp), as the dry run charges it
+// (docs/dry-run.md): a GEMM or attention call takes max(FLOPs / rate, operand bytes read /
+// memory bandwidth) -- the bound only matters for the few rows of decode and the prefill's
+// head --, elementwise kernels nothing; a message alpha + bytes / beta.
+InferenceTimes inference_times(const Shapes& s, const Workload& w,
+                               const Hardware& hw, int degree, double rate,
+                               std::int64_t new_tokens) {
+  const double D = degree, L = double(s.L), h = double(s.h), d = double(s.d);
+  const double B = double(w.batch), S = double(w.seq), R = double(s.block_rows);
+  const double qd = double(s.qd), kvd = double(s.kvd), fl = double(s.ffn);
+  const double Hl = double(s.heads), Kl = double(s.kv_heads), vr = double(s.vocab_rows);
+  const double ea = double(w.elem.activation), ec = double(w.elem.comm);
+  const double bw = hw.memory_bw_Bps;
+  const auto kernel = [&](double flops, double elements) {
+    const double t = flops / rate;
+    return bw > 0 ? std::max(t, elements * ea / bw) : t;
+  };
+  const auto gemm = [&](double M, double K, double N) {
+    return kernel(2 * M * N * K, M * K + K * N);
+  };
+  const Link& link = hw.devices_per_node >= degree ? hw.intra : hw.inter;
+  const auto t = [&](double bytes) { return link.alpha_s + bytes / link.beta_Bps; };
+  InferenceTimes out;
+
+  // Prefill: the TSP forward, followed call by call on one rank's virtual clock (the ranks
+  // are symmetric). Per layer, D head groups (tsp_attention.cpp): begin(k) waits for shard
+  // P_k, projects group k, starts its K and V all-gathers (on the axis' stream) and issues the
+  // broadcast of P_{k+2} (or, for k >= D-2, of the next layer's P_0, P_1) on the shard stream;
+  // group j then runs its local rows' attention, W_O of group j-1, begin(j+1), waits its
+  // gathers and runs its remote rows. Then the MLP ring (tsp_mlp.cpp): D shards, each hop
+  // posted before the shard's GEMMs and waited after. Streams are independent (the dry run
+  // shares no link between them); a message costs alpha + bytes / beta, a chain broadcast
+  // (D-1)·alpha + (chunks + D-2) chunks / beta, a ring all-gather D-1 hops.
+  const double Sl = S / D;
+  double local_pairs = 0, rank_pairs = 0;  // per sequence: own keys only, and all visible
+  if (w.contiguous || D == 1) {
+    // The last rank (the slowest): positions (D-1)·Sl .. S-1.
+    local_pairs = Sl * (Sl + 1) / 2;
+    rank_pairs = Sl * (S - Sl) + local_pairs;
+  } else {  // zigzag: chunks r and 2D-1-r of c = S/2D tokens; every rank sees S(S+1)/2D pairs
+    const double c = S / (2 * D);
+    local_pairs = 2 * c * c + c;
+    rank_pairs = S * (S + 1) / (2 * D);
+  }
+  const auto core = [&](double pairs, double keys) {  // one group's attention call
+    return kernel(4 * d * Hl * B * pairs, B * d * (Sl * Hl + 2 * keys * Kl));
+  };
+  const double project = gemm(R, h, qd) + 2 * gemm(R, h, kvd), wo = gemm(R, qd, h);
+  const double local = core(local_pairs, Sl);
+  const double remote = D > 1 ? core(rank_pairs - local_pairs, (D - 1) * Sl) : 0.0;
+  const double shard = 2 * gemm(R, h, fl) + gemm(R, fl, h);  // one MLP shard
+  out.prefill_compute_s = L * (D * (project + wo + local + remote + shard)) + gemm(B, h, vr);
+  if (D == 1) {
+    out.prefill_exposed_s = 0;
+  } else {
+    const double A = 2 * (qd + kvd) * h * ec, M = 3 * fl * h * ec;
+    const double chunk = std::min(A, double(512 << 10));
+    const double chunks = std::ceil(A / chunk);
+    // A chain broadcast reaches the chain's last rank after (D-1) alpha + (chunks + D-2) chunk
+    // hops; broadcasts queued on the stream follow each other every alpha + (chunks + 2) chunk
+    // hops (the chain's steady state: a root posts its chunks once its previous broadcast's
+    // last two chunks have passed it).
+    const double bc = (D - 1) * link.alpha_s + (chunks + D - 2) * chunk / link.beta_Bps;
+    const double bc_every = link.alpha_s + (chunks + 2) * chunk / link.beta_Bps;
+    const double gathers = 2 * (D - 1) * t(R * kvd * ec);  // K then V on the axis' stream
+    // Before the layers: TspOps' two communicator splits (2(D-1) alpha) and the embedding's
+    // three all-to-alls (ids spread evenly over the vocabulary blocks), waited at once.
+    const double foreign = std::floor(R * (D - 1) / D);
+    double now = 2 * (D - 1) * link.alpha_s + 3 * (D - 1) * link.alpha_s +
+                 ((D - 1) * 8 + foreign * 4 + foreign * h * ec) / link.beta_Bps;
+    double bfree = now, axis_free = now, ring_free = now;
+    std::vector<double> ready(static_cast<std::size_t>(degree) + 2, 0.0), next(2, 0.0);
+    const auto broadcast_at = [&](double issue) {
+      const double begin = std::max(issue, bfree);
+      bfree = begin + bc_every;
+      return begin + bc;
+    };
+    ready[0] = broadcast_at(now);  // layer 0's P_0 and P_1 (first_attention_shards)
+    ready[1] = broadcast_at(now);
+    std::vector<double> gathered(static_cast<std::size_t>(degree), 0.0);
+    const int Di = degree;
+    for (std::int64_t l = 0; l < s.L; ++l) {
+      const auto begin = [&](int k) {
+        now = std::max(now, ready[static_cast<std::size_t>(k)]) + project;
+        axis_free = std::max(now, axis_free) + gathers;
+        gathered[static_cast<std::size_t>(k)] = axis_free;
+        if (k + 2 < Di)
+          ready[static_cast<std::size_t>(k + 2)] = broadcast_at(now);
+        else
+          next[static_cast<std::size_t>(k + 2 - Di)] = broadcast_at(now);
+      };
+      begin(0);
+      for (int j = 0; j < Di; ++j) {
+        now += local + (j > 0 ? wo : 0.0);
+        if (j + 1 < Di) begin(j + 1);
+        now = std::max(now, gathered[static_cast<std::size_t>(j)]) + remote;
+      }
+      now += wo;
+      ready[0] = next[0];
+      ready[1] = next[1];
+      for (int k = 0; k < Di; ++k) {  // the MLP ring
+        double hop = 0;
+        if (k + 1 < Di) {
+          const double post = std::max(now, ring_free);
+          ring_free = post + M / link.beta_Bps;
+          hop = post + t(M);
+        }
+        now = std::max(now + shard, hop);
+      }
+    }
+    // The B last rows' broadcasts (one chunk each: D-1 hops), then the head.
+    now += B * (D - 1) * t(h * ec);
+    out.prefill_exposed_s = now - (out.prefill_compute_s - gemm(B, h, vr));
+  }
+
+  // Decode, one step of B tokens (engine.cpp decode): per layer the owned head group's Q, K, V
+  // and W_O GEMMs on B rows, one attention call per sequence over its cache, the F slice's
+  // three GEMMs; the head on the owned vocabulary rows. The new_tokens - 1 steps see caches of
+  // S + 1 .. S + new_tokens - 1 positions: their mean, S + new_tokens / 2.
+  const double kv = S + double(std::max<std::int64_t>(new_tokens, 2)) / 2;
+  const double attention = kernel(4 * d * Hl * kv, Hl * d + 2 * kv * Kl * d);
+  const double layer = gemm(B, h, qd) + 2 * gemm(B, h, kvd) + B * attention + gemm(B, qd, h) +
+                       2 * gemm(B, h, fl) + gemm(B, fl, h);
+  out.decode_compute_s = L * layer + gemm(B, h, vr);
+  if (D > 1) {
+    // Every all-reduce waited at once: 2L + 1 in-place rings of [B, h] (2(D-1) steps of B h / D
+    // elements) and the sampling's ring of B (max, index) pairs of 16 bytes.
+    const double ring = 2 * (D - 1);
+    out.decode_comm_s = (2 * L + 1) * ring * t(B * h / D * ec) + ring * t(16 * std::ceil(B / D));
+  }
+  return out;
+}
+
 }  // namespace
 
 InferenceRow predict_inference(const ModelConfig& m, int degree, const Workload& w,
@@ -113,42 +252,14 @@ InferenceRow predict_inference(const ModelConfig& m, int degree, const Workload&
   row.decode_bytes = tr.decode_all_reduce + tr.decode_argmax;
 
   const double rate = hw.flops_per_s(w.bf16() ? Precision::bf16() : Precision::fp32());
-  const double H = double(m.num_attention_heads), d = double(m.head_dim());
-  const double Hkv = double(m.num_key_value_heads), f = double(m.intermediate_size);
-  const double L = double(s.L), V = double(m.vocab_size), hd = double(h);
-  const double P = L * (2 * hd * H * d + 2 * hd * Hkv * d + 3 * hd * f) + hd * V;
-  const double S = double(w.seq), Bd = double(B);
-  const Link& link = hw.devices_per_node >= degree ? hw.intra : hw.inter;
-  const auto t = [&](double bytes) { return link.alpha_s + bytes / link.beta_Bps; };
-
-  // Prefill: the training forward's FLOPs (the head on the last rows only); exposed as in
-  // training (the shard broadcasts after shard 0 and the MLP ring hops overlapped, K/V gathers
-  // not).
-  const double prefill_flops =
-      (2 * (P - hd * V) * Bd * S + 2 * hd * V * Bd + 4 * d * H * Bd * S * (S + 1) / 2 * L) /
-      double(D);
-  const double kv_gather = double(D - 1) * double(R * s.kvd * ec);
-  const double exposed =
-      D > 1 ? L * (t(double(A)) +
-                   2 * double(D) * (link.alpha_s * double(D - 1) + kv_gather / link.beta_Bps))
-            : 0;
-  row.prefill_s = prefill_flops / rate + exposed;
-
-  // Decode, one token for each of the B sequences: weights and the cache are read once
-  // (memory-bound) or the FLOPs dominate; 2L + 1 all-reduces of [B, h] and one of B (max,
-  // index) pairs of 16 bytes.
-  const double decode_flops = Bd * (2 * P + 4 * d * H * S * L) / double(D);
-  const double read_bytes = double(row.parameters + row.kv_cache);
-  const double compute = std::max(decode_flops / rate, read_bytes / hw.memory_bw_Bps);
-  double comm = 0;
-  if (D > 1) {
-    const double ar = Bd * hd * double(ec);
-    const double ring = 2.0 * double(D - 1) / double(D);
-    comm = (2 * L + 1) * (2 * double(D - 1) * link.alpha_s + ring * ar / link.beta_Bps) +
-           (2 * double(D - 1) * link.alpha_s + ring * 16 * Bd / link.beta_Bps);
-  }
-  row.decode_token_s = compute + comm;
-  row.decode_tokens_per_s = Bd / row.decode_token_s;
+  const InferenceTimes times = inference_times(s, w, hw, degree, rate, new_tokens);
+  row.prefill_compute_s = times.prefill_compute_s;
+  row.prefill_exposed_s = times.prefill_exposed_s;
+  row.prefill_s = times.prefill_compute_s + times.prefill_exposed_s;
+  row.decode_compute_s = times.decode_compute_s;
+  row.decode_comm_s = times.decode_comm_s;
+  row.decode_token_s = times.decode_compute_s + times.decode_comm_s;
+  row.decode_tokens_per_s = double(B) / row.decode_token_s;
   return row;
 }
 

@@ -50,9 +50,11 @@ struct InferenceRow {
   }
   bool fits = false;
   InferenceTraffic traffic;
-  double prefill_s = 0;            // the prompt's forward
+  double prefill_s = 0;            // the prompt's forward: compute + exposed communication
+  double prefill_compute_s = 0, prefill_exposed_s = 0;
   std::int64_t prefill_bytes = 0;  // sent per rank during prefill (all-to-alls excluded)
-  double decode_token_s = 0;       // one decode step of the whole batch
+  double decode_token_s = 0;       // one decode step of the whole batch (its sampling included)
+  double decode_compute_s = 0, decode_comm_s = 0;
   std::int64_t decode_bytes = 0;   // sent per rank per decode step
   double decode_tokens_per_s = 0;  // batch / decode_token_s, one replica
 };

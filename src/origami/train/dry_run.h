@@ -33,6 +33,10 @@ struct DryRunOptions {
   std::string recompute = "none";  // none | mlp | full
   Precision precision = Precision::fp32();
   double flop_rate = 100e12;  // FLOP/s of one rank (gemm and attention FLOPs are charged)
+  // Bytes/s of one rank's memory; 0 (default): off, kernels charge FLOPs only. When set, a GEMM
+  // or attention forward charges max(FLOPs / flop_rate, operand bytes read / memory_bw), the
+  // operands at the profile's activation size (docs/dry-run.md, "Memory bandwidth").
+  double memory_bw = 0;
   comm::LinkModel link;       // alpha, beta per link class, devices per node ("enabled" ignored)
   std::uint64_t seed = 1234;
   // Per-rank cap on the accounted bytes: a rank that would exceed it fails with OutOfBudget
