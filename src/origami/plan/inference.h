@@ -3,7 +3,9 @@
 // weight-stationary on the resident shards (tensor parallel): 1 + 2L all-reduces of [B, h]
 // per step (embedding; per layer W_O and W_down) and the sampling's (max, index) all-reduce.
 // Derived from infer/engine.cpp and checked against it by tests/infer/plan_check_test.cpp:
-// every category's per-rank peak of each phase, and the bytes each operation sends per rank.
+// every category's per-rank peak of each phase, and the bytes each operation sends per rank;
+// the times against the inference dry run's virtual clock (infer/dry_run.h) by
+// tests/infer/dry_run_check_test.cpp.
 #pragma once
 
 #include <cstdint>
