@@ -91,7 +91,7 @@ void print_comm_breakdown(std::ostream& out, const PlanReport& p) {
     const bool step = c.gradient_reduction;
     out << fmt::format(
         "  {:<11} {:<22} {:>5} {:>7} {:>10.2f} {:>10.2f} {:>10.3f} {:>11.2f} {:>9.3g} {:>9.3g}\n",
-        c.op.axis, step ? c.op.op + " (grads)" : c.op.op, plan::link_class_name(c.link),
+        c.op.axis, step ? c.op.op + " (step)" : c.op.op, plan::link_class_name(c.link),
         c.op.calls, step ? 0.0 : double(c.op.forward_bytes) / mib,
         step ? 0.0 : double(c.op.bytes_sent - c.op.forward_bytes) / mib,
         double(c.op.layer_bytes) / double(L) / mib, double(c.op.bytes_sent) / mib, c.seconds,

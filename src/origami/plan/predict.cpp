@@ -244,8 +244,21 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& w, con
     }
   };
   add(comm_per_micro_batch(m, l, w), false);
-  add(comm_gradient_reduction(m, l, w.elem), true);
-  add(comm_step_scalars(l), true);
+  // Once per step: the weight gradients' all-reduces and the scalars', one row per axis and
+  // operation (they are the same collective on the same communicator).
+  std::vector<CommOp> step = comm_gradient_reduction(m, l, w.elem);
+  for (const CommOp& scalar : comm_step_scalars(l)) {
+    const auto same = std::find_if(step.begin(), step.end(), [&](const CommOp& o) {
+      return o.axis == scalar.axis && o.op == scalar.op;
+    });
+    if (same == step.end()) {
+      step.push_back(scalar);
+    } else {
+      same->calls += scalar.calls;
+      same->bytes_sent += scalar.bytes_sent;
+    }
+  }
+  add(step, true);
 
   const double rate = hw.flops_per_s(w.bf16() ? Precision::bf16() : Precision::fp32());
   p.model_flops_per_device = training_flops(m, w.batch, w.seq) / l.world();
