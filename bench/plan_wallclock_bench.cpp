@@ -9,12 +9,17 @@
 //     oneDNN GEMM rate on two of the model's shapes is printed beside it (kernel efficiency).
 //     A plan::Hardware gets that rate, achievable 1, the link's alpha and beta on both link
 //     classes and devices_per_node = the degree; the dry run gets the same rate and link.
-//  2. for each row (layout, recompute policy): warm-up step(s) then --steps measured steps,
-//     each timed between barriers, link OFF then link ON; the medians against
+//  2. for each row (layout, recompute policy), --rounds rounds of a link-OFF run then a
+//     link-ON run, each warm-up step(s) then --steps steps timed one by one between barriers
+//     (interleaved: a change in the shared machine's load falls on both modes); the medians
+//     over all timed steps against
 //       predicted compute       / measured link-off step
 //       predicted exposed comm  / measured (link-on - link-off)
 //       predicted step          / measured link-on step,  and the dry run's step / measured
-//     plus the time the ranks sat in wait() per step (communicator stats, link on and off).
+//     plus the time the ranks sat in wait() per step (communicator stats, link on and off),
+//     and each rank's CPU time per step against the compute predicted at the rate calibrated
+//     on the single step's CPU time (waits are passive: CPU time is the work a rank did, an
+//     estimate of its step on a core of its own, whatever else runs on the machine).
 //
 //   plan_wallclock_bench --seq 2048 --alpha 30e-6 --beta 0.2e9 --csv wallclock.csv
 //   plan_wallclock_bench --quick --csv smoke.csv        (tiny model: a smoke test, seconds)
@@ -50,7 +55,7 @@ namespace {
 struct Options {
   std::vector<std::string> rows = {"single", "dp",       "tp",       "tpsp",      "sp",
                                    "tsp",    "tp:full",  "tsp:full", "single:full"};
-  int degree = 2, warmup = 1, steps = 3;
+  int degree = 2, warmup = 1, steps = 2, rounds = 2;
   std::int64_t seq = 2048;
   ModelConfig model;
   // A slow link, so that communication is a sizeable part of the step (TP: about a third).
@@ -115,6 +120,7 @@ double gemm_rate(std::int64_t M, std::int64_t N, std::int64_t K) {
   return kernels::gemm_flops(M, N, K) / median(t);
 }
 
+// One mode (link off or on) of a row over every round: medians and means per step.
 struct Measured {
   double step_s = 0;    // median wall time of a step
   double waited_s = 0;  // per step, the slowest rank's seconds blocked in wait()
@@ -123,7 +129,7 @@ struct Measured {
   double loss = 0;
 };
 
-Measured measure(const Options& o, const Row& r, bool link_on) {
+StepRun one_run(const Options& o, const Row& r, bool link_on) {
   StepOptions so;
   so.seq = o.seq;
   so.batch = r.batch;
@@ -136,15 +142,30 @@ Measured measure(const Options& o, const Row& r, bool link_on) {
   so.link.intra_alpha_s = so.link.inter_alpha_s = o.alpha;
   so.link.intra_beta_Bps = so.link.inter_beta_Bps = o.beta;
   so.link.devices_per_node = o.degree;
-  const StepRun run = run_step(o.model, r.sc, so);
+  StepRun run = run_step(o.model, r.sc, so);
   if (!run.ok) throw ConfigError(fmt::format("{}: {}", r.word, run.error));
-  Measured m;
-  m.steps = run.step_wall_s;
-  m.step_s = median(run.step_wall_s);
-  m.waited_s = rank_max(run).total.exposed_s / o.steps;
-  m.cpu_s = run.cpu_s / o.steps / r.sc.plan.world();
-  m.loss = run.loss;
-  return m;
+  return run;
+}
+
+// --rounds rounds of (link off, link on), interleaved so that a change in the machine's load
+// (other processes on the shared cores) falls on both modes alike.
+std::pair<Measured, Measured> measure(const Options& o, const Row& r) {
+  Measured mode[2];
+  for (int round = 0; round < o.rounds; ++round)
+    for (int on = 0; on < 2; ++on) {
+      const StepRun run = one_run(o, r, on == 1);
+      Measured& m = mode[on];
+      m.steps.insert(m.steps.end(), run.step_wall_s.begin(), run.step_wall_s.end());
+      m.waited_s += rank_max(run).total.exposed_s;
+      m.cpu_s += run.cpu_s / r.sc.plan.world();
+      m.loss = run.loss;
+    }
+  for (Measured& m : mode) {
+    m.step_s = median(m.steps);
+    m.waited_s /= double(m.steps.size());
+    m.cpu_s /= double(m.steps.size());
+  }
+  return {mode[0], mode[1]};
 }
 
 plan::Hardware hardware(const Options& o, double rate) {
@@ -201,13 +222,14 @@ int run(const Options& o) {
     parallel::validate_plan(r.sc.plan, o.model, o.seq, r.batch, r.sc.plan.world());
   const std::int64_t S = o.seq, h = o.model.hidden_size;
   std::printf("model h %lld, %lld layers, %lld heads (%lld kv), f %lld, V %lld; S %lld; "
-              "%d ranks x 1 kernel thread; warm-up %d, median of %d steps\n",
+              "%d ranks x 1 kernel thread; %d rounds of (link off, link on) runs of %d warm-up + %d "
+              "timed steps, median over the timed steps\n",
               static_cast<long long>(h), static_cast<long long>(o.model.num_hidden_layers),
               static_cast<long long>(o.model.num_attention_heads),
               static_cast<long long>(o.model.num_key_value_heads),
               static_cast<long long>(o.model.intermediate_size),
               static_cast<long long>(o.model.vocab_size), static_cast<long long>(S), o.degree,
-              o.warmup, o.steps);
+              o.rounds, o.warmup, o.steps);
   std::printf("link model (on): alpha %.3g s, beta %.3g B/s on every hop; load average %s\n",
               o.alpha, o.beta, load_average().c_str());
 
@@ -215,9 +237,11 @@ int run(const Options& o) {
   const double mlp_rate = gemm_rate(S, o.model.intermediate_size, h);
   const double head_rate = gemm_rate(S, o.model.vocab_size, h);
   const Row single = parse_row("single", o.degree);
-  const Measured one = measure(o, single, false);
+  const std::pair<Measured, Measured> one = measure(o, single);
   const double flops = prediction(o, single, hardware(o, 1.0)).executed_flops_per_device;
-  const double rate = flops / one.step_s;
+  const double rate = flops / one.first.step_s;
+  // The same from the rank's CPU time: what the rate would be on a core of its own.
+  const double cpu_rate = flops / one.first.cpu_s;
   std::printf("oneDNN GEMM, 1 thread: %.1f GFLOP/s at [%lld x %lld] @ [%lld x %lld]^T (MLP up), "
               "%.1f GFLOP/s at [%lld x %lld] @ [%lld x %lld]^T (head)\n",
               mlp_rate / 1e9, static_cast<long long>(S), static_cast<long long>(h),
@@ -225,15 +249,18 @@ int run(const Options& o) {
               head_rate / 1e9, static_cast<long long>(S), static_cast<long long>(h),
               static_cast<long long>(o.model.vocab_size), static_cast<long long>(h));
   std::printf("calibration: single-device step %.3f s (median), executed %.2f GFLOP -> rate "
-              "%.1f GFLOP/s (%.2f of the MLP GEMM's)\n\n",
-              one.step_s, flops / 1e9, rate / 1e9, rate / mlp_rate);
+              "%.1f GFLOP/s (%.2f of the MLP GEMM's); from its CPU time (%.3f s per step) "
+              "%.1f GFLOP/s\n\n",
+              one.first.step_s, flops / 1e9, rate / 1e9, rate / mlp_rate, one.first.cpu_s,
+              cpu_rate / 1e9);
   const plan::Hardware hw = hardware(o, rate);
 
   std::ofstream csv;
   if (!o.csv.empty()) {
     csv.open(o.csv);
     if (!csv) throw ConfigError(fmt::format("cannot write --csv {}", o.csv));
-    csv << "layout,recompute,ranks,batch,seq,alpha_s,beta_Bps,rate_flops,gemm_flops,"
+    csv << "layout,recompute,ranks,batch,seq,alpha_s,beta_Bps,rate_flops,cpu_rate_flops,"
+           "gemm_flops,"
            "pred_compute_s,dry_compute_s,meas_off_s,cpu_off_s,pred_comm_s,pred_exposed_s,"
            "meas_comm_s,pred_step_s,dry_step_s,meas_on_s,cpu_on_s,waited_off_s,waited_on_s,"
            "off_steps,on_steps,loss,load_average\n";
@@ -244,14 +271,16 @@ int run(const Options& o) {
   for (const Row& r : rows) {
     const plan::Prediction p = prediction(o, r, hw);
     const auto [dry_s, dry_compute] = dry_step(o, r, rate);
-    const Measured off = r.word == "single" ? one : measure(o, r, false);
-    const Measured on = measure(o, r, true);
+    const auto [off, on] = r.word == "single" ? one : measure(o, r);
+    // Predicted compute at the CPU-time rate against the rank's CPU time: the work split.
+    const double cpu_ratio = (p.compute_s * rate / cpu_rate) / off.cpu_s;
     const double comm = on.step_s - off.step_s;
     std::printf(
         "%-12s %7.3f %7.3f %7.3f %5s %7.3f %5s | %7.3f %7.3f %5s %7.3f | %7.3f %7.3f %7.3f %5s "
         "%5s\n",
         r.word.c_str(), p.compute_s, dry_compute, off.step_s,
-        ratio(p.compute_s, off.step_s).c_str(), off.cpu_s, ratio(p.compute_s, off.cpu_s).c_str(),
+        ratio(p.compute_s, off.step_s).c_str(), off.cpu_s,
+        fmt::format("{:.2f}", cpu_ratio).c_str(),
         p.exposed_comm_s, comm, ratio(p.exposed_comm_s, comm).c_str(), on.waited_s, p.step_s,
         dry_s, on.step_s, ratio(p.step_s, on.step_s).c_str(), ratio(dry_s, on.step_s).c_str());
     std::fflush(stdout);
@@ -262,10 +291,10 @@ int run(const Options& o) {
         return s;
       };
       csv << fmt::format(
-          "{},{},{},{},{},{},{},{:.4g},{:.4g},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},"
+          "{},{},{},{},{},{},{},{:.4g},{:.4g},{:.4g},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},"
           "{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{},{},{:.6f},{}\n",
           r.strategy, r.recompute, r.sc.plan.world(), r.batch, S, o.alpha, o.beta, rate,
-          mlp_rate, p.compute_s, dry_compute, off.step_s, off.cpu_s, p.comm_s, p.exposed_comm_s,
+          cpu_rate, mlp_rate, p.compute_s, dry_compute, off.step_s, off.cpu_s, p.comm_s, p.exposed_comm_s,
           comm, p.step_s, dry_s, on.step_s, on.cpu_s, off.waited_s, on.waited_s, join(off.steps),
           join(on.steps), on.loss, load_average());
       csv.flush();
@@ -276,7 +305,8 @@ int run(const Options& o) {
       "\ncompute: the planner's executed FLOPs per device / rate; dry: the dry run's (kernel "
       "FLOPs charged at the same rate, slowest rank); off/on: measured median step, link model "
       "off/on; cpu: process CPU seconds per step per rank, link off (waits are passive, so "
-      "this is the work a rank did, whatever else ran on the cores); exposed: the planner's "
+      "this is the work a rank did, whatever else ran on the cores), p/cpu: the predicted "
+      "compute at the rate of the single step's CPU time / cpu; exposed: the planner's "
       "exposed communication; wait-on: seconds per step the slowest rank sat in wait(), link "
       "on; p/m predicted / measured, d/m dry run / measured\n");
   return 0;
@@ -305,7 +335,10 @@ int main(int argc, char** argv) {
   app.add_option("--degree", o.degree, "ranks of every parallel layout (one core each)");
   app.add_option("--seq", o.seq, "tokens per sequence");
   app.add_option("--warmup", o.warmup, "steps before the measured ones");
-  app.add_option("--steps", o.steps, "measured steps (the median is reported)");
+  app.add_option("--steps", o.steps, "measured steps per run (after --warmup)");
+  app.add_option("--rounds", o.rounds,
+                 "runs of each mode (link off, link on, interleaved); the median is over "
+                 "rounds x steps");
   app.add_option("--hidden", o.model.hidden_size);
   app.add_option("--layers", o.model.num_hidden_layers);
   app.add_option("--heads", o.model.num_attention_heads);
@@ -328,10 +361,12 @@ int main(int argc, char** argv) {
     o.seq = 128;
     o.warmup = 1;
     o.steps = 1;
+    o.rounds = 1;
   }
   try {
     if (o.degree < 1) throw ConfigError(fmt::format("--degree {} must be >= 1", o.degree));
     if (o.steps < 1) throw ConfigError(fmt::format("--steps {} must be >= 1", o.steps));
+    if (o.rounds < 1) throw ConfigError(fmt::format("--rounds {} must be >= 1", o.rounds));
     if (o.alpha < 0 || !(o.beta > 0))
       throw ConfigError(fmt::format("--alpha {} must be >= 0 and --beta {} > 0", o.alpha, o.beta));
     o.model.max_position_embeddings = std::max(o.model.max_position_embeddings, o.seq);
