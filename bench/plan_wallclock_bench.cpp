@@ -28,6 +28,7 @@
 // so its global batch is the degree); ":full" or ":mlp" after a word sets its recompute
 // policy (none otherwise). OpenMP: the program re-executes itself with OMP_WAIT_POLICY=passive
 // unless the variable is set (a rank waiting for its peer must not spin on the other's core).
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -98,9 +99,20 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 // The oneDNN GEMM rate (FLOP/s) of one kernel thread on C[M,N] = A[M,K] @ B[N,K]^T, the
-// forward of a linear layer: median of 5 timed products after one untimed.
-double gemm_rate(std::int64_t M, std::int64_t N, std::int64_t K) {
+// forward of a linear layer, median of 9 products after one untimed: per wall second and per
+// CPU second of the calling thread (one kernel thread runs on the caller), the latter
+// unaffected by other processes taking the core.
+struct GemmRate {
+  double wall = 0, cpu = 0;
+};
+GemmRate gemm_rate(std::int64_t M, std::int64_t N, std::int64_t K) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> A(static_cast<std::size_t>(M * K)), B(static_cast<std::size_t>(N * K)),
@@ -108,16 +120,18 @@ double gemm_rate(std::int64_t M, std::int64_t N, std::int64_t K) {
   for (float& x : A) x = dist(rng);
   for (float& x : B) x = dist(rng);
   kernels::set_thread_count(1);
-  std::vector<double> t;
-  for (int i = 0; i < 6; ++i) {
+  std::vector<double> wall, cpu;
+  for (int i = 0; i < 10; ++i) {
+    const double c0 = thread_cpu_seconds();
     const auto t0 = std::chrono::steady_clock::now();
     kernels::gemm(kernels::Trans::N, kernels::Trans::T, M, N, K, 1.0f, A.data(), K, B.data(), K,
                   0.0f, C.data(), N);
-    if (i > 0)
-      t.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (i == 0) continue;
+    wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    cpu.push_back(thread_cpu_seconds() - c0);
   }
-  return kernels::gemm_flops(M, N, K) / median(t);
+  const double flops = kernels::gemm_flops(M, N, K);
+  return {flops / median(wall), flops / median(cpu)};
 }
 
 // One mode (link off or on) of a row over every round: medians and means per step.
@@ -234,25 +248,27 @@ int run(const Options& o) {
               o.alpha, o.beta, load_average().c_str());
 
   // 1. Calibration.
-  const double mlp_rate = gemm_rate(S, o.model.intermediate_size, h);
-  const double head_rate = gemm_rate(S, o.model.vocab_size, h);
+  const GemmRate mlp_rate = gemm_rate(S, o.model.intermediate_size, h);
+  const GemmRate head_rate = gemm_rate(S, o.model.vocab_size, h);
   const Row single = parse_row("single", o.degree);
   const std::pair<Measured, Measured> one = measure(o, single);
   const double flops = prediction(o, single, hardware(o, 1.0)).executed_flops_per_device;
   const double rate = flops / one.first.step_s;
   // The same from the rank's CPU time: what the rate would be on a core of its own.
   const double cpu_rate = flops / one.first.cpu_s;
-  std::printf("oneDNN GEMM, 1 thread: %.1f GFLOP/s at [%lld x %lld] @ [%lld x %lld]^T (MLP up), "
-              "%.1f GFLOP/s at [%lld x %lld] @ [%lld x %lld]^T (head)\n",
-              mlp_rate / 1e9, static_cast<long long>(S), static_cast<long long>(h),
-              static_cast<long long>(o.model.intermediate_size), static_cast<long long>(h),
-              head_rate / 1e9, static_cast<long long>(S), static_cast<long long>(h),
+  std::printf("oneDNN GEMM, 1 thread, GFLOP/s per wall / per CPU second: %.1f / %.1f at "
+              "[%lld x %lld] @ [%lld x %lld]^T (MLP up), %.1f / %.1f at [%lld x %lld] @ "
+              "[%lld x %lld]^T (head)\n",
+              mlp_rate.wall / 1e9, mlp_rate.cpu / 1e9, static_cast<long long>(S),
+              static_cast<long long>(h), static_cast<long long>(o.model.intermediate_size),
+              static_cast<long long>(h), head_rate.wall / 1e9, head_rate.cpu / 1e9,
+              static_cast<long long>(S), static_cast<long long>(h),
               static_cast<long long>(o.model.vocab_size), static_cast<long long>(h));
   std::printf("calibration: single-device step %.3f s (median), executed %.2f GFLOP -> rate "
-              "%.1f GFLOP/s (%.2f of the MLP GEMM's); from its CPU time (%.3f s per step) "
-              "%.1f GFLOP/s\n\n",
-              one.first.step_s, flops / 1e9, rate / 1e9, rate / mlp_rate, one.first.cpu_s,
-              cpu_rate / 1e9);
+              "%.1f GFLOP/s (%.2f of the MLP GEMM's per wall second); from its CPU time (%.3f s "
+              "per step) %.1f GFLOP/s (%.2f of the MLP GEMM's per CPU second)\n\n",
+              one.first.step_s, flops / 1e9, rate / 1e9, rate / mlp_rate.wall, one.first.cpu_s,
+              cpu_rate / 1e9, cpu_rate / mlp_rate.cpu);
   const plan::Hardware hw = hardware(o, rate);
 
   std::ofstream csv;
@@ -260,10 +276,10 @@ int run(const Options& o) {
     csv.open(o.csv);
     if (!csv) throw ConfigError(fmt::format("cannot write --csv {}", o.csv));
     csv << "layout,recompute,ranks,batch,seq,alpha_s,beta_Bps,rate_flops,cpu_rate_flops,"
-           "gemm_flops,"
+           "gemm_cpu_flops,"
            "pred_compute_s,dry_compute_s,meas_off_s,cpu_off_s,pred_comm_s,pred_exposed_s,"
            "meas_comm_s,pred_step_s,dry_step_s,meas_on_s,cpu_on_s,waited_off_s,waited_on_s,"
-           "off_steps,on_steps,loss,load_average\n";
+           "off_min_s,on_min_s,off_steps,on_steps,loss,load_average\n";
   }
   std::printf("%-12s %7s %7s %7s %5s %7s %5s | %7s %7s %5s %7s | %7s %7s %7s %5s %5s\n",
               "layout", "compute", "dry", "off", "p/m", "cpu", "p/cpu", "exposed", "on-off",
@@ -292,10 +308,12 @@ int run(const Options& o) {
       };
       csv << fmt::format(
           "{},{},{},{},{},{},{},{:.4g},{:.4g},{:.4g},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},"
-          "{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{},{},{:.6f},{}\n",
+          "{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{},{},{:.6f},{}\n",
           r.strategy, r.recompute, r.sc.plan.world(), r.batch, S, o.alpha, o.beta, rate,
-          cpu_rate, mlp_rate, p.compute_s, dry_compute, off.step_s, off.cpu_s, p.comm_s, p.exposed_comm_s,
-          comm, p.step_s, dry_s, on.step_s, on.cpu_s, off.waited_s, on.waited_s, join(off.steps),
+          cpu_rate, mlp_rate.cpu, p.compute_s, dry_compute, off.step_s, off.cpu_s, p.comm_s, p.exposed_comm_s,
+          comm, p.step_s, dry_s, on.step_s, on.cpu_s, off.waited_s, on.waited_s,
+          *std::min_element(off.steps.begin(), off.steps.end()),
+          *std::min_element(on.steps.begin(), on.steps.end()), join(off.steps),
           join(on.steps), on.loss, load_average());
       csv.flush();
     }
