@@ -126,8 +126,11 @@ inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const Step
           parallel::RankModel model(m, groups, o.seq, o.recompute, tracker, o.seed,
                                     std::move(strategy));
           AdamW optimizer(model.params(), tracker, {});
-          const std::vector<parallel::LocalBatch> micro{
-              model.localize(TokenBatch{o.batch, o.seq, ids.data(), labels.data()})};
+          // The rank's share of the global batch: its data-parallel replica's sequences.
+          const std::int64_t per = o.batch / groups.dp().size();
+          const std::size_t first = static_cast<std::size_t>(groups.dp().rank() * per * o.seq);
+          const std::vector<parallel::LocalBatch> micro{model.localize(
+              TokenBatch{per, o.seq, ids.data() + first, labels.data() + first})};
           for (int s = 0; s < o.warmup; ++s)
             parallel::parallel_train_step(model, optimizer, micro, 1e-4f, 1.0);
           if (o.warmup > 0) tracker.reset_peaks();

@@ -97,6 +97,15 @@ TEST(StrategyStep, DataParallelAndPerStepTimesUnderTheLinkModel) {
     EXPECT_GT(rank_max(*run).ops.at("all_reduce").bytes_sent, 0);  // the gradient reduction
   }
   EXPECT_EQ(off.loss, on.loss);
+  // Each data-parallel rank runs its own sequence, not the whole global batch: its saved
+  // activations are one device's at batch 1.
+  StepOptions one_seq;
+  one_seq.seq = 64;
+  one_seq.threads = 1;
+  const auto activations = [](const StepRun& run) {
+    return rank_max(run).peak[static_cast<int>(MemCategory::Activations)];
+  };
+  EXPECT_EQ(activations(off), activations(run_step(tiny(), strategy_case("single", 2), one_seq)));
   // Without time_each the runner records no per-step times (strategies_bench's behaviour).
   o.time_each = false;
   EXPECT_TRUE(run_step(tiny(), strategy_case("dp", 2), o).step_wall_s.empty());
