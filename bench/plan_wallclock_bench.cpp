@@ -3,10 +3,11 @@
 // ranks, the threads transport's link model on (issue 6 item 5). A plain main(): multi-rank
 // steps do not fit Google Benchmark's loop. One rank per core, one kernel thread per rank.
 //
-//  1. calibration: the single-device step's wall time (link off, median of --steps) and the
-//     planner's executed FLOPs for it give the rate, rate = FLOPs / time, the effective
-//     FLOP/s of a whole step on one core (GEMMs, attention, norms, the optimizer...); the
-//     oneDNN GEMM rate on two of the model's shapes is printed beside it (kernel efficiency).
+//  1. calibration: the single-device step's wall time (link off, the median over the timed
+//     steps of its rounds) and the planner's executed FLOPs for it give the rate, rate =
+//     FLOPs / time, the effective FLOP/s of a whole step on one core (GEMMs, attention, norms,
+//     the optimizer...); the same per CPU second; the oneDNN GEMM rate of one thread on two of
+//     the model's shapes is printed beside them (kernel efficiency), per wall and CPU second.
 //     A plan::Hardware gets that rate, achievable 1, the link's alpha and beta on both link
 //     classes and devices_per_node = the degree; the dry run gets the same rate and link.
 //  2. for each row (layout, recompute policy), --rounds rounds of a link-OFF run then a
