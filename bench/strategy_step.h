@@ -1,8 +1,10 @@
 // One measured training step of one parallel strategy over in-process ranks (threads
-// transport), for bench/strategies_bench.cpp: every rank's peak bytes per tracker category,
-// its communication per op kind summed over all its communicators (the world, the mesh axes
-// and TSP's shard communicator), and the step's wall and process CPU time. A step that runs
-// over the per-rank memory cap comes back as a failure carrying the OutOfBudget message.
+// transport, optionally under a link model), for bench/strategies_bench.cpp and
+// bench/plan_wallclock_bench.cpp: every rank's peak bytes per tracker category, its
+// communication per op kind summed over all its communicators (the world, the mesh axes and
+// TSP's shard communicator), the steps' wall and process CPU time and, on request, each
+// step's own wall time. A step that runs over the per-rank memory cap comes back as a failure
+// carrying the OutOfBudget message.
 #pragma once
 
 #include <malloc.h>
@@ -29,7 +31,7 @@
 namespace origami::bench {
 
 struct StrategyCase {
-  std::string name;  // single, tp, tpsp, sp, tpxsp, tsp
+  std::string name;  // single, dp, tp, tpsp, sp, tpxsp, tsp
   parallel::ParallelConfig plan;
 };
 
@@ -38,7 +40,7 @@ inline StrategyCase strategy_case(const std::string& name, int D) {
   using parallel::make_parallel_config;
   const auto zz = parallel::TokenLayoutKind::Zigzag;
   if (name == "single") return {name, make_parallel_config("single", 1, "", false, zz)};
-  if (name == "tp" || name == "tpsp" || name == "sp" || name == "tsp")
+  if (name == "dp" || name == "tp" || name == "tpsp" || name == "sp" || name == "tsp")
     return {name, make_parallel_config(name, D, "", false, zz)};
   if (name == "tpxsp") {
     if (D % 2 != 0 || D < 4)
@@ -46,7 +48,7 @@ inline StrategyCase strategy_case(const std::string& name, int D) {
     return {name, make_parallel_config("tp", 1, fmt::format("tp=2,sp={}", D / 2), false, zz)};
   }
   throw ConfigError(
-      fmt::format("unknown strategy '{}'; use single, tp, tpsp, sp, tpxsp or tsp", name));
+      fmt::format("unknown strategy '{}'; use single, dp, tp, tpsp, sp, tpxsp or tsp", name));
 }
 
 struct RankFigures {
@@ -60,6 +62,7 @@ struct StepRun {
   std::string error;  // the OutOfBudget message when !ok
   std::vector<RankFigures> ranks;
   double wall_s = 0, cpu_s = 0;  // the measured steps (all ranks, between two barriers)
+  std::vector<double> step_wall_s;  // each measured step's wall time (StepOptions::time_each)
   double loss = 0;
 };
 
@@ -72,6 +75,9 @@ struct StepOptions {
   std::optional<std::int64_t> cap;  // per rank
   comm::LinkModel link;
   std::uint64_t seed = 1234;
+  // A barrier after every measured step and each step's wall time in StepRun::step_wall_s
+  // (the barriers' own cost, a few alpha under a link model, is counted in the step's time).
+  bool time_each = false;
 };
 
 inline double process_cpu_seconds() {
@@ -120,8 +126,11 @@ inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const Step
           parallel::RankModel model(m, groups, o.seq, o.recompute, tracker, o.seed,
                                     std::move(strategy));
           AdamW optimizer(model.params(), tracker, {});
-          const std::vector<parallel::LocalBatch> micro{
-              model.localize(TokenBatch{o.batch, o.seq, ids.data(), labels.data()})};
+          // The rank's share of the global batch: its data-parallel replica's sequences.
+          const std::int64_t per = o.batch / groups.dp().size();
+          const std::size_t first = static_cast<std::size_t>(groups.dp().rank() * per * o.seq);
+          const std::vector<parallel::LocalBatch> micro{model.localize(
+              TokenBatch{per, o.seq, ids.data() + first, labels.data() + first})};
           for (int s = 0; s < o.warmup; ++s)
             parallel::parallel_train_step(model, optimizer, micro, 1e-4f, 1.0);
           if (o.warmup > 0) tracker.reset_peaks();
@@ -130,8 +139,17 @@ inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const Step
           const double cpu0 = process_cpu_seconds();
           const auto t0 = std::chrono::steady_clock::now();
           double loss = 0;
-          for (int s = 0; s < o.steps; ++s)
+          std::vector<double> each;
+          auto t_prev = t0;
+          for (int s = 0; s < o.steps; ++s) {
             loss = parallel::parallel_train_step(model, optimizer, micro, 1e-4f, 1.0).loss;
+            if (o.time_each) {
+              world.barrier();
+              const auto t = std::chrono::steady_clock::now();
+              each.push_back(std::chrono::duration<double>(t - t_prev).count());
+              t_prev = t;
+            }
+          }
           world.barrier();
           RankFigures& mine = run.ranks[static_cast<std::size_t>(world.rank())];
           if (world.rank() == 0) {
@@ -139,6 +157,7 @@ inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const Step
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             run.cpu_s = process_cpu_seconds() - cpu0;
             run.loss = loss;
+            run.step_wall_s = std::move(each);
           }
           const MemoryStats ms = tracker.stats();
           mine.peak = ms.peak;

@@ -74,6 +74,43 @@ TEST(StrategyStep, MemoryIsDeterministicAndGrowsWithSequence) {
   }
 }
 
+// Data parallelism (one sequence per rank) and per-step timing with the link model on, as
+// bench/plan_wallclock_bench.cpp uses them: one time per measured step, the same loss
+// whether the link model delays the messages or not (it changes when, never what).
+TEST(StrategyStep, DataParallelAndPerStepTimesUnderTheLinkModel) {
+  EXPECT_EQ(strategy_case("dp", 2).plan.world(), 2);
+  StepOptions o;
+  o.seq = 64;
+  o.batch = 2;
+  o.threads = 2;
+  o.steps = 3;
+  o.time_each = true;
+  const StepRun off = run_step(tiny(), strategy_case("dp", 2), o);
+  o.link.enabled = true;
+  o.link.intra_alpha_s = o.link.inter_alpha_s = 1e-5;
+  o.link.intra_beta_Bps = o.link.inter_beta_Bps = 1e9;
+  const StepRun on = run_step(tiny(), strategy_case("dp", 2), o);
+  for (const StepRun* run : {&off, &on}) {
+    ASSERT_TRUE(run->ok) << run->error;
+    ASSERT_EQ(run->step_wall_s.size(), 3u);
+    for (double t : run->step_wall_s) EXPECT_GT(t, 0);
+    EXPECT_GT(rank_max(*run).ops.at("all_reduce").bytes_sent, 0);  // the gradient reduction
+  }
+  EXPECT_EQ(off.loss, on.loss);
+  // Each data-parallel rank runs its own sequence, not the whole global batch: its saved
+  // activations are one device's at batch 1.
+  StepOptions one_seq;
+  one_seq.seq = 64;
+  one_seq.threads = 1;
+  const auto activations = [](const StepRun& run) {
+    return rank_max(run).peak[static_cast<int>(MemCategory::Activations)];
+  };
+  EXPECT_EQ(activations(off), activations(run_step(tiny(), strategy_case("single", 2), one_seq)));
+  // Without time_each the runner records no per-step times (strategies_bench's behaviour).
+  o.time_each = false;
+  EXPECT_TRUE(run_step(tiny(), strategy_case("dp", 2), o).step_wall_s.empty());
+}
+
 TEST(StrategyStep, OverTheCapIsAFailureNamingTheCategory) {
   StepOptions o;
   o.seq = 64;
@@ -87,6 +124,9 @@ TEST(StrategyStep, OverTheCapIsAFailureNamingTheCategory) {
 TEST(StrategyStep, RefusedPlansNameTheConstraint) {
   EXPECT_THROW(strategy_case("tpxsp", 3), ConfigError);
   EXPECT_THROW(strategy_case("pp", 4), ConfigError);
+  StepOptions dp;
+  dp.seq = 64;  // dp over 4 ranks needs a global batch divisible by 4
+  EXPECT_THROW(run_step(tiny(), strategy_case("dp", 4), dp), ConfigError);
   StepOptions o;
   o.seq = 60;  // zigzag over 4 ranks needs S % 8 == 0
   EXPECT_THROW(run_step(tiny(), strategy_case("tsp", 4), o), ConfigError);
