@@ -5,12 +5,14 @@
 // sent per communicator and operation EXACTLY equal (TSP's embedding all-to-all: calls only,
 // its bytes depend on the ids), and the step time within 5% of the virtual clock, the
 // planner's hardware set to the dry run's flop rate and links.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,10 @@ struct Row {
   const char* recompute;
   int layers;
   std::int64_t grad_accum = 1;
+  // Another model, rate or links than the 7B widths at the dry run's defaults.
+  std::optional<ModelConfig> model = std::nullopt;
+  double flop_rate = 100e12;  // the dry run's default per-rank FLOP rate
+  std::optional<comm::LinkModel> link = std::nullopt;
 };
 
 // 7B widths with `layers` layers: the per-layer costs are linear in L, so fewer layers of the
@@ -52,8 +58,6 @@ ModelConfig model_7b(int layers, std::int64_t seq) {
   m.max_position_embeddings = seq;  // RoPE tables for the row's sequence
   return m;
 }
-
-constexpr double kRate = 100e12;  // the dry run's default per-rank FLOP rate
 
 plan::Hardware hardware_of(const DryRunOptions& o) {
   plan::Hardware hw;
@@ -92,7 +96,7 @@ struct Worst {
 
 void check_row(const Row& row, Worst& worst) {
   SCOPED_TRACE(row.name);
-  const ModelConfig m = model_7b(row.layers, row.seq);
+  const ModelConfig m = row.model ? *row.model : model_7b(row.layers, row.seq);
   const bool tsp = std::string(row.strategy) == "tsp";
   const parallel::ParallelConfig pc = parallel::make_parallel_config(
       row.strategy, row.degree, row.mesh, false, parallel::TokenLayoutKind::Zigzag);
@@ -102,7 +106,8 @@ void check_row(const Row& row, Worst& worst) {
   o.grad_accum = row.grad_accum;
   o.recompute = row.recompute;
   o.precision = std::string(row.precision) == "bf16" ? Precision::bf16() : Precision::fp32();
-  o.flop_rate = kRate;
+  o.flop_rate = row.flop_rate;
+  if (row.link) o.link = *row.link;
   const DryRunReport r = dry_run(m, pc, o);
 
   plan::Workload w;
@@ -258,6 +263,39 @@ TEST(DryRunCheck, GradientAccumulation) {
   for (Row& r : rows) {
     r.grad_accum = 2;
     r.name += " accum 2";
+  }
+  run_all(rows);
+}
+
+// Slow links at two ranks, where every transfer is longer than the compute that could hide it
+// (docs/results-planner-wallclock.md's model and rate, beta 50 and 30 MB/s): the rules'
+// edges, e.g. a backward ring's first and last steps carrying one hop, not two.
+TEST(DryRunCheck, SlowLinksAtTwoRanks) {
+  ModelConfig small;
+  small.vocab_size = 4096;
+  small.hidden_size = 256;
+  small.intermediate_size = 688;
+  small.num_hidden_layers = 4;
+  small.num_attention_heads = 4;
+  small.num_key_value_heads = 2;
+  small.max_position_embeddings = 2048;
+  std::vector<Row> rows;
+  for (const double beta : {50e6, 30e6}) {
+    comm::LinkModel link;
+    link.intra_alpha_s = 30e-6;
+    link.intra_beta_Bps = beta;
+    link.devices_per_node = 2;
+    for (const char* rc : {"none", "full"}) {
+      const std::string tag = fmt::format(" beta {} MB/s {}", beta / 1e6, rc);
+      rows.push_back({"tsp2" + tag, "tsp", 2, "", {1, 1, 1, false, 2}, 1, 2048, "fp32", rc, 4, 1,
+                      small, 87.5e9, link});
+      rows.push_back({"tp2" + tag, "tp", 2, "", {1, 2, 1, false, 1}, 1, 2048, "fp32", rc, 4, 1,
+                      small, 87.5e9, link});
+      rows.push_back({"sp2" + tag, "sp", 2, "", {1, 1, 2, false, 1}, 1, 2048, "fp32", rc, 4, 1,
+                      small, 87.5e9, link});
+      rows.push_back({"dp2" + tag, "dp", 2, "", {2, 1, 1, false, 1}, 2, 2048, "fp32", rc, 4, 1,
+                      small, 87.5e9, link});
+    }
   }
   run_all(rows);
 }

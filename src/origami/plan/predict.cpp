@@ -199,10 +199,15 @@ void tsp_exposure(const Shapes& s, const Workload& w, const Link& link, const Bl
     } else if (kind == "reduce") {  // dP_j on tsp_grads
       op.exposed_s = L * ((D - 1) * hidden(call, gb) + call);
     } else if (kind == "send") {
+      // A backward ring of D steps (GradRing): the first step sends only the weight shard,
+      // the last only the accumulator, the D-2 between both, each behind one shard's
+      // backward; then the accumulator's hop home.
+      const auto backward_ring = [&](double hop, double compute) {
+        return 2 * hidden(hop, compute) + (D - 2) * hidden(2 * hop, compute) + hop;
+      };
       op.exposed_s = F * (D - 1) * hidden(t(M), c.mlp_f / D) +
-                     L * ((D - 1) * hidden(2 * t(M), c.mlp_b / D) + t(M)) +
-                     (D - 1) * hidden(t(Wb), c.head_f / D) +
-                     (D - 1) * hidden(2 * t(Wb), c.head_b / D) + t(Wb);
+                     L * backward_ring(t(M), c.mlp_b / D) +
+                     (D - 1) * hidden(t(Wb), c.head_f / D) + backward_ring(t(Wb), c.head_b / D);
     } else if (kind == "recv") {
       op.exposed_s = 0;  // the peer's send carries the cost
     }
