@@ -47,6 +47,7 @@
 #include "origami/kernels/gemm.h"
 #include "origami/plan/predict.h"
 #include "origami/train/dry_run.h"
+#include "passive_omp.h"
 #include "strategy_step.h"
 
 using namespace origami;
@@ -334,11 +335,7 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);  // only returns on failure: then run as we are
-    std::fprintf(stderr, "warning: could not re-execute with OMP_WAIT_POLICY=passive\n");
-  }
+  origami::bench::rerun_with_passive_omp_waits(argv);
   Options o;
   // About 1.2 s of compute per step on one core at S 2048 (79 executed GFLOP, a third of it
   // causal attention), so a run of every row takes a few minutes.

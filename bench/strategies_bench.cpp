@@ -36,6 +36,7 @@
 #include <CLI/CLI.hpp>
 
 #include "origami/plan/cost_model.h"
+#include "passive_omp.h"
 #include "strategy_step.h"
 
 using namespace origami;
@@ -299,11 +300,7 @@ void longest(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);  // only returns on failure: then run as we are
-    std::fprintf(stderr, "warning: could not re-execute with OMP_WAIT_POLICY=passive\n");
-  }
+  origami::bench::rerun_with_passive_omp_waits(argv);
   Options o;
   o.model.hidden_size = 1024;
   o.model.num_hidden_layers = 8;

@@ -23,13 +23,7 @@
 #include "origami/infer/dry_run.h"
 #include "origami/plan/inference.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define ORIGAMI_DRY_CHECK_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ORIGAMI_DRY_CHECK_SANITIZED 1
-#endif
-#endif
+#include "../sanitizers.h"
 
 namespace origami {
 namespace {
@@ -194,7 +188,7 @@ std::vector<Row> matrix(const std::vector<int>& degrees, const std::vector<std::
 }
 
 TEST(InferenceDryRunCheck, DegreesPromptsBatchesProfiles) {
-#ifdef ORIGAMI_DRY_CHECK_SANITIZED
+#ifdef ORIGAMI_TESTS_SANITIZED
   run_all(matrix({1, 2, 8}, {4096}, {1, 4}, {"bf16"}));
 #else
   run_all(matrix({1, 2, 8}, {4096, 32768}, {1, 4}, {"fp32", "bf16"}));
@@ -203,7 +197,7 @@ TEST(InferenceDryRunCheck, DegreesPromptsBatchesProfiles) {
 
 // The whole 7B (32 layers) at 32K tokens on 8 ranks, both batches.
 TEST(InferenceDryRunCheck, Full7b) {
-#ifdef ORIGAMI_DRY_CHECK_SANITIZED
+#ifdef ORIGAMI_TESTS_SANITIZED
   GTEST_SKIP() << "32 layers: Release only (the 2-layer rows run the same formulas)";
 #else
   run_all({{8, 1, 32768, "bf16", 2e12, 32}, {8, 4, 32768, "bf16", 2e12, 32}});

@@ -22,13 +22,7 @@
 #include "origami/plan/predict.h"
 #include "origami/train/dry_run.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define ORIGAMI_DRY_CHECK_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ORIGAMI_DRY_CHECK_SANITIZED 1
-#endif
-#endif
+#include "../sanitizers.h"
 
 namespace origami {
 namespace {
@@ -236,7 +230,7 @@ const Names kAll = {"tsp8", "tp8", "tpsp8", "sp8", "tp2xsp4", "dp2xtsp4"};
 // (the per-layer terms are linear in L; at two layers the step's fixed part, embedding, head
 // and gradient reductions, weighs 16x more than at 32, which the full depth checks below).
 TEST(DryRunCheck, EveryLayoutProfileAndPolicyAt16k) {
-#ifdef ORIGAMI_DRY_CHECK_SANITIZED
+#ifdef ORIGAMI_TESTS_SANITIZED
   run_all(rows_of(kAll, 16384, {"fp32"}, {"none"}, 1));
   run_all(rows_of(kAll, 16384, {"bf16"}, {"full"}, 1));
 #else
@@ -246,7 +240,7 @@ TEST(DryRunCheck, EveryLayoutProfileAndPolicyAt16k) {
 
 // 128K tokens: every layout, both profiles, two policies, two layers.
 TEST(DryRunCheck, EveryLayoutAt128k) {
-#ifdef ORIGAMI_DRY_CHECK_SANITIZED
+#ifdef ORIGAMI_TESTS_SANITIZED
   GTEST_SKIP() << "128K: Release only (the 16K rows run the same formulas under sanitizers)";
 #else
   run_all(rows_of(kAll, 131072, {"fp32", "bf16"}, {"none", "full"}, 2));
@@ -255,7 +249,7 @@ TEST(DryRunCheck, EveryLayoutAt128k) {
 
 // Two micro-batches per step: the schedule twice, the step's reductions once.
 TEST(DryRunCheck, GradientAccumulation) {
-#ifdef ORIGAMI_DRY_CHECK_SANITIZED
+#ifdef ORIGAMI_TESTS_SANITIZED
   std::vector<Row> rows = rows_of({"tsp8", "tp2xsp4"}, 16384, {"bf16"}, {"mlp"}, 1);
 #else
   std::vector<Row> rows = rows_of(kAll, 16384, {"bf16"}, {"mlp"}, 1);
@@ -302,7 +296,7 @@ TEST(DryRunCheck, SlowLinksAtTwoRanks) {
 
 // The whole 7B (32 layers), every layout, bf16, recompute none.
 TEST(DryRunCheck, Full7bAt16k) {
-#ifdef ORIGAMI_DRY_CHECK_SANITIZED
+#ifdef ORIGAMI_TESTS_SANITIZED
   GTEST_SKIP() << "32 layers: Release only (the 16K rows run the same formulas under sanitizers)";
 #else
   run_all(rows_of(kAll, 16384, {"bf16"}, {"none"}, 32));

@@ -1,5 +1,7 @@
 #include "origami/cli/generate_command.h"
 
+#include "origami/cli/dry_run_flags.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -238,16 +240,8 @@ GenerateCommand::GenerateCommand(CLI::App& app) {
                            "max(FLOPs/rate, bytes read/bandwidth) (0: off)"));
   dry(command_->add_option("--precision", precision_, "dry run: element sizes, fp32 or bf16"));
   dry(command_->add_option("--json", json_path_, "dry run: write the report as JSON to this file"));
-  const std::pair<const char*, double*> link_numbers[] = {
-      {"--intra-alpha", &link_.intra_alpha_s}, {"--intra-beta", &link_.intra_beta_Bps},
-      {"--inter-alpha", &link_.inter_alpha_s}, {"--inter-beta", &link_.inter_beta_Bps}};
-  const char* link_help[] = {"intra-node latency (s)", "intra-node bandwidth (B/s)",
-                             "inter-node latency (s)", "inter-node bandwidth (B/s)"};
-  for (std::size_t i = 0; i < std::size(link_numbers); ++i)
-    dry(command_->add_option(link_numbers[i].first, *link_numbers[i].second,
-                             std::string("dry run: ") + link_help[i]));
-  dry(command_->add_option("--devices-per-node", link_.devices_per_node,
-                           "dry run: consecutive ranks per node (link classes)"));
+  for (CLI::Option* opt : add_link_flags(*command_, link_, "dry run: "))
+    dry_options_.push_back(opt);
 }
 
 int GenerateCommand::run_dry() {
@@ -297,18 +291,10 @@ int GenerateCommand::run_dry() {
       model.num_parameters(), D, d.batch, d.prompt_tokens, d.new_tokens, d.precision.name,
       flops_rate_gflops_,
       memory_bw_gbps_ > 0 ? fmt::format(" and {:.4g} GB/s", memory_bw_gbps_) : std::string(),
-      [&] {
-        comm::LinkModel l = link_;
-        l.enabled = true;
-        return l.describe();
-      }());
+      dry_run_links(link_));
   const infer::InferDryRunReport r = infer::infer_dry_run(model, D, d);
   std::cout << r.summary();
-  if (!json_path_.empty()) {
-    std::ofstream f(json_path_);
-    if (!f) throw ConfigError(fmt::format("cannot write --json {}", json_path_));
-    f << r.to_json() << "\n";
-  }
+  if (!json_path_.empty()) write_json_file(json_path_, r.to_json());
   return 0;
 }
 

@@ -1,5 +1,7 @@
 #include "origami/cli/train_command.h"
 
+#include "origami/cli/dry_run_flags.h"
+
 #include <cstdlib>
 
 #include "origami/train/dry_run.h"
@@ -114,21 +116,7 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_->add_flag("--link-model", link_.enabled,
                      "real parallel run: delay each message to alpha + bytes/beta of its link "
                      "class (the flags below), to measure communication and overlap");
-  const std::pair<const char*, double*> link_numbers[] = {
-      {"--intra-alpha", &link_.intra_alpha_s}, {"--intra-beta", &link_.intra_beta_Bps},
-      {"--inter-alpha", &link_.inter_alpha_s}, {"--inter-beta", &link_.inter_beta_Bps}};
-  const char* link_help[] = {"intra-node latency (s)", "intra-node bandwidth (B/s)",
-                             "inter-node latency (s)", "inter-node bandwidth (B/s)"};
-  for (std::size_t i = 0; i < std::size(link_numbers); ++i)
-    link_options_.push_back(command_
-                                ->add_option(link_numbers[i].first, *link_numbers[i].second,
-                                             std::string("dry run or --link-model: ") + link_help[i])
-                                ->capture_default_str());
-  link_options_.push_back(
-      command_
-          ->add_option("--devices-per-node", link_.devices_per_node,
-                       "dry run or --link-model: consecutive world ranks per node (link classes)")
-          ->capture_default_str());
+  link_options_ = add_link_flags(*command_, link_, "dry run or --link-model: ");
 }
 
 int TrainCommand::run_dry() {
@@ -159,18 +147,10 @@ int TrainCommand::run_dry() {
       "dry run: {} parameters, {} on {} simulated ranks, {} x {} tokens x {} "
       "micro-batches, recompute {}, precision {}, {:.4g} GFLOP/s per rank, {}\n",
       o.model.num_parameters(), plan.describe(), plan.world(), d.batch, d.seq, d.grad_accum,
-      d.recompute, d.precision.name, flops_rate_gflops_, [&] {
-        comm::LinkModel l = link_;
-        l.enabled = true;
-        return l.describe();
-      }());
+      d.recompute, d.precision.name, flops_rate_gflops_, dry_run_links(link_));
   const DryRunReport r = dry_run(o.model, plan, d);
   std::cout << r.summary();
-  if (!json_path_.empty()) {
-    std::ofstream f(json_path_);
-    if (!f) throw ConfigError(fmt::format("cannot write --json {}", json_path_));
-    f << r.to_json() << "\n";
-  }
+  if (!json_path_.empty()) write_json_file(json_path_, r.to_json());
   return 0;
 }
 
