@@ -16,8 +16,29 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "origami/kernels/attention.h"
-#include "origami/kernels/attention_simd.h"
+#include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "bench/attention_bench.cpp"  // the source root is on the include path
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include "origami/kernels/attention_simd-inl.h"
+
+// The attention's tile product, compiled for every target like the kernels.
+HWY_BEFORE_NAMESPACE();
+namespace origami::kernels::attn::HWY_NAMESPACE {
+void TileProduct(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b,
+                 float* c) {
+  tile_product(m, n, k, a, k, 1, b, n, c, n, Init::Zero);
+}
+}  // namespace origami::kernels::attn::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace origami::kernels::attn {
+HWY_EXPORT(TileProduct);
+}  // namespace origami::kernels::attn
 
 namespace {
 
@@ -151,14 +172,13 @@ BENCHMARK(BM_OneDnnSgemm)
 // (the shape of its score products): what one core's FMA units give this code, the ceiling
 // for the attention kernels.
 void BM_TileProduct(benchmark::State& state) {
-  namespace attn = origami::kernels::attn;
   const std::int64_t m = 64, n = 256, k = 64;
   const auto a = random_vector(static_cast<std::size_t>(m * k), 7);
   const auto b = random_vector(static_cast<std::size_t>(k * n), 8);
   std::vector<float> c(static_cast<std::size_t>(m * n));
   const double cpu0 = process_cpu_seconds();
   for (auto _ : state) {
-    attn::tile_product(m, n, k, a.data(), k, 1, b.data(), n, c.data(), n, attn::Init::Zero);
+    HWY_DYNAMIC_DISPATCH(origami::kernels::attn::TileProduct)(m, n, k, a.data(), b.data(), c.data());
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }
@@ -168,4 +188,14 @@ BENCHMARK(BM_TileProduct)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// The SIMD target (ORIGAMI_SIMD may restrict it) in the benchmark's context lines.
+int main(int argc, char** argv) {
+  origami::kernels::use_simd_target_from_env();
+  benchmark::AddCustomContext("simd_target", origami::kernels::simd_target());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+#endif  // HWY_ONCE

@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   cmake g++ make ninja-build pkg-config git
   libdnnl-dev libopenblas-dev                 # matrix products (oneDNN chosen by measurement; OpenBLAS for comparison)
+  libhwy-dev                                  # portable SIMD with run-time dispatch (Google Highway)
   libopenmpi-dev openmpi-bin                  # the mpi transport
   nlohmann-json3-dev libcli11-dev libfmt-dev  # configuration, command line, formatting
   libgtest-dev libgmock-dev libbenchmark-dev  # tests and benchmarks

@@ -1,7 +1,7 @@
 // Flash attention against a naive float64 reference (the full score matrix, in double):
 // forward out and lse, backward dq/dk/dv, per tensor ||a - b|| / ||b|| <= 1e-5, on causal,
 // zigzag, contiguous-chunk, permuted and all-future positions, GQA, odd lengths and head sizes,
-// 1 and 2 threads; key splits merged by log-sum-exp; the += convention.
+// 1 and 2 threads, on every SIMD target; key splits merged by log-sum-exp; the += convention.
 #include "origami/kernels/attention.h"
 
 #include <algorithm>
@@ -17,8 +17,8 @@
 #include <gtest/gtest.h>
 
 #include "origami/core/error.h"
-#include "origami/kernels/attention_simd.h"
 #include "origami/kernels/threads.h"
+#include "simd_targets.h"
 
 namespace origami::kernels {
 namespace {
@@ -257,6 +257,9 @@ void expect_matches_reference(const Problem& p) {
 }
 
 // Restores the calling thread's kernel thread count when a test ends.
+// Every kernel test below runs on every SIMD target of the machine.
+class Attention : public testing::OnEverySimdTarget {};
+
 struct ThreadCountGuard {
   int saved = thread_count();
   ~ThreadCountGuard() { set_thread_count(saved); }
@@ -296,13 +299,13 @@ TEST(AttentionReference, GradientsMatchFiniteDifferences) {
   EXPECT_GT(std::abs(g.dq[0]) + std::abs(g.dk[0]) + std::abs(g.dv[0]), 1e-3);
 }
 
-TEST(Attention, CausalOddLengths) {
+TEST_P(Attention, CausalOddLengths) {
   for (std::int64_t n : {1, 3, 17, 67, 130}) {
     expect_matches_reference(make_problem("causal", 1, 2, 1, 16, range(0, n), range(0, n), 11));
   }
 }
 
-TEST(Attention, QueryAndKeyLengthsDiffer) {
+TEST_P(Attention, QueryAndKeyLengthsDiffer) {
   // The last 17 positions of a 130-long sequence against all its keys, and the reverse.
   expect_matches_reference(
       make_problem("late queries", 1, 2, 2, 16, range(113, 130), range(0, 130), 2));
@@ -312,7 +315,7 @@ TEST(Attention, QueryAndKeyLengthsDiffer) {
   expect_matches_reference(make_problem("past chunk", 2, 3, 1, 12, range(40, 71), range(0, 29), 4));
 }
 
-TEST(Attention, ZigzagChunks) {
+TEST_P(Attention, ZigzagChunks) {
   for (std::int64_t D : {2, 3}) {
     for (std::int64_t chunk : {5, 37}) {  // 37: chunks straddle tiles of keys and queries
       for (std::int64_t r = 0; r < D; ++r) {
@@ -324,7 +327,7 @@ TEST(Attention, ZigzagChunks) {
   }
 }
 
-TEST(Attention, ContiguousChunks) {
+TEST_P(Attention, ContiguousChunks) {
   const std::int64_t D = 3, chunk = 45;
   for (std::int64_t r = 0; r < D; ++r) {
     expect_matches_reference(make_problem(fmt::format("contiguous rank {}", r), 1, 2, 1, 16,
@@ -333,7 +336,7 @@ TEST(Attention, ContiguousChunks) {
   }
 }
 
-TEST(Attention, PermutedPositions) {
+TEST_P(Attention, PermutedPositions) {
   Positions qp = range(0, 70), kp = range(0, 150);
   std::mt19937 gen(5);
   for (auto& x : kp) x = static_cast<std::int64_t>(gen() % 100);  // repeats, unsorted
@@ -341,7 +344,7 @@ TEST(Attention, PermutedPositions) {
   expect_matches_reference(make_problem("permuted", 2, 2, 1, 16, qp, kp, 6));
 }
 
-TEST(Attention, KeysAllInTheFutureGiveZeroRowsAndGrads) {
+TEST_P(Attention, KeysAllInTheFutureGiveZeroRowsAndGrads) {
   const Problem p = make_problem("future", 2, 4, 2, 16, range(0, 20), range(20, 45), 8);
   const KernelResult r = run_kernels(p);
   for (float x : r.out) ASSERT_EQ(x, 0.0f);
@@ -354,7 +357,7 @@ TEST(Attention, KeysAllInTheFutureGiveZeroRowsAndGrads) {
       make_problem("partly future", 1, 2, 1, 16, range(0, 40), range(25, 90), 9));
 }
 
-TEST(Attention, GroupedQueryHeadsAndBatch) {
+TEST_P(Attention, GroupedQueryHeadsAndBatch) {
   struct Heads {
     std::int64_t H, Hkv;
   };
@@ -365,14 +368,14 @@ TEST(Attention, GroupedQueryHeadsAndBatch) {
   }
 }
 
-TEST(Attention, HeadSizes) {
+TEST_P(Attention, HeadSizes) {
   for (std::int64_t d : {1, 8, 12, 16, 33, 64, 80}) {
     expect_matches_reference(make_problem(fmt::format("d={}", d), 1, 2, 1, d, range(0, 45),
                                           range(0, 45), static_cast<unsigned>(d)));
   }
 }
 
-TEST(Attention, SeveralTilesEachWay) {
+TEST_P(Attention, SeveralTilesEachWay) {
   // 300 queries x 2 heads and 600 keys: several query blocks and key tiles, partial last
   // tiles, diagonal, skipped and fully visible tile pairs.
   expect_matches_reference(make_problem("tiles", 1, 2, 1, 32, range(300, 600), range(0, 600), 31));
@@ -386,7 +389,7 @@ TEST(Attention, SeveralTilesEachWay) {
 
 // Random shapes and positions (sorted, shuffled, repeated, negative), 1 or 2 threads: the
 // combinations the fixed cases above do not reach.
-TEST(Attention, RandomShapesAndPositions) {
+TEST_P(Attention, RandomShapesAndPositions) {
   ThreadCountGuard guard;
   std::mt19937 gen(2024);
   auto uniform = [&](std::int64_t lo, std::int64_t hi) {
@@ -410,7 +413,7 @@ TEST(Attention, RandomShapesAndPositions) {
   }
 }
 
-TEST(Attention, ThreadCountDoesNotChangeResults) {
+TEST_P(Attention, ThreadCountDoesNotChangeResults) {
   ThreadCountGuard guard;
   // kv-head units 1 and 3 use the split backward on 2 threads, 2 and 4 the fused one.
   struct Case {
@@ -440,7 +443,7 @@ TEST(Attention, ThreadCountDoesNotChangeResults) {
 // Keys split into two disjoint sets (by rows, as a ring or an attend-local-first schedule
 // does): two calls merged by log-sum-exp equal one call; the backward of each subset with the
 // merged out/lse, summed, equals the full backward.
-TEST(Attention, SplitKeysMergeAndBackwardPerSubset) {
+TEST_P(Attention, SplitKeysMergeAndBackwardPerSubset) {
   // Zigzag rank 0 of D=2: queries 0..9 and 30..39; keys split into rank 0's and rank 1's rows.
   // Queries 0..9 see only rank-0 keys (the other side is -inf); position 0 queries see key 0.
   const std::int64_t D = 2, chunk = 10;
@@ -512,7 +515,7 @@ TEST(Attention, SplitKeysMergeAndBackwardPerSubset) {
   EXPECT_LE(rel_error(dv, g.dv), kTol);
 }
 
-TEST(Attention, BackwardAccumulatesIntoExistingGradients) {
+TEST_P(Attention, BackwardAccumulatesIntoExistingGradients) {
   const Problem p = make_problem("accumulate", 1, 4, 2, 16, range(0, 50), range(0, 50), 51);
   const KernelResult fresh = run_kernels(p);
   std::mt19937 gen(52);
@@ -552,7 +555,7 @@ TEST(AttentionMerge, HandlesEmptySidesExactly) {
   EXPECT_NEAR(la[0], std::log(4.0), 1e-6);
 }
 
-TEST(Attention, ZeroSizes) {
+TEST(AttentionChecks, ZeroSizes) {
   const float ninf = -std::numeric_limits<float>::infinity();
   // No keys: zero rows and -inf lse; backward adds nothing.
   Problem p = make_problem("no keys", 2, 2, 1, 8, range(0, 3), {}, 61);
@@ -570,7 +573,7 @@ TEST(Attention, ZeroSizes) {
   EXPECT_EQ(attention_forward_flops(empty, pos.data(), pos.data()), 0.0);
 }
 
-TEST(Attention, RejectsBadInput) {
+TEST(AttentionChecks, RejectsBadInput) {
   const Positions pos = range(0, 4);
   std::vector<float> x(4 * 6 * 8), lse(6 * 4);
   auto fwd = [&](AttentionShape s, float scale = 1.0f) {
@@ -593,7 +596,7 @@ TEST(Attention, RejectsBadInput) {
   }
 }
 
-TEST(Attention, ForwardFlopsCountVisiblePairs) {
+TEST(AttentionChecks, ForwardFlopsCountVisiblePairs) {
   const std::int64_t S = 100;
   const Positions all = range(0, S);
   const AttentionShape s{2, S, S, 4, 2, 64};
@@ -616,32 +619,7 @@ TEST(Attention, ForwardFlopsCountVisiblePairs) {
   EXPECT_EQ(attention_forward_flops(s, all.data(), future.data()), 0.0);
 }
 
-// The vectorised exp2 keeps its stated accuracy and gives exact zeros for masked scores.
-TEST(AttentionExp2, AccurateAndZeroBelowRange) {
-  namespace a = attn;
-  double worst = 0.0;
-  for (int i = 0; i <= 200000; ++i) {
-    const float x0 = -126.0f + 126.0f * static_cast<float>(i) / 200000.0f;
-    a::VFloat x{};
-    for (int l = 0; l < a::kLanes; ++l) x[l] = x0 - 1e-3f * static_cast<float>(l);
-    const a::VFloat y = a::exp2_approx(x);
-    for (int l = 0; l < a::kLanes; ++l) {
-      if (x[l] < -126.0f) continue;
-      const double want = std::exp2(static_cast<double>(x[l]));
-      worst = std::max(worst, std::abs(y[l] - want) / want);
-    }
-  }
-  EXPECT_LT(worst, 3e-7);
-  a::VFloat x = a::splat(-std::numeric_limits<float>::infinity());
-  x[1] = -127.0f;
-  x[2] = -1000.0f;
-  x[3] = 0.0f;
-  const a::VFloat y = a::exp2_approx(x);
-  EXPECT_EQ(y[0], 0.0f);
-  EXPECT_EQ(y[1], 0.0f);
-  EXPECT_EQ(y[2], 0.0f);
-  EXPECT_EQ(y[3], 1.0f);
-}
+ORIGAMI_ON_EVERY_SIMD_TARGET(Attention);
 
 }  // namespace
 }  // namespace origami::kernels

@@ -1,15 +1,17 @@
 // Flash attention (forward, FlashAttention-2 backward, log-sum-exp merge) on explicit global
 // positions with grouped-query attention. See attention.h for the contract.
 // Files: attention.cpp (this overview, forward, merge, FLOP count), attention_backward.cpp,
-// attention_tiles.h (query/key tiles, positions, packing), attention_simd.h (vector type,
-// exp2, register-blocked tile product).
+// attention_tiles.h (query/key tiles, positions, packing), attention_simd-inl.h (exp2, the
+// register-blocked tile product). The vector code is compiled for every SIMD target (Highway's
+// foreach_target: this file is included once per target) and the public functions dispatch to
+// the best one at run time (kernels/simd.h).
 //
 // Tiling. A query block is `rows` consecutive query positions times the rep = H/Hkv query
 // heads that share one kv head: rows*rep "virtual rows" of d values, so every K/V tile loaded
 // is used by all the heads of its group. Keys go in tiles of kKeyTile. Scores exist only as one
 // tile (virtual rows x keys) per thread. They are kept in base 2: q is pre-multiplied by
 // scale*log2(e), so the softmax needs exp2 only, and lse = (m + log2 l) * ln 2. Every product
-// is a register-blocked micro-kernel on packed tiles (attention_simd.h).
+// is a register-blocked micro-kernel on packed tiles (attention_simd-inl.h).
 //   forward   S^T = K Q^T (keys x queries), so each query's running max and sum are vectors
 //             down the columns; then O = alpha O + P V. Four query blocks share each copy of
 //             a K/V tile.
@@ -41,25 +43,17 @@
 
 #include "origami/core/dry_run.h"
 #include "origami/core/error.h"
-#include "origami/kernels/attention_simd.h"
 #include "origami/kernels/attention_tiles.h"
 #include "origami/kernels/threads.h"
 
-namespace origami::kernels {
-namespace {
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "origami/kernels/attention.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
 
-using namespace attn;  // the private tile helpers
+#include "origami/kernels/attention_simd-inl.h"
 
-// Query rows x heads per forward query block (the backward's are in attention_backward.cpp).
-constexpr std::int64_t kForwardRows = 128;
-constexpr std::int64_t kForwardBlocksPerUnit = 4;  // query blocks sharing each K/V tile copy
-
-struct ForwardArgs {
-  const float *q, *k, *v;
-  const std::int64_t *q_pos, *k_pos;
-  float scale;
-  float *out, *lse;
-};
+HWY_BEFORE_NAMESPACE();
+namespace origami::kernels::attn::HWY_NAMESPACE {
 
 // Query rows ([B, q_len, H, d]) of a block, transposed to [d, mp] and times `mult`; zero
 // columns past the block's rows.
@@ -77,29 +71,30 @@ void pack_query_columns(const Geometry& G, const QueryBlock& blk, const float* s
 }
 
 // Online-softmax update of one tile of transposed scores st [n keys, mp queries]: a query is a
-// column, so its max and sum run down the rows and each vector holds 16 queries (no horizontal
-// reductions). Scores become probabilities relative to the new running max; alpha rescales
+// column, so its max and sum run down the rows and each vector holds one vector's worth of
+// queries (no horizontal reductions). Scores become probabilities relative to the new running max; alpha rescales
 // what was accumulated before.
 void online_softmax_columns(std::int64_t n, std::int64_t mp, float* st, float* col_max,
                             float* col_sum, float* alpha) {
-  const VFloat ninf = attn::splat(kNegInf);
-  for (std::int64_t c = 0; c < mp; c += kLanes) {
-    VFloat vm = ninf;
-    for (std::int64_t j = 0; j < n; ++j) vm = attn::vmax(vm, attn::load(st + j * mp + c));
-    const VFloat m_old = attn::load(col_max + c);
-    const VFloat m_new = attn::vmax(m_old, vm);
+  const D d;
+  const V ninf = splat(kNegInf);
+  for (std::int64_t c = 0; c < mp; c += kVecLanes) {
+    V vm = ninf;
+    for (std::int64_t j = 0; j < n; ++j) vm = hn::Max(vm, load(st + j * mp + c));
+    const V m_old = load(col_max + c);
+    const V m_new = hn::Max(m_old, vm);
     // A query that has seen no key yet keeps m = -inf; subtracting 0 then gives exp2(-inf) = 0.
-    const VFloat shift = m_new == ninf ? VFloat{} : m_new;
-    const VFloat a = m_old == ninf ? VFloat{} : attn::exp2_approx(m_old - m_new);
-    VFloat sum{};
+    const V shift = hn::IfThenZeroElse(hn::Eq(m_new, ninf), m_new);
+    const V a = hn::IfThenZeroElse(hn::Eq(m_old, ninf), exp2_approx(hn::Sub(m_old, m_new)));
+    V sum = hn::Zero(d);
     for (std::int64_t j = 0; j < n; ++j) {
-      const VFloat p = attn::exp2_approx(attn::load(st + j * mp + c) - shift);
-      attn::store(st + j * mp + c, p);
-      sum += p;
+      const V p = exp2_approx(hn::Sub(load(st + j * mp + c), shift));
+      store(st + j * mp + c, p);
+      sum = hn::Add(sum, p);
     }
-    attn::store(col_sum + c, attn::load(col_sum + c) * a + sum);
-    attn::store(col_max + c, m_new);
-    attn::store(alpha + c, a);
+    store(col_sum + c, hn::MulAdd(load(col_sum + c), a, sum));
+    store(col_max + c, m_new);
+    store(alpha + c, a);
   }
 }
 
@@ -139,7 +134,7 @@ void forward_unit(const Geometry& G, const ForwardArgs& a, std::int64_t b, std::
                   std::int64_t first_qb, std::int64_t blocks_per_unit) {
   Scratch& sc = scratch();
   const std::int64_t count = std::min(blocks_per_unit, G.q_blocks - first_qb);
-  const std::int64_t max_rows = G.block_rows * G.rep, max_mp = attn::round_up_lanes(max_rows);
+  const std::int64_t max_rows = G.block_rows * G.rep, max_mp = round_up_pad(max_rows);
   const std::int64_t dp = G.dp, d = G.s.head_dim;
   float* qt = sized(sc.q, count * d * max_mp);
   float* acc = sized(sc.acc, count * max_rows * dp);
@@ -155,7 +150,7 @@ void forward_unit(const Geometry& G, const ForwardArgs& a, std::int64_t b, std::
   for (std::int64_t u = 0; u < count; ++u) {
     ForwardBlock& f = blocks[u];
     f.blk = query_block(G, a.q_pos, b, g, first_qb + u);
-    f.mp = attn::round_up_lanes(f.blk.rows);
+    f.mp = round_up_pad(f.blk.rows);
     f.qt = qt + u * d * max_mp;
     f.acc = acc + u * max_rows * dp;
     f.col_max = col_max + u * max_mp;
@@ -196,7 +191,22 @@ void forward_unit(const Geometry& G, const ForwardArgs& a, std::int64_t b, std::
   }
 }
 
-}  // namespace
+// The per-target entry: one unit of the forward's parallel loop.
+void ForwardUnit(const Geometry& G, const ForwardArgs& a, std::int64_t b, std::int64_t g,
+                 std::int64_t first_qb, std::int64_t blocks_per_unit) {
+  forward_unit(G, a, b, g, first_qb, blocks_per_unit);
+}
+
+}  // namespace origami::kernels::attn::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace origami::kernels {
+namespace attn {
+HWY_EXPORT(ForwardUnit);
+}  // namespace attn
+
+using namespace attn;  // the private tile geometry
 
 void attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v,
                        const std::int64_t* q_pos, const std::int64_t* k_pos, float scale,
@@ -227,7 +237,8 @@ void attention_forward(const AttentionShape& s, const float* q, const float* k, 
 #pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1)
   for (std::int64_t u = 0; u < units; ++u) {
     const std::int64_t bg = u / per_bg;
-    forward_unit(G, a, bg / s.kv_heads, bg % s.kv_heads, (u % per_bg) * per_unit, per_unit);
+    HWY_DYNAMIC_DISPATCH(ForwardUnit)(G, a, bg / s.kv_heads, bg % s.kv_heads,
+                                      (u % per_bg) * per_unit, per_unit);
   }
 }
 
@@ -302,3 +313,4 @@ double attention_forward_flops(const AttentionShape& s, const std::int64_t* q_po
 }
 
 }  // namespace origami::kernels
+#endif  // HWY_ONCE

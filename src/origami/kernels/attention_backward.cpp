@@ -1,33 +1,22 @@
 // FlashAttention-2 backward of attention.cpp's forward: the tiling, the fused and split
 // parallel modes and the handling of masked rows are described at the top of attention.cpp.
 #include <algorithm>
-
 #include <cmath>
 #include <limits>
 
 #include "origami/core/dry_run.h"
 #include "origami/kernels/attention.h"
-#include "origami/kernels/attention_simd.h"
 #include "origami/kernels/attention_tiles.h"
 #include "origami/kernels/threads.h"
 
-namespace origami::kernels {
-namespace {
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "origami/kernels/attention_backward.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
 
-using namespace attn;  // the private tile helpers
+#include "origami/kernels/attention_simd-inl.h"
 
-// Query rows x heads per backward query block: smaller than the forward's, since the
-// backward's working set holds five tiles.
-constexpr std::int64_t kBackwardRows = 64;
-constexpr std::int64_t kBackwardTilesPerUnit = 2;  // key tiles sharing each query-side pack
-
-struct BackwardArgs {
-  const float *q, *k, *v;
-  const std::int64_t *q_pos, *k_pos;
-  float scale;
-  const float *out, *lse, *dout;
-  float *dq, *dk, *dv;
-};
+HWY_BEFORE_NAMESPACE();
+namespace origami::kernels::attn::HWY_NAMESPACE {
 
 // Query-side tiles of a block: scaled q, dO, lse in base 2 (+inf for rows that see no key, so
 // that their probabilities are exp2(-inf) = 0), D = rowsum(dO * O), positions.
@@ -50,10 +39,10 @@ QuerySide pack_query_side(const Geometry& G, const BackwardArgs& a, const QueryB
     // D = dO . O, in vectors (a scalar float sum is one serial chain of adds).
     const float* o = a.out + G.q_offset(blk.b, i, h);
     const float* dO = qs.dout + r * dp;
-    VFloat acc{};
+    V acc = hn::Zero(D());
     std::int64_t c = 0;
-    for (; c + kLanes <= d; c += kLanes) acc += attn::load(dO + c) * attn::load(o + c);
-    float s = attn::hsum(acc);
+    for (; c + kVecLanes <= d; c += kVecLanes) acc = hn::MulAdd(load(dO + c), load(o + c), acc);
+    float s = hsum(acc);
     for (; c < d; ++c) s += dO[c] * o[c];
     qs.delta[r] = s;
   }
@@ -92,14 +81,14 @@ void backward_pair(const Geometry& G, const BackwardArgs& a, const QueryBlock& b
   // dP = dO V^T
   tile_product(rows, np, d, qs.dout, dp, 1, ks.vt, tile.np, ds, np, Init::Zero);
   for (std::int64_t r = 0; r < rows; ++r) {
-    const VFloat shift = attn::splat(qs.lse2[r]);
-    const VFloat delta = attn::splat(qs.delta[r]);
+    const V shift = splat(qs.lse2[r]);
+    const V delta = splat(qs.delta[r]);
     float* prow = p + r * np;
     float* dsrow = ds + r * np;
-    for (std::int64_t c = 0; c < np; c += kLanes) {
-      const VFloat pv = attn::exp2_approx(attn::load(prow + c) - shift);
-      attn::store(prow + c, pv);
-      attn::store(dsrow + c, pv * (attn::load(dsrow + c) - delta));  // dS = P (dP - D)
+    for (std::int64_t c = 0; c < np; c += kVecLanes) {
+      const V pv = exp2_approx(hn::Sub(load(prow + c), shift));
+      store(prow + c, pv);
+      store(dsrow + c, hn::Mul(pv, hn::Sub(load(dsrow + c), delta)));  // dS = P (dP - D)
     }
   }
   if (dk_tile != nullptr) {
@@ -192,14 +181,34 @@ void backward_query_block(const Geometry& G, const BackwardArgs& a, std::int64_t
   }
 }
 
+// The per-target entries: one unit of each parallel loop of the backward.
+void BackwardKeyTiles(const Geometry& G, const BackwardArgs& a, std::int64_t b, std::int64_t g,
+                      std::int64_t first_tile, bool want_dq) {
+  backward_key_tiles(G, a, b, g, first_tile, want_dq);
+}
+void BackwardQueryBlock(const Geometry& G, const BackwardArgs& a, std::int64_t b, std::int64_t g,
+                        std::int64_t qb) {
+  backward_query_block(G, a, b, g, qb);
+}
+
+}  // namespace origami::kernels::attn::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace origami::kernels {
+namespace attn {
+HWY_EXPORT(BackwardKeyTiles);
+HWY_EXPORT(BackwardQueryBlock);
+
 // Fused mode when the (batch, kv head) units keep at least 3/4 of the threads busy.
 bool use_fused_backward(std::int64_t units, int threads) {
   if (threads <= 1) return true;
   const std::int64_t rounds = (units + threads - 1) / threads;
   return 4 * units >= 3 * rounds * threads;
 }
+}  // namespace attn
 
-}  // namespace
+using namespace attn;  // the private tile geometry
 
 void attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
                         const std::int64_t* q_pos, const std::int64_t* k_pos, float scale,
@@ -221,7 +230,7 @@ void attention_backward(const AttentionShape& s, const float* q, const float* k,
 #pragma omp parallel for schedule(dynamic) num_threads(threads) if (threads > 1)
     for (std::int64_t u = 0; u < units; ++u) {
       for (std::int64_t ti = 0; ti < G.k_tiles; ti += kBackwardTilesPerUnit) {
-        backward_key_tiles(G, a, u / s.kv_heads, u % s.kv_heads, ti, true);
+        HWY_DYNAMIC_DISPATCH(BackwardKeyTiles)(G, a, u / s.kv_heads, u % s.kv_heads, ti, true);
       }
     }
     return;
@@ -231,15 +240,16 @@ void attention_backward(const AttentionShape& s, const float* q, const float* k,
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
   for (std::int64_t u = 0; u < key_units; ++u) {
     const std::int64_t bg = u / per_bg;
-    backward_key_tiles(G, a, bg / s.kv_heads, bg % s.kv_heads, (u % per_bg) * kBackwardTilesPerUnit,
-                       false);
+    HWY_DYNAMIC_DISPATCH(BackwardKeyTiles)(G, a, bg / s.kv_heads, bg % s.kv_heads,
+                                           (u % per_bg) * kBackwardTilesPerUnit, false);
   }
   const std::int64_t query_units = units * G.q_blocks;
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
   for (std::int64_t u = 0; u < query_units; ++u) {
     const std::int64_t qb = u % G.q_blocks, bg = u / G.q_blocks;
-    backward_query_block(G, a, bg / s.kv_heads, bg % s.kv_heads, qb);
+    HWY_DYNAMIC_DISPATCH(BackwardQueryBlock)(G, a, bg / s.kv_heads, bg % s.kv_heads, qb);
   }
 }
 
 }  // namespace origami::kernels
+#endif  // HWY_ONCE

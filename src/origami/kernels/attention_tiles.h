@@ -1,6 +1,7 @@
 // Private to the attention kernels (attention.cpp, attention_backward.cpp): the geometry of
-// one call, tiles of queries and keys with their position ranges, packing into per-thread
-// buffers, and the masked score tile. Layouts and conventions: attention.h and attention.cpp.
+// one call, tiles of queries and keys with their position ranges, and packing into per-thread
+// buffers; target-independent (the vector code is in attention_simd-inl.h). Layouts and
+// conventions: attention.h and attention.cpp.
 #pragma once
 
 #include <algorithm>
@@ -11,15 +12,20 @@
 
 #include "origami/core/error.h"
 #include "origami/kernels/attention.h"
-#include "origami/kernels/attention_simd.h"
 
 namespace origami::kernels::attn {
 
-constexpr std::int64_t kKeyTile = 256;  // keys per tile (a multiple of kLanes)
+// Tile rows and columns are padded to a multiple of 16 floats: one AVX-512 vector, and whole
+// vectors on every narrower target.
+constexpr std::int64_t kTilePad = 16;
+inline std::int64_t round_up_pad(std::int64_t n) { return (n + kTilePad - 1) / kTilePad * kTilePad; }
+
+constexpr std::int64_t kKeyTile = 256;  // keys per tile (a multiple of kTilePad)
 constexpr float kLog2e = 1.44269504088896340736f;
 constexpr float kLn2 = 0.69314718055994530942f;
 constexpr std::int64_t kPosMax = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t kPosMin = std::numeric_limits<std::int64_t>::min();
+inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 inline void check_shape(const AttentionShape& s) {
   ORIGAMI_CHECK(s.batch >= 0 && s.q_len >= 0 && s.kv_len >= 0,
@@ -42,18 +48,40 @@ inline void check_call(const AttentionShape& s, float scale, bool has_q, bool ha
                 s.kv_len);
 }
 
+// Query rows x heads per query block: the forward's, and the backward's (smaller: its working
+// set holds five tiles).
+constexpr std::int64_t kForwardRows = 128;
+constexpr std::int64_t kBackwardRows = 64;
+constexpr std::int64_t kForwardBlocksPerUnit = 4;  // query blocks sharing each K/V tile copy
+constexpr std::int64_t kBackwardTilesPerUnit = 2;  // key tiles sharing each query-side pack
+
+// The arguments of one call, as the per-target code receives them.
+struct ForwardArgs {
+  const float *q, *k, *v;
+  const std::int64_t *q_pos, *k_pos;
+  float scale;
+  float *out, *lse;
+};
+struct BackwardArgs {
+  const float *q, *k, *v;
+  const std::int64_t *q_pos, *k_pos;
+  float scale;
+  const float *out, *lse, *dout;
+  float *dq, *dk, *dv;
+};
+
 // Sizes derived once per call.
 struct Geometry {
   AttentionShape s;
   std::int64_t rep = 1;         // query heads per kv head
-  std::int64_t dp = kLanes;     // head_dim padded to whole vectors
+  std::int64_t dp = kTilePad;    // head_dim padded to whole vectors
   std::int64_t block_rows = 1;  // query positions per query block
   std::int64_t q_blocks = 0;
   std::int64_t k_tiles = 0;
 
   Geometry(const AttentionShape& shape, std::int64_t rows_target) : s(shape) {
     rep = s.heads / s.kv_heads;
-    dp = attn::round_up_lanes(s.head_dim);
+    dp = round_up_pad(s.head_dim);
     block_rows = std::max<std::int64_t>(1, rows_target / rep);
     q_blocks = (s.q_len + block_rows - 1) / block_rows;
     k_tiles = (s.kv_len + kKeyTile - 1) / kKeyTile;
@@ -121,7 +149,7 @@ inline KeyTile key_tile(const Geometry& G, const std::int64_t* k_pos, std::int64
   t.g = g;
   t.j0 = kt * kKeyTile;
   t.n = std::min(kKeyTile, G.s.kv_len - t.j0);
-  t.np = attn::round_up_lanes(t.n);
+  t.np = round_up_pad(t.n);
   for (std::int64_t j = t.j0; j < t.j0 + t.n; ++j) {
     t.pmin = std::min(t.pmin, k_pos[j]);
     t.pmax = std::max(t.pmax, k_pos[j]);
@@ -142,7 +170,7 @@ inline KeyTile visible_part(const QueryBlock& q, const KeyTile& t, const std::in
   KeyTile v = t;
   if (all_visible(q, t)) return v;
   while (v.n > 0 && k_pos[t.j0 + v.n - 1] > q.pmax) --v.n;
-  v.np = attn::round_up_lanes(v.n);
+  v.np = round_up_pad(v.n);
   return v;
 }
 
@@ -184,23 +212,6 @@ inline void pack_key_rows(const Geometry& G, const KeyTile& t, const float* src,
 inline void query_positions(const Geometry& G, const QueryBlock& blk, const std::int64_t* q_pos,
                             std::int64_t* dst) {
   for (std::int64_t r = 0; r < blk.rows; ++r) dst[r] = q_pos[blk.i0 + r / G.rep];
-}
-
-// scores[rows, np] = (scaled q) k^T for one tile pair, with invisible pairs and the padding
-// columns set to -inf.
-inline void tile_scores(const Geometry& G, const QueryBlock& blk, const KeyTile& t, const float* q,
-                        const float* kt, std::int64_t ld_kt, const std::int64_t* qpos,
-                        const std::int64_t* kpos, float* scores) {
-  tile_product(blk.rows, t.np, G.s.head_dim, q, G.dp, 1, kt, ld_kt, scores, t.np, Init::Zero);
-  const bool mask = !all_visible(blk, t);
-  for (std::int64_t r = 0; r < blk.rows; ++r) {
-    float* row = scores + r * t.np;
-    if (mask) {
-      const std::int64_t p = qpos[r];
-      for (std::int64_t j = 0; j < t.n; ++j) row[j] = kpos[j] > p ? kNegInf : row[j];
-    }
-    std::fill(row + t.n, row + t.np, kNegInf);
-  }
 }
 
 }  // namespace origami::kernels::attn

@@ -1,0 +1,199 @@
+// Private to the attention kernels: the fast exp2, the register-blocked tile product and the
+// masked score tile, written once over Highway's portable vectors and compiled for every SIMD
+// target by the files that include it (attention.cpp, attention_backward.cpp, which go through
+// hwy/foreach_target.h). The vector width and the register blocking come from the target.
+//
+// Per-target include guard (Highway's convention for "-inl.h" headers): the body is compiled
+// once per target, inside that target's namespace.
+#if defined(ORIGAMI_KERNELS_ATTENTION_SIMD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ORIGAMI_KERNELS_ATTENTION_SIMD_INL_H_
+#undef ORIGAMI_KERNELS_ATTENTION_SIMD_INL_H_
+#else
+#define ORIGAMI_KERNELS_ATTENTION_SIMD_INL_H_
+#endif
+
+#include <cstdint>
+
+#include <hwy/highway.h>
+
+#include "origami/kernels/attention_tiles.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace origami::kernels::attn::HWY_NAMESPACE {
+
+namespace hn = hwy::HWY_NAMESPACE;
+
+using D = hn::ScalableTag<float>;
+using V = hn::Vec<D>;
+using DI = hn::RebindToSigned<D>;
+
+// Floats per vector of this target; tiles are padded to kTilePad, a multiple of it.
+constexpr std::int64_t kVecLanes = static_cast<std::int64_t>(HWY_LANES(float));
+static_assert(kTilePad % kVecLanes == 0, "tile padding must be whole vectors on every target");
+
+// Vector registers of the target: 32 with AVX-512, 16 with AVX2 and SSE4.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr int kRegisters = 32;
+#else
+constexpr int kRegisters = 16;
+#endif
+
+inline V load(const float* p) { return hn::LoadU(D(), p); }
+inline void store(float* p, V v) { hn::StoreU(v, D(), p); }
+inline V splat(float x) { return hn::Set(D(), x); }
+inline float hsum(V v) { return hn::GetLane(hn::SumOfLanes(D(), v)); }
+
+// 2^x for x <= ~126, relative error below 3e-7 (about 2 ulp); exactly 0 for x < -126, which
+// includes -inf (masked scores), so no masked entry ever leaks a denormal or a NaN; NaN stays NaN.
+// 2^x = 2^n * 2^f with n = round(x), f in [-1/2, 1/2]; 2^f by its Taylor polynomial of degree 7
+// (truncation error 6e-9 at |f| = 1/2).
+inline V exp2_approx(V x) {
+  const D d;
+  const DI di;
+  const V lo = hn::Set(d, -126.0f), hi = hn::Set(d, 126.0f);
+  // Selects rather than Min/Max: x86's min/max return the second operand for NaN, and a NaN
+  // must come through.
+  const auto below = hn::Lt(x, lo);
+  V xc = hn::IfThenElse(below, lo, x);
+  xc = hn::IfThenElse(hn::Gt(xc, hi), hi, xc);
+  // Adding 1.5 * 2^23 rounds to the nearest integer, which then sits in the low mantissa bits.
+  const V shifter = hn::Set(d, 12582912.0f);
+  const V t = hn::Add(xc, shifter);
+  const V n = hn::Sub(t, shifter);
+  const V f = hn::Sub(xc, n);
+  V p = hn::Set(d, 1.5252733804059840e-05f);
+  p = hn::MulAdd(p, f, hn::Set(d, 1.5403530393381606e-04f));
+  p = hn::MulAdd(p, f, hn::Set(d, 1.3333558146428443e-03f));
+  p = hn::MulAdd(p, f, hn::Set(d, 9.6181291076284772e-03f));
+  p = hn::MulAdd(p, f, hn::Set(d, 5.5504108664821580e-02f));
+  p = hn::MulAdd(p, f, hn::Set(d, 2.4022650695910071e-01f));
+  p = hn::MulAdd(p, f, hn::Set(d, 6.9314718055994531e-01f));
+  p = hn::MulAdd(p, f, hn::Set(d, 1.0f));
+  const auto exponent = hn::ShiftLeft<23>(hn::Sub(hn::BitCast(di, t), hn::BitCast(di, shifter)));
+  const V r = hn::BitCast(d, hn::Add(hn::BitCast(di, p), exponent));
+  return hn::IfThenZeroElse(below, r);
+}
+
+// How a tile product treats the existing C.
+enum class Init { Zero, Accumulate, ScaleRows };
+
+// C[r, 0 : NV vectors) (=|+=|= row_scale[r] * C +) sum_k A(r, k) * B[k, 0 : NV vectors) for
+// r < MR, where A(r, k) = A[r * a_rs + k * a_ks] (so either A or A^T can be used) and B rows
+// are ldb apart. The MR x NV accumulators stay in registers over the whole k loop.
+template <int MR, int NV>
+HWY_INLINE void micro_kernel(std::int64_t K, const float* A, std::int64_t a_rs, std::int64_t a_ks,
+                             const float* B, std::int64_t ldb, float* C, std::int64_t ldc,
+                             Init init, const float* row_scale) {
+  const D d;
+  V acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      if (init == Init::Zero) {
+        acc[r][v] = hn::Zero(d);
+      } else {
+        acc[r][v] = load(C + r * ldc + v * kVecLanes);
+        if (init == Init::ScaleRows) acc[r][v] = hn::Mul(acc[r][v], hn::Set(d, row_scale[r]));
+      }
+    }
+  }
+  const float* a_row[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) a_row[r] = A + r * a_rs;
+  for (std::int64_t k = 0; k < K; ++k) {
+    V b[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + v * kVecLanes);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const V a = hn::Set(d, a_row[r][k * a_ks]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = hn::MulAdd(a, b[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) store(C + r * ldc + v * kVecLanes, acc[r][v]);
+  }
+}
+
+// The last rows < MR of a block: picks the instantiation with exactly that many rows.
+template <int R, int NV>
+HWY_INLINE void micro_kernel_rows(int rows, std::int64_t K, const float* A, std::int64_t a_rs,
+                                  std::int64_t a_ks, const float* B, std::int64_t ldb, float* C,
+                                  std::int64_t ldc, Init init, const float* row_scale) {
+  if constexpr (R > 0) {
+    if (rows == R) {
+      micro_kernel<R, NV>(K, A, a_rs, a_ks, B, ldb, C, ldc, init, row_scale);
+    } else {
+      micro_kernel_rows<R - 1, NV>(rows, K, A, a_rs, a_ks, B, ldb, C, ldc, init, row_scale);
+    }
+  }
+}
+
+template <int MR, int NV>
+HWY_INLINE void tile_product_columns(std::int64_t rows, std::int64_t K, const float* A,
+                                     std::int64_t a_rs, std::int64_t a_ks, const float* B,
+                                     std::int64_t ldb, float* C, std::int64_t ldc, Init init,
+                                     const float* row_scale) {
+  std::int64_t r = 0;
+  for (; r + MR <= rows; r += MR) {
+    micro_kernel<MR, NV>(K, A + r * a_rs, a_rs, a_ks, B, ldb, C + r * ldc, ldc, init,
+                         row_scale == nullptr ? nullptr : row_scale + r);
+  }
+  if (r < rows) {
+    micro_kernel_rows<MR - 1, NV>(static_cast<int>(rows - r), K, A + r * a_rs, a_rs, a_ks, B, ldb,
+                                  C + r * ldc, ldc, init,
+                                  row_scale == nullptr ? nullptr : row_scale + r);
+  }
+}
+
+// C[rows, cols] (init) A(rows, K) * B[K, cols], cols a multiple of kTilePad (tiles are padded).
+// Register blocks of about 3/4 of the target's vector registers in accumulators, the rest for
+// the B row and the broadcast A element: with 32 registers, 4 vectors x 6 rows, then 2 x 12 and
+// 1 x 12; with 16, 2 vectors x 6 rows, then 1 x 12.
+inline void tile_product(std::int64_t rows, std::int64_t cols, std::int64_t K, const float* A,
+                         std::int64_t a_rs, std::int64_t a_ks, const float* B, std::int64_t ldb,
+                         float* C, std::int64_t ldc, Init init, const float* row_scale = nullptr) {
+  std::int64_t c = 0;
+  if constexpr (kRegisters >= 32) {
+    for (; c + 4 * kVecLanes <= cols; c += 4 * kVecLanes) {
+      tile_product_columns<6, 4>(rows, K, A, a_rs, a_ks, B + c, ldb, C + c, ldc, init, row_scale);
+    }
+    if (c + 2 * kVecLanes <= cols) {
+      tile_product_columns<12, 2>(rows, K, A, a_rs, a_ks, B + c, ldb, C + c, ldc, init, row_scale);
+      c += 2 * kVecLanes;
+    }
+  } else {
+    for (; c + 2 * kVecLanes <= cols; c += 2 * kVecLanes) {
+      tile_product_columns<6, 2>(rows, K, A, a_rs, a_ks, B + c, ldb, C + c, ldc, init, row_scale);
+    }
+  }
+  for (; c < cols; c += kVecLanes) {
+    tile_product_columns<12, 1>(rows, K, A, a_rs, a_ks, B + c, ldb, C + c, ldc, init, row_scale);
+  }
+}
+
+// scores[rows, np] = (scaled q) k^T for one tile pair, with invisible pairs and the padding
+// columns set to -inf.
+inline void tile_scores(const Geometry& G, const QueryBlock& blk, const KeyTile& t, const float* q,
+                        const float* kt, std::int64_t ld_kt, const std::int64_t* qpos,
+                        const std::int64_t* kpos, float* scores) {
+  tile_product(blk.rows, t.np, G.s.head_dim, q, G.dp, 1, kt, ld_kt, scores, t.np, Init::Zero);
+  const bool mask = !all_visible(blk, t);
+  for (std::int64_t r = 0; r < blk.rows; ++r) {
+    float* row = scores + r * t.np;
+    if (mask) {
+      const std::int64_t p = qpos[r];
+      for (std::int64_t j = 0; j < t.n; ++j) row[j] = kpos[j] > p ? kNegInf : row[j];
+    }
+    std::fill(row + t.n, row + t.np, kNegInf);
+  }
+}
+
+}  // namespace origami::kernels::attn::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
