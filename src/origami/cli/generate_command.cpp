@@ -1,6 +1,7 @@
 #include "origami/cli/generate_command.h"
 
 #include "origami/cli/dry_run_flags.h"
+#include "origami/cli/machine_peak.h"
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include "origami/core/error.h"
 #include "origami/infer/dry_run.h"
 #include "origami/infer/engine.h"
+#include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 #include "origami/train/checkpoint.h"
 #include "origami/train/data.h"
@@ -330,6 +332,8 @@ int GenerateCommand::run() {
     for (std::int32_t id : r.tokens[b]) text += piece(id);
     std::cout << fmt::format("[{}] {}\n", b, text);
   }
+  std::cout << fmt::format("kernels: SIMD target {} ({})\n", kernels::simd_target(),
+                           cpu_model_name());
   std::cout << fmt::format("prefill: {} tokens in {:.3f} s, {:.0f} tokens/s\n", r.prefill_tokens,
                            r.prefill_s, static_cast<double>(r.prefill_tokens) / r.prefill_s);
   std::cout << fmt::format(

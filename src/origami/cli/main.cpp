@@ -11,6 +11,7 @@
 #include "origami/cli/plan_command.h"
 #include "origami/cli/train_command.h"
 #include "origami/core/error.h"
+#include "origami/kernels/simd.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Origami: folded tensor and sequence parallel training of Llama-style models"};
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   try {
+    origami::kernels::use_simd_target_from_env();
     if (train.selected()) return train.run();
     if (export_command.selected()) return export_command.run();
     if (plan.selected()) return plan.run();

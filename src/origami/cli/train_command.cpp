@@ -1,21 +1,21 @@
 #include "origami/cli/train_command.h"
 
-#include "origami/cli/dry_run_flags.h"
-
-#include <cstdlib>
-
-#include "origami/train/dry_run.h"
-#include "origami/train/parallel_train.h"
-
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "origami/cli/dry_run_flags.h"
+#include "origami/cli/machine_peak.h"
 #include "origami/core/error.h"
+#include "origami/kernels/simd.h"
+#include "origami/train/dry_run.h"
+#include "origami/train/parallel_train.h"
 
 namespace origami::cli {
 
@@ -68,10 +68,10 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->capture_default_str();
   command_->add_option("--seed", o.seed, "initialisation and data seed")->capture_default_str();
   command_->add_option("--threads", o.threads, "kernel threads")->capture_default_str();
-  command_->add_option("--peak-gflops", peak_gflops_,
-                       fmt::format("peak MFU is stated against (default {:.0f} per thread: the "
-                                   "measured sgemm rate of one core here)",
-                                   kCpuPeakGflopsPerThread));
+  peak_gflops_option_ = command_->add_option(
+      "--peak-gflops", peak_gflops_,
+      "the peak MFU is stated against, in GFLOP/s for the whole run (default: oneDNN's sgemm "
+      "rate on one core of this machine, measured once and cached, times --threads)");
   command_->add_option("--metrics", o.metrics_path, "write per-step metrics as JSON lines");
   command_->add_option("--memory-cap", memory_cap_, "refuse allocations beyond this (e.g. 2GiB)");
   command_->add_option("--log-every", o.log_every, "print every N steps")->capture_default_str();
@@ -172,13 +172,32 @@ int default_tsp_degree(const ModelConfig& m, std::int64_t seq, const std::string
 }
 }  // namespace
 
+// --peak-gflops, or this machine's measured sgemm rate per core times the kernel threads; says
+// which, with the SIMD target the kernels run on, before the run starts.
+double TrainCommand::stated_peak_gflops() const {
+  if (peak_gflops_option_->count() > 0) {
+    if (!(peak_gflops_ > 0) || !std::isfinite(peak_gflops_))
+      throw ConfigError(fmt::format("--peak-gflops must be a positive number of GFLOP/s (got {}); "
+                                    "leave it out to measure this machine's",
+                                    peak_gflops_));
+    std::cout << fmt::format("origami: kernels on SIMD target {} ({}); MFU against "
+                             "--peak-gflops {:.0f}\n",
+                             kernels::simd_target(), cpu_model_name(), peak_gflops_);
+    return peak_gflops_;
+  }
+  const MachinePeak p = machine_peak();
+  std::cout << fmt::format("origami: kernels on SIMD target {} ({}); MFU against oneDNN sgemm's "
+                           "{:.0f} GFLOP/s per thread ({}) x {} threads\n",
+                           kernels::simd_target(), p.cpu, p.gflops_per_thread, p.source,
+                           options_.threads);
+  return p.gflops_per_thread * options_.threads;
+}
+
 int TrainCommand::run() {
   std::vector<std::string> warnings;
   options_.model = config_path_.empty() ? model_preset(preset_)
                                         : load_model_config(config_path_, &warnings);
   for (const std::string& w : warnings) std::cerr << "origami: warning: " << w << "\n";
-  options_.peak_gflops =
-      peak_gflops_ > 0 ? peak_gflops_ : kCpuPeakGflopsPerThread * options_.threads;
   if (!memory_cap_.empty()) options_.memory_cap = parse_bytes(memory_cap_);
   if (strategy_option_->count() == 0 && degree_option_->count() == 0 && options_.mesh.empty() &&
       !options_.tp_sequence_parallel) {
@@ -203,6 +222,7 @@ int TrainCommand::run() {
                                       l->get_name()));
   if (link_.enabled) link_.validate();
   options_.link = link_;
+  options_.peak_gflops = stated_peak_gflops();
   train(options_, [](const std::string& line) { std::cout << line << std::endl; });
   return 0;
 }

@@ -11,10 +11,6 @@
 
 namespace origami::cli {
 
-// The stated peak MFU is reported against, per kernel thread: the fp32 rate of oneDNN's sgemm
-// measured on one core of this machine (docs/results.md). Override with --peak-gflops.
-inline constexpr double kCpuPeakGflopsPerThread = 110.0;
-
 class TrainCommand {
  public:
   explicit TrainCommand(CLI::App& app);
@@ -31,6 +27,7 @@ class TrainCommand {
   CLI::Option* strategy_option_ = nullptr;
   CLI::Option* degree_option_ = nullptr;
   double peak_gflops_ = 0;
+  CLI::Option* peak_gflops_option_ = nullptr;
   // The dry run (docs/planner.md "Dry run").
   bool dry_run_ = false;
   double flops_rate_gflops_ = 100000;  // per rank
@@ -42,6 +39,7 @@ class TrainCommand {
   CLI::Option* steps_option_ = nullptr;
   CLI::Option* batch_option_ = nullptr;
   int run_dry();
+  double stated_peak_gflops() const;
 };
 
 // "512MiB", "2GiB", "1000000" -> bytes; ConfigError on anything else.

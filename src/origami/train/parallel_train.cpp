@@ -11,6 +11,7 @@
 
 #include "origami/comm/mpi_transport.h"
 #include "origami/comm/run_ranks.h"
+#include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/rank_model.h"
 #include "origami/train/checkpoint_loop.h"
@@ -142,6 +143,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
                           {"tokens_per_s", tokens_per_s},
                           {"gflops", gflops},
                           {"mfu", gflops / o.peak_gflops},
+                          {"simd", kernels::simd_target()},
                           {"peak_bytes", tracker.peak_total()}};
       metrics << j.dump() << "\n";
     }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/shard_spec.h"
 #include "origami/train/checkpoint_loop.h"
@@ -145,6 +146,7 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
                           {"grad_norm", s.grad_norm}, {"tokens", s.tokens},
                           {"seconds", s.seconds}, {"tokens_per_s", tokens_per_s},
                           {"gflops", gflops}, {"mfu", gflops / o.peak_gflops},
+                          {"simd", kernels::simd_target()},
                           {"peak_bytes", tracker.peak_total()}};
       metrics << j.dump() << "\n";
     }
