@@ -193,8 +193,9 @@ GenerateResult generate(const GenerateOptions& o,
     });
     if (code != 0) throw Error(fmt::format("the MPI run ended with code {}", code));
   } else {
-    kernels::set_thread_count(std::max(1, o.threads / D));
-    comm::run_ranks(D, rank_fn);
+    comm::RunOptions ranks;
+    ranks.kernel_threads = std::max(1, o.threads / D);  // the cores split among the ranks
+    comm::run_ranks(D, rank_fn, ranks);
   }
   return result;
 }

@@ -10,6 +10,7 @@
 
 #include "origami/comm/threads_transport.h"
 #include "origami/core/error.h"
+#include "origami/kernels/threads.h"
 
 namespace origami::comm {
 
@@ -63,11 +64,16 @@ void run_ranks(const std::vector<MemoryTracker*>& trackers, const RankFn& fn, co
   std::mutex mutex;
   std::exception_ptr first;
   int first_rank = -1;
+  // The kernel thread count is per calling thread (kernels/threads.h): each rank thread starts
+  // with the launcher's, or the one the options ask for, never the default of 1.
+  const int kernel_threads = options.kernel_threads > 0 ? options.kernel_threads
+                                                        : kernels::thread_count();
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       try {
+        kernels::set_thread_count(kernel_threads);
         Communicator comm = Communicator::world(world->transport(r), *trackers[static_cast<std::size_t>(r)]);
         if (options.timeout_s) comm.set_timeout(*options.timeout_s);
         fn(comm);

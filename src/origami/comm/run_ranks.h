@@ -4,7 +4,8 @@
 //
 // Each rank runs fn on its own thread with the world communicator, bound to a memory
 // tracker named "rank r" (created here, or one of the caller's trackers with the overload
-// taking them, so the caller can read peaks afterwards). If any rank throws, the world is
+// taking them, so the caller can read peaks afterwards), computing on the launching thread's
+// kernel thread count (or RunOptions::kernel_threads). If any rank throws, the world is
 // aborted at once: every pending and later communication of the other ranks fails with a
 // CommError naming the failed rank, so nobody hangs. A rank that returns while others still
 // wait for it (it skipped a call) makes those waits fail at once, naming it. After all
@@ -28,6 +29,7 @@ struct RunOptions {
   std::optional<double> timeout_s;       // default: default_timeout_s()
   std::optional<std::int64_t> memory_cap;  // per rank, on the trackers run_ranks creates
   bool virtual_time = false;  // the dry run: the link model advances virtual clocks, never sleeps
+  int kernel_threads = 0;     // kernel threads of each rank; 0: the launching thread's count
 };
 
 using RankFn = std::function<void(Communicator&)>;
