@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 #include "origami/model/llama.h"
 #include "origami/train/trainer.h"
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   using namespace origami;
+  kernels::use_simd_target_from_env();
   kernels::set_thread_count(threads);
   ModelConfig config = model_preset(preset);
   config.max_position_embeddings = std::max(config.max_position_embeddings, seq);
@@ -60,6 +62,7 @@ int main(int argc, char** argv) {
                         {"seq", seq},
                         {"batch", batch},
                         {"threads", threads},
+                        {"simd", kernels::simd_target()},
                         {"tokens_per_s", tokens / seconds},
                         {"step_seconds", seconds / static_cast<double>(steps)},
                         {"tokens_per_cpu_s", tokens / cpu_seconds},
