@@ -23,7 +23,8 @@ std::string JsonPlace::describe() const {
 }
 
 void refuse(const JsonPlace& place, std::string_view problem) {
-  throw ConfigError(fmt::format("tokenizer {}: {}", place.describe(), problem));
+  throw ConfigError(fmt::format("tokenizer {}{}{}", place.describe(), place.field.empty() ? ": " : " ",
+                                problem));
 }
 
 const json* optional_field(const json& j, std::string_view key) {
