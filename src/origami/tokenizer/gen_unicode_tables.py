@@ -109,21 +109,18 @@ def main():
     for c in sorted(decompositions):
         entries.append((c, len(flat), len(decompositions[c])))
         flat.extend(decompositions[c])
-    w("const std::uint32_t kDecompositionData[%d] = {" % len(flat))
-    for i in range(0, len(flat), 16):
-        w("  " + ",".join("0x%X" % x for x in flat[i:i + 16]) + ",")
-    w("};")
-    w("const Decomposition kDecompositions[%d] = {" % len(entries))
-    for i in range(0, len(entries), 8):
-        w("  " + ",".join("{0x%X,%d,%d}" % e for e in entries[i:i + 8]) + ",")
-    w("};")
+    def emit_array(declaration, items, per_line, item_format):
+        w("%s[%d] = {" % (declaration, len(items)))
+        for i in range(0, len(items), per_line):
+            w("  " + ",".join(item_format % x for x in items[i:i + per_line]) + ",")
+        w("};")
+
+    emit_array("const std::uint32_t kDecompositionData", flat, 16, "0x%X")
+    emit_array("const Decomposition kDecompositions", entries, 8, "{0x%X,%d,%d}")
     w("const std::size_t kDecompositionCount = %d;" % len(entries))
     w("")
     pairs = sorted(((a << 21) | b, c) for (a, b), c in compositions.items())
-    w("const Composition kCompositions[%d] = {" % len(pairs))
-    for i in range(0, len(pairs), 6):
-        w("  " + ",".join("{0x%XULL,0x%X}" % p for p in pairs[i:i + 6]) + ",")
-    w("};")
+    emit_array("const Composition kCompositions", pairs, 6, "{0x%XULL,0x%X}")
     w("const std::size_t kCompositionCount = %d;" % len(pairs))
     w("")
     w("}  // namespace origami::tokenizer::unicode")

@@ -46,27 +46,32 @@ std::string string_field(const json& j, std::string_view key, const JsonPlace& p
   return v.get<std::string>();
 }
 
-std::string optional_string(const json& j, std::string_view key, const JsonPlace& place,
-                            std::string fallback) {
+namespace {
+
+// j[key] as a T when present, `fallback` when absent; refused naming the field otherwise.
+template <class T, class Is>
+T optional_value(const json& j, std::string_view key, const JsonPlace& place, T fallback, Is is,
+                 std::string_view expected) {
   const json* v = optional_field(j, key);
   if (v == nullptr) return fallback;
-  if (!v->is_string()) refuse(place.at(key), "is not a string");
-  return v->get<std::string>();
+  if (!(v->*is)()) refuse(place.at(key), expected);
+  return v->get<T>();
+}
+
+}  // namespace
+
+std::string optional_string(const json& j, std::string_view key, const JsonPlace& place,
+                            std::string fallback) {
+  return optional_value(j, key, place, std::move(fallback), &json::is_string, "is not a string");
 }
 
 bool optional_bool(const json& j, std::string_view key, const JsonPlace& place, bool fallback) {
-  const json* v = optional_field(j, key);
-  if (v == nullptr) return fallback;
-  if (!v->is_boolean()) refuse(place.at(key), "is not true or false");
-  return v->get<bool>();
+  return optional_value(j, key, place, fallback, &json::is_boolean, "is not true or false");
 }
 
 std::int64_t optional_int(const json& j, std::string_view key, const JsonPlace& place,
                           std::int64_t fallback) {
-  const json* v = optional_field(j, key);
-  if (v == nullptr) return fallback;
-  if (!v->is_number_integer()) refuse(place.at(key), "is not an integer");
-  return v->get<std::int64_t>();
+  return optional_value(j, key, place, fallback, &json::is_number_integer, "is not an integer");
 }
 
 void refuse_type(const JsonPlace& place, std::string_view type, std::string_view supported) {

@@ -7,6 +7,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$here/../../../build/tokenizer-reference}"
 mkdir -p "$out"
+out="$(cd "$out" && pwd)"
 stamp="$out/.done"
 if [ -f "$stamp" ] && [ -z "$(find "$here/make_corpus.py" "$here/reference.mjs" "$here/package.json" -newer "$stamp")" ]; then
   exit 0
