@@ -8,6 +8,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$here/../../../build/tokenizer-reference}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
+# One at a time: CTest runs the reference tests in parallel, each of them calling this.
+exec 9>"$out/.lock"
+flock 9
 stamp="$out/.done"
 if [ -f "$stamp" ] && [ -z "$(find "$here/make_corpus.py" "$here/reference.mjs" "$here/package.json" -newer "$stamp")" ]; then
   exit 0
