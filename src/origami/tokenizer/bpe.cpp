@@ -14,18 +14,20 @@ using nlohmann::json;
 
 namespace {
 
-// A merge rule's two sides: "a b" (the older format) or ["a", "b"].
-std::pair<std::string, std::string> merge_sides(const json& m, const JsonPlace& place) {
+// A merge rule's two sides: "a b" (the older format) or ["a", "b"]; views into `m`.
+// `place` is the model's; the rule's own place is made only for a message.
+std::pair<std::string_view, std::string_view> merge_sides(const json& m, const JsonPlace& place,
+                                                          std::size_t rank) {
   if (m.is_string()) {
-    const std::string s = m.get<std::string>();
+    const std::string_view s = m.get_ref<const std::string&>();
     const std::size_t space = s.find(' ');
-    if (space == std::string::npos || space == 0 || space + 1 == s.size())
-      refuse(place, "is not a merge 'LEFT RIGHT'");
+    if (space == std::string_view::npos || space == 0 || space + 1 == s.size())
+      refuse(place.at("merges").at(rank), "is not a merge 'LEFT RIGHT'");
     return {s.substr(0, space), s.substr(space + 1)};
   }
   if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
-    return {m[0].get<std::string>(), m[1].get<std::string>()};
-  refuse(place, "is not a merge (\"LEFT RIGHT\" or [LEFT, RIGHT])");
+    return {m[0].get_ref<const std::string&>(), m[1].get_ref<const std::string&>()};
+  refuse(place.at("merges").at(rank), "is not a merge (\"LEFT RIGHT\" or [LEFT, RIGHT])");
 }
 
 }  // namespace
@@ -67,10 +69,13 @@ BpeModel::BpeModel(const json& config, const StringIdMap& vocab, bool byte_level
   const json& merges = required_field(config, "merges", place);
   if (!merges.is_array()) refuse(place.at("merges"), "is not a list");
   merges_.reserve(merges.size());
+  std::string joined;
   for (std::size_t rank = 0; rank < merges.size(); ++rank) {
-    const auto [left, right] = merge_sides(merges[rank], place.at("merges").at(rank));
+    const auto [left, right] = merge_sides(merges[rank], place, rank);
+    joined.assign(left);
+    joined.append(right);
     const std::int32_t l = find_id(vocab, left), r = find_id(vocab, right),
-                       m = find_id(vocab, left + right);
+                       m = find_id(vocab, joined);
     if (l < 0 || r < 0 || m < 0) continue;  // a rule that can never apply
     merges_.insert(l, r, {static_cast<std::uint32_t>(rank), m});
   }

@@ -25,8 +25,10 @@ HfTokenizer::HfTokenizer(const std::string& path) {
   component_type(model, model_place, "BPE");
   const json& vocab = required_field(model, "vocab", model_place);
   if (!vocab.is_object()) refuse(model_place.at("vocab"), "is not an object of token -> id");
-  const auto set_token = [&](const std::string& text, std::int64_t id, const JsonPlace& at) {
-    if (id < 0 || id >= (std::int64_t{1} << 31) - 1) refuse(at, fmt::format("id {} is out of range", id));
+  // `where()` is the token's place, made only for a message.
+  const auto set_token = [&](const std::string& text, std::int64_t id, auto&& where) {
+    if (id < 0 || id >= (std::int64_t{1} << 31) - 1)
+      refuse(where(), fmt::format("id {} is out of range", id));
     const auto i = static_cast<std::size_t>(id);
     if (i >= id_to_token_.size()) {
       id_to_token_.resize(i + 1);
@@ -40,7 +42,7 @@ HfTokenizer::HfTokenizer(const std::string& path) {
   vocab_.reserve(vocab.size() + 1024);
   for (const auto& [text, id] : vocab.items()) {
     if (!id.is_number_integer()) refuse(model_place.at("vocab").at(text), "is not an integer id");
-    set_token(text, id.get<std::int64_t>(), model_place.at("vocab").at(text));
+    set_token(text, id.get<std::int64_t>(), [&] { return model_place.at("vocab").at(text); });
   }
 
   if (const json* list = optional_field(root, "added_tokens")) {
@@ -57,7 +59,7 @@ HfTokenizer::HfTokenizer(const std::string& path) {
       a.normalized = optional_bool(t, "normalized", ti, !a.special);
       a.lstrip = optional_bool(t, "lstrip", ti, false);
       a.rstrip = optional_bool(t, "rstrip", ti, false);
-      set_token(a.content, id, ti.at("id"));
+      set_token(a.content, id, [&] { return ti.at("id"); });
       a.id = static_cast<std::int32_t>(id);
       if (a.special) special_ids_[static_cast<std::size_t>(id)] = true;
       added_.push_back(std::move(a));
