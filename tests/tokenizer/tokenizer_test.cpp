@@ -153,6 +153,16 @@ TEST_F(SmallTokenizer, MergesAddedTokensAndSpecialTokens) {
   EXPECT_THROW(t->decode(std::vector<std::int32_t>{261}), origami::ConfigError);
 }
 
+TEST_F(SmallTokenizer, LstripAndRstripTrimTheWhitespaceBesideAnAddedToken) {
+  EXPECT_EQ(tok::load(write(base()))->encode("hello <|end|>\u3000hello"),
+            (std::vector<std::int32_t>{259, 32, 260, 227, 128, 128, 259}));
+  json j = base();
+  j["added_tokens"][0]["lstrip"] = true;
+  j["added_tokens"][0]["rstrip"] = true;
+  EXPECT_EQ(tok::load(write(j))->encode("hello <|end|>\u3000hello"),
+            (std::vector<std::int32_t>{259, 260, 259}));
+}
+
 TEST_F(SmallTokenizer, RefusesWhatItDoesNotSupportNamingTheField) {
   json j = base();
   j["model"]["type"] = "WordPiece";
