@@ -9,6 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin                  # the mpi transport
   nlohmann-json3-dev libcli11-dev libfmt-dev  # configuration, command line, formatting
   libgtest-dev libgmock-dev libbenchmark-dev  # tests and benchmarks
+  libsentencepiece-dev sentencepiece          # SentencePiece .model tokenizers (spm_train for their test)
   clang clang-format libclang-rt-14-dev       # libFuzzer + sanitizers
   gnuplot-nox                                 # plots in docs/
   python3 python3-torch python3-numpy         # the independent PyTorch oracle

