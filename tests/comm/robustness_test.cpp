@@ -158,6 +158,13 @@ TEST(Robustness, TimeoutFromTheEnvironment) {
   run_ranks(1, [](Communicator& c) { EXPECT_DOUBLE_EQ(c.timeout(), 2.5); });
   ::setenv("ORIGAMI_COMM_TIMEOUT_S", "soon", 1);
   EXPECT_THROW(default_timeout_s(), ConfigError);
+  // now() + inf (or + 1e20 s) overflows the clock: a deadline already past.
+  for (const char* huge : {"inf", "1e20", "nan"}) {
+    ::setenv("ORIGAMI_COMM_TIMEOUT_S", huge, 1);
+    EXPECT_THROW(default_timeout_s(), ConfigError) << huge;
+  }
+  ::setenv("ORIGAMI_COMM_TIMEOUT_S", "1e6", 1);
+  EXPECT_DOUBLE_EQ(default_timeout_s(), 1e6);
   ::unsetenv("ORIGAMI_COMM_TIMEOUT_S");
   EXPECT_DOUBLE_EQ(default_timeout_s(), 120.0);
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -36,7 +37,16 @@ std::int64_t parse_bytes(const std::string& text) {
   else if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
   if (used == 0 || scale == 0 || !(value > 0))
     throw ConfigError(fmt::format("cannot read '{}' as a size; write e.g. 512MiB or 2GiB", text));
-  return static_cast<std::int64_t>(value * scale);
+  // Whole bytes within int64 (the cast of anything larger, or of inf, is undefined): 2^62 B
+  // is beyond any machine, and a fraction of a byte is a typo.
+  const double bytes = value * scale;
+  if (!(bytes <= 0x1p62))
+    throw ConfigError(fmt::format("size '{}' is beyond 4 EiB; write e.g. 512MiB or 2GiB", text));
+  if (bytes != std::floor(bytes))
+    throw ConfigError(fmt::format("size '{}' is not a whole number of bytes; write e.g. 512MiB "
+                                  "or 2GiB",
+                                  text));
+  return static_cast<std::int64_t>(bytes);
 }
 
 TrainCommand::TrainCommand(CLI::App& app) {

@@ -29,8 +29,10 @@ double default_timeout_s() {
   if (env == nullptr || *env == '\0') return 120.0;
   char* end = nullptr;
   const double v = std::strtod(env, &end);
-  if (end == env || *end != '\0' || !(v > 0)) {
-    throw ConfigError(fmt::format("ORIGAMI_COMM_TIMEOUT_S='{}' is not a positive number of seconds", env));
+  if (end == env || *end != '\0' || !(v > 0 && v <= kMaxTimeoutS)) {
+    throw ConfigError(fmt::format("ORIGAMI_COMM_TIMEOUT_S='{}' is not a number of seconds in "
+                                  "(0, {:g}]",
+                                  env, kMaxTimeoutS));
   }
   return v;
 }
@@ -118,7 +120,8 @@ MemoryTracker& Communicator::tracker() const { return *impl().tracker; }
 Transport& Communicator::transport() const { return *impl().transport; }
 double Communicator::timeout() const { return impl().core->timeout_s; }
 void Communicator::set_timeout(double seconds) {
-  ORIGAMI_CHECK(seconds > 0, "timeout must be positive, got {} s", seconds);
+  ORIGAMI_CHECK(seconds > 0 && seconds <= kMaxTimeoutS, "timeout must be in (0, {:g}] s, got {} s",
+                kMaxTimeoutS, seconds);
   impl().core->timeout_s = seconds;
 }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -99,6 +100,31 @@ std::vector<Tensor*> kind_tensors(const RankState& st, int kind) {
   return out;
 }
 
+// Nothing non-finite is saved as complete (a NaN model would be resumed as if good). Every
+// rank checks what it holds and all of them stop together: a throw on one rank alone would
+// leave the others waiting in the next barrier until the timeout.
+void refuse_non_finite(comm::Communicator* world, const RankState& st, std::int64_t step) {
+  std::string first;  // the first tensor of this rank holding a non-finite value
+  for (int kind = 0; kind < 3 && first.empty(); ++kind) {
+    const std::vector<Tensor*> t = kind_tensors(st, kind);
+    for (std::size_t i = 0; i < t.size() && first.empty(); ++i)
+      for (float x : t[i]->span())
+        if (!std::isfinite(x)) {
+          first = kKinds[kind] + (*st.specs)[i].name;
+          break;
+        }
+  }
+  std::vector<std::int64_t> bad{first.empty() ? 0 : 1};
+  if (world) world->all_reduce(bad, bad, comm::ReduceOp::Max);
+  if (bad[0] == 0) return;
+  throw Error(first.empty()
+                  ? fmt::format("refusing to save step {}: another rank holds a non-finite value",
+                                step)
+                  : fmt::format("refusing to save step {}: tensor {} holds a non-finite value "
+                                "(NaN or inf); lower --lr or check the data",
+                                step, first));
+}
+
 }  // namespace
 
 std::string save(comm::Communicator* world, const std::string& save_dir, std::int64_t step,
@@ -109,6 +135,7 @@ std::string save(comm::Communicator* world, const std::string& save_dir, std::in
   const std::vector<parallel::ShardSpec>& specs = *st.specs;
   const std::size_t n = specs.size();
   const std::string dir = checkpoint_dir(save_dir, step);
+  refuse_non_finite(world, st, step);
   if (rank == 0) {
     // A folder of this step left by an earlier run: drop its marker first, so that it can
     // never look complete while being rewritten.

@@ -127,9 +127,6 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     s.clip_coefficient = st.clip_coefficient;
     s.lr = lr;
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!std::isfinite(s.loss))
-      throw Error(
-          fmt::format("step {}: the loss is {} — lower --lr or check the data", step, s.loss));
     const double tokens_per_s = static_cast<double>(s.tokens) / s.seconds;
     const double gflops = flops_per_step / s.seconds / 1e9;
     if (metrics.is_open()) {

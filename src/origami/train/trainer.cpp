@@ -36,6 +36,7 @@ StepStats train_step(LlamaModel& model, AdamW& optimizer,
   s.tokens = tokens;
   s.lr = lr;
   s.grad_norm = global_grad_norm(model.grads());
+  check_step_finite(s.step, s.loss, s.grad_norm);
   s.clip_coefficient =
       max_grad_norm > 0 ? clip_gradients(model.grads(), s.grad_norm, max_grad_norm) : 1.0f;
   optimizer.step(model.params(), model.grads(), lr);
@@ -65,8 +66,20 @@ void check_options(const TrainOptions& o) {
   positive(o.grad_accum, "--grad-accum");
   positive(o.steps, "--steps");
   positive(o.threads, "--threads");
+  positive(o.log_every, "--log-every");  // a divisor of the step number
   if (o.warmup < 0) throw ConfigError(fmt::format("--warmup must be >= 0 (got {})", o.warmup));
-  if (!(o.lr > 0)) throw ConfigError(fmt::format("--lr must be positive (got {})", o.lr));
+  // The hyperparameters' ranges (NaN and inf fail every comparison): AdamW moves each weight
+  // by about lr per step, so lr above 1 diverges at once, and lr x weight decay above 1 would
+  // flip the sign of the weights.
+  auto within = [](double v, double lo, double hi, bool lo_open, const char* flag) {
+    if (!(std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi))
+      throw ConfigError(fmt::format("{} must be a number in {}{}, {}] (got {})", flag,
+                                    lo_open ? "(" : "[", lo, hi, v));
+  };
+  within(o.lr, 0, 1, true, "--lr");
+  within(o.weight_decay, 0, 1, false, "--weight-decay");
+  within(o.min_lr_ratio, 0, 1, false, "--min-lr-ratio");
+  within(o.max_grad_norm, 0, 1e30, false, "--max-grad-norm");
   if (!(o.peak_gflops > 0))
     throw ConfigError(fmt::format("--peak-gflops must be positive (got {})", o.peak_gflops));
   if (o.seq > o.model.max_position_embeddings)
@@ -136,8 +149,6 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
       micro.push_back({o.batch, o.seq, b.input_ids.data<std::int32_t>(), b.labels.data<std::int32_t>()});
     const float lr = learning_rate(step, o.steps, o.warmup, o.lr, o.min_lr_ratio);
     const StepStats s = train_step(model, optimizer, micro, lr, o.max_grad_norm);
-    if (!std::isfinite(s.loss))
-      throw Error(fmt::format("step {}: the loss is {} — lower --lr or check the data", step, s.loss));
     const double tokens_per_s = static_cast<double>(s.tokens) / s.seconds;
     const double gflops = flops_per_step / s.seconds / 1e9;
     if (metrics.is_open()) {
