@@ -195,6 +195,9 @@ int TrainCommand::run() {
     options_.strategy = "tsp";
     options_.degree = default_tsp_degree(options_.model, options_.seq, options_.layout);
   }
+  // "--mesh dp=2,tsp=2" (the README's example) alone: the mesh says which strategy.
+  if (strategy_option_->count() == 0 && !options_.mesh.empty())
+    options_.strategy = parallel::strategy_of_mesh(options_.mesh);
   if (dry_run_) {
     if (link_.enabled)
       throw ConfigError("--link-model is for a real run: --dry-run always applies the link flags");

@@ -101,6 +101,7 @@ Communicator Communicator::world(std::shared_ptr<Transport> transport, MemoryTra
   core->family->cores.push_back(core);
   std::vector<int> ranks(static_cast<std::size_t>(core->size));
   std::iota(ranks.begin(), ranks.end(), 0);
+  core->world_ranks = ranks;
   return Communicator(std::make_shared<CommImpl>(core, std::move(transport), tracker, 1, std::move(ranks)));
 }
 
@@ -120,7 +121,7 @@ MemoryTracker& Communicator::tracker() const { return *impl().tracker; }
 Transport& Communicator::transport() const { return *impl().transport; }
 double Communicator::timeout() const { return impl().core->timeout_s; }
 void Communicator::set_timeout(double seconds) {
-  ORIGAMI_CHECK(seconds > 0 && seconds <= kMaxTimeoutS, "timeout must be in (0, {:g}] s, got {} s",
+  ORIGAMI_CHECK(seconds > 0 && seconds <= kMaxTimeoutS, "timeout must be positive and at most {:g} s, got {} s",
                 kMaxTimeoutS, seconds);
   impl().core->timeout_s = seconds;
 }
@@ -332,6 +333,7 @@ Communicator Communicator::split(int color, int key, std::string new_name) {
   }
   std::vector<int> world;
   for (int g : members) world.push_back(m.world_ranks[static_cast<std::size_t>(g)]);
+  core->world_ranks = world;
   const std::uint64_t child = mix(m.id ^ mix(static_cast<std::uint64_t>(m.splits) * 0x100000001ULL +
                                              static_cast<std::uint64_t>(color)));
   m.splits += 1;

@@ -8,9 +8,15 @@
 #include <string>
 
 #include "origami/train/checkpoint.h"
+#include "origami/train/save_dir_lock.h"
 #include "origami/train/trainer.h"
 
 namespace origami::ckpt {
+
+// Collective, before any allocation: world rank 0 checks --save-dir (a writable folder) and
+// locks it for the run, and removes the partial files interrupted saves left there; the other
+// ranks hold nothing, and all of them fail together. Without --save-dir: holds nothing.
+SaveDirLock open_save_dir(const TrainOptions& options, comm::Communicator* world, const Log& log);
 
 // Collective. Loads what the options ask for into `state` and returns the number of steps
 // already taken (0 for a fresh run or --init-from). A resumed run must draw the same batches:

@@ -73,6 +73,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   auto log = [&](const std::string& line) {
     if (lead) sh.log(line);
   };
+  const ckpt::SaveDirLock save_dir = ckpt::open_save_dir(o, &world, log);  // before any compute
   MemoryTracker& tracker = world.tracker();
   parallel::ParallelGroups groups(world, sh.plan);
   parallel::RankModel model(o.model, groups, o.seq, parse_recompute(o.recompute), tracker, o.seed);
@@ -91,11 +92,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   const std::int64_t per = o.batch / P;
   const double flops_per_step =
       training_flops(o.model, o.batch, o.seq) * static_cast<double>(o.grad_accum);
-  std::ofstream metrics;
-  if (lead && !o.metrics_path.empty()) {
-    metrics.open(o.metrics_path);
-    if (!metrics) throw ConfigError(fmt::format("cannot write --metrics {}", o.metrics_path));
-  }
+  std::ofstream metrics = open_metrics(lead ? o.metrics_path : std::string());
   log(fmt::format("model: {} parameters (h {}, {} layers, {} heads, {} kv heads, intermediate {}, "
                   "vocabulary {}); data: {} ({} tokens)",
                   o.model.num_parameters(), o.model.hidden_size, o.model.num_hidden_layers,

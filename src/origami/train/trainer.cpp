@@ -1,6 +1,8 @@
 #include "origami/train/trainer.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <fstream>
 #include <numbers>
@@ -53,6 +55,15 @@ float learning_rate(std::int64_t step, std::int64_t total, std::int64_t warmup, 
       std::clamp(static_cast<double>(step - warmup) / static_cast<double>(span), 0.0, 1.0);
   const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
   return static_cast<float>(peak * (min_ratio + (1.0 - min_ratio) * cosine));
+}
+
+std::ofstream open_metrics(const std::string& path) {
+  std::ofstream metrics;
+  if (path.empty()) return metrics;
+  metrics.open(path);
+  if (!metrics)
+    throw ConfigError(fmt::format("cannot write --metrics {}: {}", path, std::strerror(errno)));
+  return metrics;
 }
 
 namespace {
@@ -110,12 +121,9 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
     throw ConfigError(fmt::format("the data ({}) has {} tokens, fewer than --seq + 1 = {}; "
                                   "use a shorter --seq or more data",
                                   dataset.label(), dataset.size(), o.seq + 1));
-  std::ofstream metrics;
-  if (!o.metrics_path.empty()) {
-    metrics.open(o.metrics_path);
-    if (!metrics) throw ConfigError(fmt::format("cannot write --metrics {}", o.metrics_path));
-  }
+  std::ofstream metrics = open_metrics(o.metrics_path);
 
+  const ckpt::SaveDirLock save_dir = ckpt::open_save_dir(o, nullptr, log);  // before any compute
   kernels::set_thread_count(o.threads);
   MemoryTracker tracker("single device");
   tracker.set_cap(o.memory_cap);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -79,6 +80,10 @@ struct TrainResult {
   MemoryStats memory;                 // world rank 0's tracker (the only one on one device)
   std::vector<MemoryStats> rank_memory;  // every rank's, parallel runs
 };
+
+// The --metrics file opened for writing (closed when `path` is empty); ConfigError with the
+// operating system's reason.
+std::ofstream open_metrics(const std::string& path);
 
 // Runs the whole loop, printing progress with `log` (one line per call). A parallel strategy,
 // a mesh or an mpirun launch goes to train_parallel (parallel_train.h).
