@@ -13,8 +13,8 @@
 namespace origami {
 
 // Runs `fn` on this rank, then agrees on the outcome: if it threw on any rank, every rank
-// throws — the failing ones their own error, the others a ConfigError (when the failure was
-// one) or Error naming the lowest failing rank and `what`.
+// throws: the lowest failing rank its own error, the others a ConfigError (when the failure
+// was one) or Error naming that rank, `what` and its message.
 void on_every_rank(comm::Communicator* world, const std::string& what,
                    const std::function<void()>& fn);
 
