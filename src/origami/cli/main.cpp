@@ -11,6 +11,7 @@
 #include "origami/cli/plan_command.h"
 #include "origami/cli/train_command.h"
 #include "origami/core/error.h"
+#include "origami/train/preemption.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Origami: folded tensor and sequence parallel training of Llama-style models"};
@@ -32,6 +33,9 @@ int main(int argc, char** argv) {
     if (export_command.selected()) return export_command.run();
     if (plan.selected()) return plan.run();
     if (generate.selected()) return generate.run();
+  } catch (const origami::Preempted& e) {
+    std::cerr << "origami: " << e.what() << "\n";
+    return origami::kPreemptedExitCode;
   } catch (const origami::ConfigError& e) {
     std::cerr << "origami: error: " << e.what() << "\n";
     return 2;

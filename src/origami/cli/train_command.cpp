@@ -6,6 +6,7 @@
 
 #include "origami/train/dry_run.h"
 #include "origami/train/parallel_train.h"
+#include "origami/train/preemption.h"
 
 #include <algorithm>
 #include <cctype>
@@ -216,6 +217,7 @@ int TrainCommand::run() {
                                       l->get_name()));
   if (link_.enabled) link_.validate();
   options_.link = link_;
+  install_stop_signals();  // SIGTERM, SIGINT, SIGUSR1: finish the step, save, exit 75
   train(options_, [](const std::string& line) { std::cout << line << std::endl; });
   return 0;
 }

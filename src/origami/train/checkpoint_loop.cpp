@@ -1,8 +1,11 @@
 #include "origami/train/checkpoint_loop.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "origami/core/error.h"
+#include "origami/train/preemption.h"
 #include "origami/train/rank_agreement.h"
 
 namespace origami::ckpt {
@@ -89,8 +92,24 @@ std::int64_t begin_run(const TrainOptions& o, comm::Communicator* world, const R
 void after_step(const TrainOptions& o, comm::Communicator* world, const RankState& st,
                 std::int64_t step, const std::string& layout, const Log& log) {
   const CheckpointOptions& c = o.checkpoint;
-  if (c.save_dir.empty()) return;
-  if (!(step == o.steps || (c.save_every > 0 && step % c.save_every == 0))) return;
+  // Every step boundary asks every rank (one small all-reduce): a stop signal on any rank
+  // stops all of them after this step, saved.
+  const int stop = agreed_stop_signal(world);
+  const bool scheduled = step == o.steps || (c.save_every > 0 && step % c.save_every == 0);
+  if (!c.save_dir.empty() && (scheduled || stop != 0)) save_step(o, world, st, step, layout, log);
+  if (stop == 0) return;
+  if (!c.save_dir.empty() && (world == nullptr || world->rank() == 0))
+    remove_partial_files(c.save_dir, log);
+  throw Preempted(stop, fmt::format("stopped by signal {} ({}) after step {}: {}", stop,
+                                    strsignal(stop), step,
+                                    c.save_dir.empty()
+                                        ? std::string("nothing saved (no --save-dir)")
+                                        : "saved; the same command resumes from --save-dir"));
+}
+
+void save_step(const TrainOptions& o, comm::Communicator* world, const RankState& st,
+               std::int64_t step, const std::string& layout, const Log& log) {
+  const CheckpointOptions& c = o.checkpoint;
   const nlohmann::json run = {
       {"optimizer_steps", st.optimizer->steps_taken()},
       {"seed", o.seed},

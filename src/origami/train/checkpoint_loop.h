@@ -24,9 +24,15 @@ SaveDirLock open_save_dir(const TrainOptions& options, comm::Communicator* world
 std::int64_t begin_run(const TrainOptions& options, comm::Communicator* world,
                        const RankState& state, const Log& log);
 
-// Collective. Saves after `step` when it is a multiple of --save-every or the last step.
-// `layout` describes the saving layout (e.g. the plan's description) for the index.
+// Collective, at every step boundary. Saves after `step` when it is a multiple of
+// --save-every or the last step, or when any rank received a stop signal (preemption.h):
+// then, saved, it removes partial files and throws Preempted on every rank. `layout`
+// describes the saving layout (e.g. the plan's description) for the index.
 void after_step(const TrainOptions& options, comm::Communicator* world, const RankState& state,
                 std::int64_t step, const std::string& layout, const Log& log);
+
+// Collective. Writes the checkpoint of `step` with its run state, and logs where.
+void save_step(const TrainOptions& options, comm::Communicator* world, const RankState& state,
+               std::int64_t step, const std::string& layout, const Log& log);
 
 }  // namespace origami::ckpt

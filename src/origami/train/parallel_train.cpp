@@ -15,6 +15,7 @@
 #include "origami/parallel/rank_model.h"
 #include "origami/train/checkpoint_loop.h"
 #include "origami/train/parallel_train_reference.h"
+#include "origami/train/preemption.h"
 
 namespace origami {
 
@@ -32,6 +33,7 @@ struct Shared {
   int kernel_threads = 1;
   std::mutex mutex;
   TrainResult result;
+  std::string stopped;  // a rank's Preempted message
 };
 
 MemoryStats to_stats(const std::vector<std::int64_t>& v) {
@@ -172,6 +174,19 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   }
 }
 
+// One rank's run. A stop (Preempted: thrown on every rank after the same step, saved) ends it
+// normally — on MPI a finalize, not an abort — and is rethrown once every rank returned.
+bool run_rank_or_stop(Shared& sh, comm::Communicator& world) {
+  try {
+    run_rank(sh, world);
+    return false;
+  } catch (const Preempted& p) {
+    std::lock_guard lock(sh.mutex);
+    sh.stopped = p.what();
+    return true;
+  }
+}
+
 }  // namespace
 
 TrainResult train_parallel(const TrainOptions& o,
@@ -208,10 +223,9 @@ TrainResult train_parallel(const TrainOptions& o,
     const int code = comm::mpi_main([&](comm::Communicator& world) {
       parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world.size());
       world.tracker().set_cap(o.memory_cap);
-      run_rank(sh, world);
-      return 0;
+      return run_rank_or_stop(sh, world) ? kPreemptedExitCode : 0;
     }, o.link);
-    if (code != 0) throw Error(fmt::format("the MPI run ended with code {}", code));
+    if (code != 0 && code != kPreemptedExitCode) throw Error(fmt::format("the MPI run ended with code {}", code));
   } else {
     const int world = sh.plan.world();
     parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world);  // before any rank starts
@@ -220,8 +234,9 @@ TrainResult train_parallel(const TrainOptions& o,
     ro.memory_cap = o.memory_cap;
     ro.link = o.link;
     comm::run_ranks(
-        world, [&](comm::Communicator& c) { run_rank(sh, c); }, ro);
+        world, [&](comm::Communicator& c) { run_rank_or_stop(sh, c); }, ro);
   }
+  if (!sh.stopped.empty()) throw Preempted(stop_signal(), sh.stopped);
   return std::move(sh.result);
 }
 

@@ -127,14 +127,16 @@ SaveDirLock::SaveDirLock(SaveDirLock&& o) noexcept
 
 SaveDirLock& SaveDirLock::operator=(SaveDirLock&& o) noexcept {
   if (this != &o) {
-    this->~SaveDirLock();
+    release();
     fd_ = std::exchange(o.fd_, -1);
     path_ = std::move(o.path_);
   }
   return *this;
 }
 
-SaveDirLock::~SaveDirLock() {
+SaveDirLock::~SaveDirLock() { release(); }
+
+void SaveDirLock::release() {
   if (fd_ < 0) return;
   // Unlink while still holding the lock: a run waiting for it then finds no stale text.
   ::unlink(path_.c_str());

@@ -31,6 +31,7 @@ class SaveDirLock {
   bool held() const { return fd_ >= 0; }
 
  private:
+  void release();
   int fd_ = -1;
   std::string path_;
 };
