@@ -16,6 +16,7 @@
 #include "origami/train/checkpoint_loop.h"
 #include "origami/train/parallel_train_reference.h"
 #include "origami/train/preemption.h"
+#include "origami/train/rank_consistency.h"
 
 namespace origami {
 
@@ -75,6 +76,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   auto log = [&](const std::string& line) {
     if (lead) sh.log(line);
   };
+  check_ranks_agree(world, o, *sh.dataset);  // an MPMD launch may give ranks other flags
   const ckpt::SaveDirLock save_dir = ckpt::open_save_dir(o, &world, log);  // before any compute
   MemoryTracker& tracker = world.tracker();
   parallel::ParallelGroups groups(world, sh.plan);
