@@ -6,6 +6,7 @@
 
 #include "origami/train/dry_run.h"
 #include "origami/train/parallel_train.h"
+#include "origami/train/memory_check.h"
 #include "origami/train/preemption.h"
 
 #include <algorithm>
@@ -159,6 +160,7 @@ int TrainCommand::run_dry() {
       "micro-batches, recompute {}, precision {}, {:.4g} GFLOP/s per rank, {}\n",
       o.model.num_parameters(), plan.describe(), plan.world(), d.batch, d.seq, d.grad_accum,
       d.recompute, d.precision.name, flops_rate_gflops_, dry_run_links(link_));
+  check_dry_run_host_memory(d.seq, d.batch, plan.world());  // --seq 2^30: refused at once
   const DryRunReport r = dry_run(o.model, plan, d);
   std::cout << r.summary();
   if (!json_path_.empty()) write_json_file(json_path_, r.to_json());

@@ -15,6 +15,7 @@
 #include "origami/parallel/rank_model.h"
 #include "origami/train/checkpoint_loop.h"
 #include "origami/train/parallel_train_reference.h"
+#include "origami/train/memory_check.h"
 #include "origami/train/preemption.h"
 #include "origami/train/rank_consistency.h"
 
@@ -80,7 +81,8 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   const ckpt::SaveDirLock save_dir = ckpt::open_save_dir(o, &world, log);  // before any compute
   MemoryTracker& tracker = world.tracker();
   parallel::ParallelGroups groups(world, sh.plan);
-  parallel::RankModel model(o.model, groups, o.seq, parse_recompute(o.recompute), tracker, o.seed);
+  parallel::RankModel model(model_for_run(o.model, o.seq), groups, o.seq,
+                            parse_recompute(o.recompute), tracker, o.seed);
   AdamW optimizer(model.params(), tracker,
                   {.lr = o.lr,
                    .beta1 = o.beta1,
@@ -221,6 +223,9 @@ TrainResult train_parallel(const TrainOptions& o,
                     dataset.label(), dataset.size(), o.seq + 1));
   sh.dataset = &dataset;
   if (mpi) {
+    // Ranks started on this host share its memory.
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    check_run_memory(o, sh.plan, local != nullptr ? std::max(1, std::atoi(local)) : 1);
     sh.kernel_threads = o.threads;
     const int code = comm::mpi_main([&](comm::Communicator& world) {
       parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world.size());
@@ -231,6 +236,7 @@ TrainResult train_parallel(const TrainOptions& o,
   } else {
     const int world = sh.plan.world();
     parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world);  // before any rank starts
+    check_run_memory(o, sh.plan, world);  // every rank is a thread of this process
     sh.kernel_threads = std::max(1, o.threads / world);
     comm::RunOptions ro;
     ro.memory_cap = o.memory_cap;

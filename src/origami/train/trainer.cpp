@@ -13,6 +13,7 @@
 #include "origami/kernels/threads.h"
 #include "origami/parallel/shard_spec.h"
 #include "origami/train/checkpoint_loop.h"
+#include "origami/train/memory_check.h"
 #include "origami/train/parallel_train.h"
 
 namespace origami {
@@ -55,6 +56,12 @@ float learning_rate(std::int64_t step, std::int64_t total, std::int64_t warmup, 
       std::clamp(static_cast<double>(step - warmup) / static_cast<double>(span), 0.0, 1.0);
   const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
   return static_cast<float>(peak * (min_ratio + (1.0 - min_ratio) * cosine));
+}
+
+ModelConfig model_for_run(const ModelConfig& model, std::int64_t seq) {
+  ModelConfig m = model;
+  m.max_position_embeddings = std::min(m.max_position_embeddings, seq);
+  return m;
 }
 
 std::ofstream open_metrics(const std::string& path) {
@@ -123,11 +130,12 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
                                   dataset.label(), dataset.size(), o.seq + 1));
   std::ofstream metrics = open_metrics(o.metrics_path);
 
+  check_run_memory(o, parallel::ParallelConfig{}, 1);  // before the first allocation
   const ckpt::SaveDirLock save_dir = ckpt::open_save_dir(o, nullptr, log);  // before any compute
   kernels::set_thread_count(o.threads);
   MemoryTracker tracker("single device");
   tracker.set_cap(o.memory_cap);
-  LlamaModel model(o.model, tracker, o.seed, parse_recompute(o.recompute));
+  LlamaModel model(model_for_run(o.model, o.seq), tracker, o.seed, parse_recompute(o.recompute));
   AdamW optimizer(o.model, tracker,
                   {.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = 1e-8f,
                    .weight_decay = o.weight_decay});
