@@ -43,6 +43,7 @@ class Preemption : public ::testing::Test {
     to_group ? p.signal_group(sig) : p.signal(sig);
     const Exit e = p.wait(60);
     output_ = p.output();
+    report_exit(tag + " (signal " + std::to_string(sig) + ")", e);
     return e;
   }
   static std::string fmt_step(int step) {
@@ -104,6 +105,7 @@ TEST_F(Preemption, ASecondSignalExitsAtOnce) {
   p.wait_until([&] { return file_has(dir_ + "/twice.log", "stop signal received"); }, 10);
   p.signal(SIGTERM);
   const Exit e = p.wait(30);
+  report_exit("second SIGTERM", e);
   EXPECT_EQ(e.code, 128 + SIGTERM) << p.output();
   EXPECT_LT(e.seconds, 5);
   EXPECT_THAT(p.output(), HasSubstr("second stop signal"));
@@ -111,20 +113,19 @@ TEST_F(Preemption, ASecondSignalExitsAtOnce) {
 
 TEST_F(Preemption, MpiRanksAgreeSaveAndExit) {
   if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun";
-  const std::string launcher =
-      std::string(ORIGAMI_BINARY_DIR) + "/tests/comm/origami_mpirun 2 " + origami_bin() + " ";
+  const std::string launcher = mpi_origami(2);
   const std::string run = dir_ + "/run";
   // SIGTERM to one rank only (as a node's scheduler may): both stop after the same step.
   Process p(launcher + kRun + "--strategy tp --degree 2 --save-dir " + run, dir_ + "/mpi.log");
   ASSERT_TRUE(p.wait_until([&] { return file_has(dir_ + "/mpi.log", fmt_step(3)); }, 120))
       << p.output();
-  const std::string ranks = Process::read("/proc/" + std::to_string(p.pid()) + "/task/" +
-                                          std::to_string(p.pid()) + "/children");
-  const pid_t rank = static_cast<pid_t>(std::atol(ranks.c_str()));
-  ASSERT_GT(rank, 0) << "no rank under mpirun";
+  const std::vector<pid_t> ranks = children_of(p.pid());
+  ASSERT_FALSE(ranks.empty()) << "no rank under mpirun";
+  const pid_t rank = ranks.back();
   p.mark();
   ::kill(rank, SIGTERM);
   const Exit e = p.wait(60);
+  report_exit("mpi tp 2, SIGTERM to rank 1", e);
   EXPECT_EQ(e.code, kPreempted) << p.output();
   EXPECT_LT(e.seconds, 15);
   EXPECT_THAT(p.output(), HasSubstr("saved checkpoint " + run + "/step-"));

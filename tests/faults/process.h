@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace origami::fault_test {
 
@@ -99,6 +101,34 @@ class Process {
   bool reaped_ = false;
   std::chrono::steady_clock::time_point start_;
 };
+
+// Prints a measured time to exit (the figures docs/checkpoints.md quotes).
+inline void report_exit(const std::string& what, const Exit& e) {
+  std::printf("[ measured ] %s: exit %d (signal %d) %.2f s after the fault\n", what.c_str(),
+              e.code, e.signal, e.seconds);
+}
+
+// The child processes of `pid` (e.g. the ranks under mpirun).
+inline std::vector<pid_t> children_of(pid_t pid) {
+  std::istringstream in(
+      Process::read("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children"));
+  std::vector<pid_t> out;
+  for (long c; in >> c;) out.push_back(static_cast<pid_t>(c));
+  return out;
+}
+
+// True while `pid` exists and is not a zombie.
+inline bool alive(pid_t pid) {
+  const std::string stat = Process::read("/proc/" + std::to_string(pid) + "/stat");
+  const std::size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+// `origami` under mpirun with `np` ranks (the launcher of the MPI tests: the documented flags).
+inline std::string mpi_origami(int np) {
+  return std::string(ORIGAMI_BINARY_DIR) + "/tests/comm/origami_mpirun " + std::to_string(np) +
+         " " + std::string(ORIGAMI_BINARY_DIR) + "/origami ";
+}
 
 // The origami program of this build.
 inline std::string origami_bin() { return std::string(ORIGAMI_BINARY_DIR) + "/origami"; }

@@ -223,12 +223,12 @@ TrainResult train_parallel(const TrainOptions& o,
                     dataset.label(), dataset.size(), o.seq + 1));
   sh.dataset = &dataset;
   if (mpi) {
-    // Ranks started on this host share its memory.
-    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    check_run_memory(o, sh.plan, local != nullptr ? std::max(1, std::atoi(local)) : 1);
     sh.kernel_threads = o.threads;
     const int code = comm::mpi_main([&](comm::Communicator& world) {
       parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world.size());
+      // Ranks started on this host share its memory.
+      const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+      check_run_memory(o, sh.plan, local != nullptr ? std::max(1, std::atoi(local)) : 1);
       world.tracker().set_cap(o.memory_cap);
       return run_rank_or_stop(sh, world) ? kPreemptedExitCode : 0;
     }, o.link);

@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstring>
+#include <thread>
 #include <vector>
 
 namespace origami {
@@ -13,8 +13,7 @@ namespace {
 
 std::atomic<int> first_signal{0};
 
-// Async-signal-safe: an atomic, write(2) and _exit(2) only.
-void on_stop_signal(int sig) {
+void note_stop_signal(int sig) {
   int none = 0;
   if (first_signal.compare_exchange_strong(none, sig)) {
     const char msg[] = "origami: stop signal received: finishing the current step, then saving "
@@ -30,12 +29,20 @@ void on_stop_signal(int sig) {
 }  // namespace
 
 void install_stop_signals() {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;  // file writes and waits go on where they were
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) ::sigaction(sig, &sa, nullptr);
+  // The signals are blocked in this thread, and so in every thread it starts (kernels,
+  // transports), and taken by one thread of their own with sigwait. A handler run on a
+  // compute thread's stack, in the middle of JIT-compiled GEMM code, was seen to leave NaN
+  // gradients and a corrupted heap behind; a waiting thread touches nothing of theirs.
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaddset(&set, sig);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) == 0) note_stop_signal(sig);
+    }
+  }).detach();
 }
 
 int stop_signal() { return first_signal.load(); }
