@@ -104,7 +104,7 @@ class Process {
 
 // Prints a measured time to exit (the figures docs/checkpoints.md quotes).
 inline void report_exit(const std::string& what, const Exit& e) {
-  std::printf("[ measured ] %s: exit %d (signal %d) %.2f s after the fault\n", what.c_str(),
+  std::printf("[ measured ] %s: exit %d (signal %d) %.2f s\n", what.c_str(),
               e.code, e.signal, e.seconds);
 }
 

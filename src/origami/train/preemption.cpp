@@ -30,9 +30,10 @@ void note_stop_signal(int sig) {
 
 void install_stop_signals() {
   // The signals are blocked in this thread, and so in every thread it starts (kernels,
-  // transports), and taken by one thread of their own with sigwait. A handler run on a
-  // compute thread's stack, in the middle of JIT-compiled GEMM code, was seen to leave NaN
-  // gradients and a corrupted heap behind; a waiting thread touches nothing of theirs.
+  // transports), and taken by one thread of their own with sigwait. With a plain handler
+  // (run on whichever compute thread the signal interrupted) runs under load were seen to end
+  // with NaN gradients or a corrupted heap (cause not found); a waiting thread interrupts
+  // nothing.
   sigset_t set;
   sigemptyset(&set);
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaddset(&set, sig);
