@@ -96,7 +96,8 @@ TEST(Export, RefusesAnIncompleteCheckpoint) {
   std::ifstream in(d + "/log");
   std::stringstream text;
   text << in.rdbuf();
-  EXPECT_NE(text.str().find("index.json"), std::string::npos) << text.str();
+  // The marker is checked first (require_complete): the folder is named as incomplete.
+  EXPECT_NE(text.str().find("incomplete"), std::string::npos) << text.str();
   EXPECT_FALSE(fs::exists(d + "/hf/model.safetensors"));
   fs::remove_all(d);
 }

@@ -3,6 +3,7 @@
 // buffers and verified before anything is swapped in).
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class Integrity : public ::testing::Test {
  protected:
@@ -67,8 +69,76 @@ class Integrity : public ::testing::Test {
     EXPECT_EQ(changed, 0) << "the running state was modified by a refused load";
   }
 
+  // A copy of the good checkpoint whose index.json `edit` changed.
+  std::string with_index(const std::string& tag,
+                         const std::function<void(nlohmann::json&)>& edit) {
+    const std::string d = copy(tag);
+    nlohmann::json index = ckpt::read_index(d);
+    edit(index);
+    std::ofstream(d + "/index.json") << index.dump(1);
+    return d;
+  }
+  static nlohmann::json& first_block(nlohmann::json& index, const char* tensor) {
+    return index.at("tensors").at(tensor).at("blocks").at(0);
+  }
+
   std::string root_, good_;
 };
+
+// Issue 14, item 10: the index is not trusted further than save would have written it.
+
+TEST_F(Integrity, BlockFileOutsideTheFolder) {
+  // rank-00001.safetensors of the good checkpoint, reached through "..": same bytes and
+  // checksums, so only the name check can refuse it.
+  const std::string via_parent = "../" + fs::path(good_).filename().string() +
+                                 "/rank-00001.safetensors";
+  for (const std::string& file : {via_parent, good_ + "/rank-00001.safetensors"}) {
+    const std::string d = with_index("outside", [&](nlohmann::json& j) {
+      for (auto& [name, t] : j.at("tensors").items())
+        for (auto& b : t.at("blocks"))
+          if (b.at("file") == "rank-00001.safetensors") b["file"] = file;
+    });
+    expect_refused(d, {"not a file name inside the checkpoint folder"});
+    fs::remove_all(d);
+  }
+}
+
+TEST_F(Integrity, ChecksumIsMandatory) {
+  const std::string d = with_index("nosum", [](nlohmann::json& j) {
+    first_block(j, "model.norm.weight").erase("fnv1a64");
+  });
+  expect_refused(d, {"model.norm.weight", "no fnv1a64 checksum"});
+}
+
+TEST_F(Integrity, BlockListedTwiceLeavesRowsUncovered) {
+  // q_proj is split over tp 2 into two row blocks: list the first one twice, so that the
+  // element count matches while the second half of the rows is never read.
+  const std::string d = with_index("twice", [](nlohmann::json& j) {
+    auto& blocks = j.at("tensors").at("model.layers.0.self_attn.q_proj.weight").at("blocks");
+    ASSERT_EQ(blocks.size(), 2u);
+    blocks[1] = blocks[0];
+  });
+  expect_refused(d, {"model.layers.0.self_attn.q_proj.weight", "overlap"});
+}
+
+TEST_F(Integrity, BlockOutsideTheTensor) {
+  const std::string d = with_index("beyond", [](nlohmann::json& j) {
+    first_block(j, "model.norm.weight")["offset"] = {1000};
+  });
+  expect_refused(d, {"model.norm.weight", "outside the tensor"});
+}
+
+TEST_F(Integrity, StepOfTheIndexMustAgree) {
+  const std::string d = with_index("step", [](nlohmann::json& j) { j["step"] = 9; });
+  expect_refused(d, {"step 9", "optimizer_steps"});
+  const std::string e = with_index("steps", [](nlohmann::json& j) {
+    j["step"] = 9;
+    j["run"]["optimizer_steps"] = 9;
+    j["run"]["lr_schedule"]["step"] = 9;
+    j["run"]["batches_drawn"] = 18;
+  });
+  expect_refused(e, {"step 9", "COMPLETE marker"});  // the marker says step 2
+}
 
 TEST_F(Integrity, TheGoodCheckpointLoads) {
   MemoryTracker tracker("integrity");
@@ -133,6 +203,19 @@ TEST_F(Integrity, ResumeRefusesOtherBatchShape) {
   } catch (const ConfigError& e) {
     EXPECT_THAT(std::string(e.what()), HasSubstr("--batch"));
   }
+}
+
+TEST_F(Integrity, ResumedFromIsPrintedOnlyWhenEveryRankVerifiedItsPart) {
+  // Under tp 2, rank 0 reads only rank-00000 (and the norms it wrote): a truncated
+  // rank-00001 fails rank 1 alone. Rank 0 used to report "resumed from" meanwhile.
+  const std::string d = copy("rank1bad");
+  const std::string f = d + "/rank-00001.safetensors";
+  fs::resize_file(f, fs::file_size(f) - 100);
+  TrainOptions o = tiny_options({"tp", 2, ""}, 3);
+  o.checkpoint.resume = d;
+  std::vector<std::string> lines;
+  EXPECT_THROW(quiet_train(o, &lines), Error);
+  for (const std::string& l : lines) EXPECT_THAT(l, Not(HasSubstr("resumed from"))) << l;
 }
 
 }  // namespace

@@ -62,7 +62,24 @@ TEST(Robustness, TimeoutOnPointToPointNamesOperationRankAndPeer) {
     }, o);
   });
   EXPECT_NE(msg.find("rank 2: communication timeout"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("recv (recv from peer 1, seq 0, 20 B)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("recv (recv from peer 1 of 'world' (world rank 1), seq 0, 20 B)"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(Robustness, AStallInASplitCommunicatorNamesThePeersWorldRank) {
+  // Issue 14, item 11: "peer 0 of 'tp'" was world rank 2; the report says so.
+  RunOptions o;
+  o.timeout_s = 0.2;
+  const std::string msg = message_of([&] {
+    run_ranks(4, [](Communicator& w) {
+      Communicator c = w.split(w.rank() % 2, w.rank(), "tp");  // {0, 2} and {1, 3}
+      std::vector<float> v(5);
+      if (w.rank() == 0) c.recv(v, 1, 9);  // waits on world rank 2, which never sends
+      if (w.rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    }, o);
+  });
+  EXPECT_NE(msg.find("peer 1 of 'tp' (world rank 2)"), std::string::npos) << msg;
 }
 
 TEST(Robustness, ARankThatThrowsMakesTheOthersFailFast) {
@@ -158,6 +175,13 @@ TEST(Robustness, TimeoutFromTheEnvironment) {
   run_ranks(1, [](Communicator& c) { EXPECT_DOUBLE_EQ(c.timeout(), 2.5); });
   ::setenv("ORIGAMI_COMM_TIMEOUT_S", "soon", 1);
   EXPECT_THROW(default_timeout_s(), ConfigError);
+  // now() + inf (or + 1e20 s) overflows the clock: a deadline already past.
+  for (const char* huge : {"inf", "1e20", "nan"}) {
+    ::setenv("ORIGAMI_COMM_TIMEOUT_S", huge, 1);
+    EXPECT_THROW(default_timeout_s(), ConfigError) << huge;
+  }
+  ::setenv("ORIGAMI_COMM_TIMEOUT_S", "1e6", 1);
+  EXPECT_DOUBLE_EQ(default_timeout_s(), 1e6);
   ::unsetenv("ORIGAMI_COMM_TIMEOUT_S");
   EXPECT_DOUBLE_EQ(default_timeout_s(), 120.0);
 }

@@ -116,10 +116,10 @@ void check_row(const Row& row, Worst& worst) {
         worst.note(worst.memory, worst.memory_at, rel,
                    fmt::format("{} rank {} {} {}", name, k, phase, cat));
       }
-    // Bytes: the axis ("sp") K/V gathers of prefill; decode's all-reduces per step.
+    // Bytes: the axis ("tsp") K/V gathers of prefill; decode's all-reduces per step.
     const std::int64_t steps = r.decode_steps;
     const auto axis_op = [](const DryRunRank& d, const char* op) {
-      const auto it = d.comm.find("sp");
+      const auto it = d.comm.find("tsp");
       return it == d.comm.end() ? comm::OpStats{} : it->second.op(op);
     };
     EXPECT_EQ(axis_op(pre, "all_gather").bytes_sent, p.traffic.prefill_kv_gathers);
@@ -137,13 +137,13 @@ void check_row(const Row& row, Worst& worst) {
   // row) and the argmax's bytes.
   std::int64_t last_rows = 0;
   for (const DryRunRank& d : r.prefill) {
-    const auto it = d.comm.find("sp");
+    const auto it = d.comm.find("tsp");
     if (it != d.comm.end()) last_rows += it->second.op("broadcast").bytes_sent;
   }
   EXPECT_EQ(last_rows, p.traffic.prefill_last_rows_all_ranks);
   std::int64_t argmax = 0;
   for (const DryRunRank& d : r.decode) {
-    const auto it = d.comm.find("sp");
+    const auto it = d.comm.find("tsp");
     if (it != d.comm.end()) argmax += it->second.op("all_reduce_maxloc").bytes_sent;
   }
   EXPECT_EQ(argmax, r.decode_steps * row.D * p.traffic.decode_argmax);

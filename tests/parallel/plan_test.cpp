@@ -126,6 +126,21 @@ TEST(Plan, StrategyNamesMapToDegrees) {
   EXPECT_THROW(make_parallel_config("single", 2, "", false, TokenLayoutKind::Zigzag), ConfigError);
 }
 
+TEST(Plan, TspAxisIsNamedTspAndAMeshImpliesItsStrategy) {
+  // Issue 14, item 11: a stall report names the communicator; under TSP it said 'sp'.
+  const auto p = make_parallel_config("tsp", 2, "", false, TokenLayoutKind::Zigzag);
+  EXPECT_EQ(p.mesh_spec(), "dp=1,tsp=2,tp=1");
+  comm::run_ranks(2, [&](comm::Communicator& w) {
+    ParallelGroups g(w, p);
+    EXPECT_EQ(g.sp().name(), "tsp");
+    EXPECT_EQ(&g.axis("sp"), &g.sp());  // the specs' "sp" axes still reach it
+  });
+  EXPECT_EQ(strategy_of_mesh("dp=2,tsp=2"), "tsp");
+  EXPECT_EQ(strategy_of_mesh("tp=2,sp=2"), "tp");
+  EXPECT_EQ(strategy_of_mesh("cp=2"), "sp");
+  EXPECT_EQ(strategy_of_mesh("dp=4"), "dp");
+}
+
 TEST(Plan, ReductionAxesAreStatedPerTensor) {
   const ModelConfig c = small_model();
   auto axes_of = [&](const ParallelConfig& p, const std::string& name) {

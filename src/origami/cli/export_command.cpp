@@ -20,9 +20,8 @@ ExportCommand::ExportCommand(CLI::App& app) {
 }
 
 void export_checkpoint(const std::string& checkpoint, const std::string& out) {
+  ckpt::require_complete(checkpoint, "--checkpoint");
   const nlohmann::json index = ckpt::read_index(checkpoint);
-  if (!ckpt::is_complete(checkpoint))
-    throw Error(fmt::format("{}: incomplete checkpoint (no {} marker)", checkpoint, ckpt::kMarker));
   std::vector<std::string> warnings;
   const ModelConfig config = parse_model_config(index.at("config").dump(), &warnings);
   // The single-device layout: every tensor whole. load() assembles it from any saved layout.

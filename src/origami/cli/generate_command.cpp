@@ -25,6 +25,7 @@
 #include "origami/train/checkpoint.h"
 #include "origami/train/data.h"
 #include "origami/train/parallel_train.h"
+#include "origami/io/text_file.h"
 
 namespace origami::cli {
 
@@ -36,11 +37,7 @@ ModelConfig model_of(const GenerateOptions& o) {
   std::vector<std::string> warnings;
   ModelConfig saved;
   if (!o.checkpoint.empty()) {
-    if (!ckpt::is_complete(o.checkpoint))
-      throw ConfigError(
-          fmt::format("--checkpoint {}: not a complete checkpoint folder (no {} "
-                      "marker); give DIR/step-N of a finished save",
-                      o.checkpoint, ckpt::kMarker));
+    ckpt::require_complete(o.checkpoint, "--checkpoint");
     saved = parse_model_config(ckpt::read_index(o.checkpoint).at("config").dump(), &warnings);
   } else {
     const std::string cfg = o.model_dir + "/config.json";
@@ -308,11 +305,7 @@ int GenerateCommand::run() {
       throw ConfigError(fmt::format("{} belongs to --dry-run (add it, or drop {})",
                                     opt->get_name(), opt->get_name()));
   for (const std::string& path : prompt_files_) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw ConfigError(fmt::format("cannot read --prompt-file {}", path));
-    std::stringstream text;
-    text << in.rdbuf();
-    options_.prompts.push_back(text.str());
+    options_.prompts.push_back(io::read_text_file(path, io::kPromptFileLimit, "--prompt-file"));
   }
   const bool one = options_.prompts.size() == 1;
   const auto piece = [](std::int32_t id) {

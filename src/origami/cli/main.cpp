@@ -13,6 +13,7 @@
 #include "origami/cli/train_command.h"
 #include "origami/core/error.h"
 #include "origami/kernels/simd.h"
+#include "origami/train/preemption.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Origami: folded tensor and sequence parallel training of Llama-style models"};
@@ -37,6 +38,9 @@ int main(int argc, char** argv) {
     if (plan.selected()) return plan.run();
     if (generate.selected()) return generate.run();
     if (tokenize.selected()) return tokenize.run();
+  } catch (const origami::Preempted& e) {
+    std::cerr << "origami: " << e.what() << "\n";
+    return origami::kPreemptedExitCode;
   } catch (const origami::ConfigError& e) {
     std::cerr << "origami: error: " << e.what() << "\n";
     return 2;

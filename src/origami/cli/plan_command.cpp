@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include "origami/cli/plan_plot.h"
 #include "origami/cli/plan_report.h"
 #include "origami/core/error.h"
+#include "origami/plan/limits.h"
 #include "origami/model/config.h"
 #include "origami/plan/inference.h"
 #include "origami/plan/layouts.h"
@@ -61,6 +63,16 @@ PlanCommand::PlanCommand(CLI::App& app) {
 
 namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// An override flag's value: finite and within [lo, hi] (NaN fails every comparison).
+double checked(double v, double lo, double hi, const char* flag, const char* unit) {
+  if (!(std::isfinite(v) && v >= lo && v <= hi))
+    throw ConfigError(fmt::format("{} must be a number of {} in [{:g}, {:g}] (got {})", flag, unit,
+                                  lo, hi, v));
+  return v;
+}
+// 2^30 GiB = 1 EiB: beyond any device, and its bytes stay far inside int64.
+constexpr double kMaxGiB = 0x1p30;
 }  // namespace
 
 int PlanCommand::run() {
@@ -85,16 +97,20 @@ int PlanCommand::run() {
         "--world {} is not a whole number of nodes of {} devices; use a multiple of {} or set "
         "--devices-per-node",
         world_, hw.devices_per_node, hw.devices_per_node));
-  if (memory_gib_) hw.memory_bytes = static_cast<std::int64_t>(*memory_gib_ * kGiB);
-  if (peak_tflops_) (precision.name == "bf16" ? hw.peak_flops_bf16 : hw.peak_flops_fp32) = *peak_tflops_ * 1e12;
-  if (achievable_) hw.achievable = *achievable_;
-  if (overhead_gib_) hw.runtime_overhead_bytes = static_cast<std::int64_t>(*overhead_gib_ * kGiB);
-  if (intra_alpha_us_) hw.intra.alpha_s = *intra_alpha_us_ * 1e-6;
-  if (intra_gbs_) hw.intra.beta_Bps = *intra_gbs_ * 1e9;
-  if (inter_alpha_us_) hw.inter.alpha_s = *inter_alpha_us_ * 1e-6;
-  if (inter_gbs_) hw.inter.beta_Bps = *inter_gbs_ * 1e9;
-  if (hw.achievable <= 0 || hw.intra.beta_Bps <= 0 || hw.inter.beta_Bps <= 0)
-    throw ConfigError("--achievable, --intra-gbs and --inter-gbs must be > 0");
+  if (memory_gib_)
+    hw.memory_bytes =
+        static_cast<std::int64_t>(checked(*memory_gib_, 1.0 / kGiB, kMaxGiB, "--memory-gib", "GiB") * kGiB);
+  if (peak_tflops_)
+    (precision.name == "bf16" ? hw.peak_flops_bf16 : hw.peak_flops_fp32) =
+        checked(*peak_tflops_, 1e-6, 1e9, "--peak-tflops", "TFLOP/s") * 1e12;
+  if (achievable_) hw.achievable = checked(*achievable_, 1e-6, 1, "--achievable", "fractions");
+  if (overhead_gib_)
+    hw.runtime_overhead_bytes =
+        static_cast<std::int64_t>(checked(*overhead_gib_, 0, kMaxGiB, "--overhead-gib", "GiB") * kGiB);
+  if (intra_alpha_us_) hw.intra.alpha_s = checked(*intra_alpha_us_, 0, 1e9, "--intra-alpha-us", "us") * 1e-6;
+  if (intra_gbs_) hw.intra.beta_Bps = checked(*intra_gbs_, 1e-6, 1e9, "--intra-gbs", "GB/s") * 1e9;
+  if (inter_alpha_us_) hw.inter.alpha_s = checked(*inter_alpha_us_, 0, 1e9, "--inter-alpha-us", "us") * 1e-6;
+  if (inter_gbs_) hw.inter.beta_Bps = checked(*inter_gbs_, 1e-6, 1e9, "--inter-gbs", "GB/s") * 1e9;
 
   plan::Workload work;
   work.batch = batch_;
@@ -102,6 +118,7 @@ int PlanCommand::run() {
   work.seq = seq_;
   work.recompute = plan::parse_recompute(recompute_);
   work.set_precision(precision);
+  plan::check_countable(model, work);  // --seq 2^62 overflowed every byte count
 
   PlanReport report{config_path_.empty() ? preset_ : config_path_, model, seq_, batch_,
                     grad_accum_, world_,

@@ -15,7 +15,9 @@
 #include "origami/core/error.h"
 #include "origami/kernels/simd.h"
 #include "origami/train/dry_run.h"
+#include "origami/train/memory_check.h"
 #include "origami/train/parallel_train.h"
+#include "origami/train/preemption.h"
 
 namespace origami::cli {
 
@@ -36,7 +38,16 @@ std::int64_t parse_bytes(const std::string& text) {
   else if (unit == "gib" || unit == "g") scale = 1024.0 * 1024 * 1024;
   if (used == 0 || scale == 0 || !(value > 0))
     throw ConfigError(fmt::format("cannot read '{}' as a size; write e.g. 512MiB or 2GiB", text));
-  return static_cast<std::int64_t>(value * scale);
+  // Whole bytes within int64 (the cast of anything larger, or of inf, is undefined): 2^62 B
+  // is beyond any machine, and a fraction of a byte is a typo.
+  const double bytes = value * scale;
+  if (!(bytes <= 0x1p62))
+    throw ConfigError(fmt::format("size '{}' is beyond 4 EiB; write e.g. 512MiB or 2GiB", text));
+  if (bytes != std::floor(bytes))
+    throw ConfigError(fmt::format("size '{}' is not a whole number of bytes; write e.g. 512MiB "
+                                  "or 2GiB",
+                                  text));
+  return static_cast<std::int64_t>(bytes);
 }
 
 TrainCommand::TrainCommand(CLI::App& app) {
@@ -148,6 +159,7 @@ int TrainCommand::run_dry() {
       "micro-batches, recompute {}, precision {}, {:.4g} GFLOP/s per rank, {}\n",
       o.model.num_parameters(), plan.describe(), plan.world(), d.batch, d.seq, d.grad_accum,
       d.recompute, d.precision.name, flops_rate_gflops_, dry_run_links(link_));
+  check_dry_run_host_memory(d.seq, d.batch, plan.world());  // --seq 2^30: refused at once
   const DryRunReport r = dry_run(o.model, plan, d);
   std::cout << r.summary();
   if (!json_path_.empty()) write_json_file(json_path_, r.to_json());
@@ -204,6 +216,9 @@ int TrainCommand::run() {
     options_.strategy = "tsp";
     options_.degree = default_tsp_degree(options_.model, options_.seq, options_.layout);
   }
+  // "--mesh dp=2,tsp=2" (the README's example) alone: the mesh says which strategy.
+  if (strategy_option_->count() == 0 && !options_.mesh.empty())
+    options_.strategy = parallel::strategy_of_mesh(options_.mesh);
   if (dry_run_) {
     if (link_.enabled)
       throw ConfigError("--link-model is for a real run: --dry-run always applies the link flags");
@@ -223,6 +238,7 @@ int TrainCommand::run() {
   if (link_.enabled) link_.validate();
   options_.link = link_;
   options_.peak_gflops = stated_peak_gflops();
+  install_stop_signals();  // SIGTERM, SIGINT, SIGUSR1: finish the step, save, exit 75
   train(options_, [](const std::string& line) { std::cout << line << std::endl; });
   return 0;
 }

@@ -29,8 +29,10 @@ double default_timeout_s() {
   if (env == nullptr || *env == '\0') return 120.0;
   char* end = nullptr;
   const double v = std::strtod(env, &end);
-  if (end == env || *end != '\0' || !(v > 0)) {
-    throw ConfigError(fmt::format("ORIGAMI_COMM_TIMEOUT_S='{}' is not a positive number of seconds", env));
+  if (end == env || *end != '\0' || !(v > 0 && v <= kMaxTimeoutS)) {
+    throw ConfigError(fmt::format("ORIGAMI_COMM_TIMEOUT_S='{}' is not a number of seconds in "
+                                  "(0, {:g}]",
+                                  env, kMaxTimeoutS));
   }
   return v;
 }
@@ -99,6 +101,7 @@ Communicator Communicator::world(std::shared_ptr<Transport> transport, MemoryTra
   core->family->cores.push_back(core);
   std::vector<int> ranks(static_cast<std::size_t>(core->size));
   std::iota(ranks.begin(), ranks.end(), 0);
+  core->world_ranks = ranks;
   return Communicator(std::make_shared<CommImpl>(core, std::move(transport), tracker, 1, std::move(ranks)));
 }
 
@@ -118,7 +121,8 @@ MemoryTracker& Communicator::tracker() const { return *impl().tracker; }
 Transport& Communicator::transport() const { return *impl().transport; }
 double Communicator::timeout() const { return impl().core->timeout_s; }
 void Communicator::set_timeout(double seconds) {
-  ORIGAMI_CHECK(seconds > 0, "timeout must be positive, got {} s", seconds);
+  ORIGAMI_CHECK(seconds > 0 && seconds <= kMaxTimeoutS, "timeout must be positive and at most {:g} s, got {} s",
+                kMaxTimeoutS, seconds);
   impl().core->timeout_s = seconds;
 }
 
@@ -329,6 +333,7 @@ Communicator Communicator::split(int color, int key, std::string new_name) {
   }
   std::vector<int> world;
   for (int g : members) world.push_back(m.world_ranks[static_cast<std::size_t>(g)]);
+  core->world_ranks = world;
   const std::uint64_t child = mix(m.id ^ mix(static_cast<std::uint64_t>(m.splits) * 0x100000001ULL +
                                              static_cast<std::uint64_t>(color)));
   m.splits += 1;

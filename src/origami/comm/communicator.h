@@ -39,7 +39,12 @@ class CommImpl;
 // more): how reduce_scatter and all_reduce split a buffer that is not a multiple of the size.
 std::vector<std::int64_t> balanced_counts(std::int64_t total, int parts);
 
-// The default timeout: ORIGAMI_COMM_TIMEOUT_S if set (a positive number), else 120 s.
+// The longest timeout (about 11.6 days): a deadline of now + inf or + 1e20 s overflows the
+// clock and would expire at once.
+inline constexpr double kMaxTimeoutS = 1e6;
+
+// The default timeout: ORIGAMI_COMM_TIMEOUT_S if set (a number in (0, kMaxTimeoutS]), else
+// 120 s.
 double default_timeout_s();
 
 class Communicator {

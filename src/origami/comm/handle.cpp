@@ -62,8 +62,16 @@ bool OpState::is_done() {
 
 std::string OpState::describe() const {
   if (collective) return fmt::format("{} (collective, seq {}, {} B)", op, seq, bytes);
-  return fmt::format("{} ({} {} peer {}, seq {}, {} B)", op, what, what == "send" ? "to" : "from", peer,
-                     seq, bytes);
+  return fmt::format("{} ({} {} {}, seq {}, {} B)", op, what, what == "send" ? "to" : "from",
+                     peer_name(), seq, bytes);
+}
+
+std::string OpState::peer_name() const {
+  // The communicator-local rank alone misleads: "peer 0 of 'tp'" may be world rank 2.
+  if (core && peer >= 0 && static_cast<std::size_t>(peer) < core->world_ranks.size())
+    return fmt::format("peer {} of '{}' (world rank {})", peer, core->name,
+                       core->world_ranks[static_cast<std::size_t>(peer)]);
+  return fmt::format("peer {}", peer);
 }
 
 void OpState::wait_for_completion(double timeout_s) {
@@ -82,10 +90,10 @@ void OpState::wait_for_completion(double timeout_s) {
                                      : std::string("a rank");
         const std::string log = core && core->log ? core->log->dump() : std::string();
         throw CommError(fmt::format(
-            "communication timeout after {:.3g} s: {} waited in {} and peer {} never matched it (the "
+            "communication timeout after {:.3g} s: {} waited in {} and {} never matched it (the "
             "peer may be stalled, dead, or calling a different operation; set the timeout with "
             "Communicator::set_timeout or ORIGAMI_COMM_TIMEOUT_S). Recent operations on rank {}:\n{}",
-            timeout_s, who, describe(), peer, core ? core->rank : -1, log));
+            timeout_s, who, describe(), peer_name(), core ? core->rank : -1, log));
       }
     }
   } else {

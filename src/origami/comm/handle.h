@@ -42,6 +42,7 @@ struct CommCore {
   int rank = 0;        // in the communicator
   int size = 1;
   int world_rank = 0;
+  std::vector<int> world_ranks;  // of every member, by communicator rank (stall reports)
   std::atomic<double> timeout_s{120};
   StatsStore stats;
   std::shared_ptr<OpLog> log;  // the rank's log, shared by all its communicators
@@ -82,6 +83,7 @@ struct OpState {
   // Blocks until done or until the timeout; throws CommError (with the rank's log) on
   // expiry after cancelling, and rethrows the operation's own failure.
   void wait_for_completion(double timeout_s);
+  std::string peer_name() const;  // "peer P of 'name' (world rank W)"
 };
 
 std::shared_ptr<OpState> make_state(std::shared_ptr<CommCore> core, std::string op, std::string what,

@@ -9,11 +9,13 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "origami/core/error.h"
+#include "origami/io/text_file.h"
 
 namespace origami {
 
@@ -115,10 +117,31 @@ bool get_bool(const json& v, const std::string& field) {
   refuse(fmt::format("{} must be true or false, got {} {}", field, json_type(v), show(v)));
 }
 
+// At most 20 names of at most 64 characters: a config with 3 million unknown keys printed a
+// 29 MB warning line.
 std::string join(const std::vector<std::string>& names) {
+  constexpr std::size_t kShown = 20, kLength = 64;
   std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  for (std::size_t i = 0; i < names.size() && i < kShown; ++i)
+    s += (s.empty() ? "" : ", ") +
+         (names[i].size() > kLength ? names[i].substr(0, kLength) + "..." : names[i]);
+  if (names.size() > kShown) s += fmt::format(" and {} more", names.size() - kShown);
   return s;
+}
+
+// nlohmann keeps the last of two equal keys without a word, so {"hidden_size": 64, ...,
+// "hidden_size": 4096} would silently mean 4096: a key given twice in one object is refused.
+json parse_refusing_duplicates(const std::string& text) {
+  std::vector<std::set<std::string>> open;  // the keys of every object being read
+  const json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) open.emplace_back();
+    if (event == json::parse_event_t::object_end && !open.empty()) open.pop_back();
+    if (event == json::parse_event_t::key && !open.empty() &&
+        !open.back().insert(parsed.get<std::string>()).second)
+      refuse(fmt::format("field {} is given twice; keep one", parsed.get<std::string>()));
+    return true;
+  };
+  return json::parse(text, check);
 }
 
 // The fields that change the model's meaning. Each returns normally only if the value is
@@ -240,7 +263,7 @@ void validate(const ModelConfig& c) {
 ModelConfig parse_model_config(const std::string& json_text, std::vector<std::string>* warnings) {
   json root;
   try {
-    root = json::parse(json_text);
+    root = parse_refusing_duplicates(json_text);
   } catch (const json::exception& e) {
     // parse_error, and out_of_range for a number beyond double (1e400): found by fuzzing.
     refuse(fmt::format("not valid JSON ({}); fix the file's syntax", e.what()));
@@ -304,13 +327,9 @@ ModelConfig parse_model_config(const std::string& json_text, std::vector<std::st
 }
 
 ModelConfig load_model_config(const std::string& path, std::vector<std::string>* warnings) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(fmt::format("config: cannot open the config file '{}'", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw ConfigError(fmt::format("config: cannot read the config file '{}'", path));
+  const std::string text = io::read_text_file(path, io::kConfigFileLimit, "config");
   try {
-    return parse_model_config(text.str(), warnings);
+    return parse_model_config(text, warnings);
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("{} (in '{}')", e.what(), path));
   }

@@ -111,25 +111,21 @@ Range even_range(std::int64_t total, int parts, int index) {
 
 void check_tensor_split(const ModelConfig& c, int degree, const std::string& axis) {
   if (degree < 1) throw ConfigError(fmt::format("{} degree must be >= 1 (got {})", axis, degree));
-  auto need = [&](std::int64_t n, const char* what) {
+  // One suggestion for every refusal: the largest degree that divides all three counts, so
+  // that the degree suggested is never refused by the next check.
+  const std::int64_t works = largest_divisor_at_most(
+      std::gcd(c.num_key_value_heads, std::gcd(c.num_attention_heads, c.intermediate_size)),
+      degree);
+  auto need = [&](std::int64_t n, const char* what, const char* note) {
     if (n % degree == 0) return;
-    throw ConfigError(fmt::format(
-        "{} degree {} must divide the number of {} ({}); the largest degree <= {} that divides "
-        "it is {}",
-        axis, degree, what, n, degree, largest_divisor_at_most(n, degree)));
+    throw ConfigError(fmt::format("{} degree {} must divide the number of {} ({}){}; the largest "
+                                  "degree that works is {}",
+                                  axis, degree, what, n, note, works));
   };
-  need(c.num_attention_heads, "attention heads (num_attention_heads)");
-  if (c.num_key_value_heads % degree != 0) {
-    throw ConfigError(fmt::format(
-        "{} degree {} must divide the number of key/value heads (num_key_value_heads = {}); "
-        "grouped-query models with fewer kv heads than the degree are not supported: the "
-        "largest degree that works is {}",
-        axis, degree, c.num_key_value_heads,
-        largest_divisor_at_most(
-            std::gcd(c.num_key_value_heads, std::gcd(c.num_attention_heads, c.intermediate_size)),
-            degree)));
-  }
-  need(c.intermediate_size, "MLP columns (intermediate_size)");
+  need(c.num_attention_heads, "attention heads (num_attention_heads)", "");
+  need(c.num_key_value_heads, "key/value heads (num_key_value_heads)",
+       ": grouped-query models with fewer kv heads than the degree are not supported");
+  need(c.intermediate_size, "MLP columns (intermediate_size)", "");
 }
 
 std::int64_t padded_vocab(std::int64_t vocab, int degree) {

@@ -7,7 +7,9 @@
 namespace origami::parallel {
 
 std::string ParallelConfig::mesh_spec() const {
-  return fmt::format("dp={},sp={},tp={}", dp, sp, tp);
+  // TSP's token-and-weight axis is the sp axis of the code; named tsp so that a stall report
+  // names the axis the user chose.
+  return fmt::format("dp={},{}={},tp={}", dp, tsp ? "tsp" : "sp", sp, tp);
 }
 
 std::string ParallelConfig::describe() const {
@@ -17,6 +19,16 @@ std::string ParallelConfig::describe() const {
   return fmt::format("dp={} tp={}{} sp={}{}", dp, tp,
                      sequence_parallel ? " (sequence-parallel regions)" : "", sp,
                      sp > 1 ? fmt::format(" {}", token_layout_name(layout)) : std::string());
+}
+
+std::string strategy_of_mesh(const std::string& mesh) {
+  bool tp = false, sp = false;
+  for (const comm::MeshAxis& a : comm::parse_mesh(mesh)) {
+    if (a.name == "tsp") return "tsp";
+    tp = tp || a.name == "tp";
+    sp = sp || a.name == "sp" || a.name == "cp";
+  }
+  return tp ? "tp" : sp ? "sp" : "dp";
 }
 
 ParallelConfig make_parallel_config(const std::string& strategy, int degree,
@@ -46,6 +58,10 @@ ParallelConfig make_parallel_config(const std::string& strategy, int degree,
       else if (a.name == "sp" || a.name == "cp") {
         if (p.sp != 1) throw ConfigError("the mesh names the sequence axis twice (sp and cp)");
         p.sp = a.size;
+      } else if (a.name == "tsp") {
+        throw ConfigError(fmt::format("mesh axis 'tsp' belongs to --strategy tsp, not {}; use "
+                                      "--strategy tsp or drop --strategy",
+                                      strategy));
       } else {
         throw ConfigError(
             fmt::format("mesh axis '{}' is not one of dp, tp, sp (cp) for the "
@@ -115,5 +131,9 @@ void assign_reduction_axes(const ParallelConfig& p, std::vector<ShardSpec>& spec
 
 ParallelGroups::ParallelGroups(comm::Communicator world, const ParallelConfig& plan)
     : plan_(plan), mesh_(std::move(world), plan.mesh_spec()) {}
+
+comm::Communicator& ParallelGroups::axis(const std::string& name) {
+  return mesh_.axis(plan_.tsp && name == "sp" ? "tsp" : name);
+}
 
 }  // namespace origami::parallel

@@ -30,6 +30,10 @@ struct ParallelConfig {
   std::string describe() const;  // e.g. "tp=2 (sequence-parallel regions) x sp=2 zigzag"
 };
 
+// The strategy a --mesh given without --strategy means: tsp when it names a tsp axis, else
+// tp when it names tp, sp when it names sp (or cp), else dp.
+std::string strategy_of_mesh(const std::string& mesh);
+
 // From the CLI's words: strategy in {single, dp, tp, tpsp, sp, cp}, with either a degree or a
 // mesh ("dp=2,tp=2", axes dp, tp, sp or cp). ConfigError for unknown names, a degree or mesh
 // that contradicts the strategy, or a mesh axis the strategy does not use.
@@ -59,8 +63,9 @@ class ParallelGroups {
   comm::Communicator& world() { return mesh_.world(); }
   comm::Communicator& dp() { return mesh_.axis("dp"); }  // different sequences
   comm::Communicator& tp() { return mesh_.axis("tp"); }  // weight shards, same tokens
-  comm::Communicator& sp() { return mesh_.axis("sp"); }  // token shards, same weights
-  comm::Communicator& axis(const std::string& name) { return mesh_.axis(name); }
+  comm::Communicator& sp() { return axis("sp"); }  // token shards, same weights
+  // An axis by name; under TSP "sp" is the mesh's tsp axis.
+  comm::Communicator& axis(const std::string& name);
 
  private:
   ParallelConfig plan_;

@@ -134,6 +134,8 @@ ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
   const double sum = model.global_loss_sum(local);  // collective: every rank calls it
   s.loss = s.unmasked > 0 ? sum / static_cast<double>(s.unmasked) : 0.0;
   s.grad_norm = model.grad_norm();
+  // Loss and norm are global (all-reduced): every rank stops here together.
+  check_step_finite(optimizer.steps_taken() + 1, s.loss, s.grad_norm);
   s.clip_coefficient =
       max_grad_norm > 0 ? clip_gradients(model.grads(), s.grad_norm, max_grad_norm) : 1.0f;
   optimizer.step(model.params(), model.grads(), lr);

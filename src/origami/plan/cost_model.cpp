@@ -7,6 +7,7 @@
 
 #include "origami/core/error.h"
 #include "origami/plan/buffers.h"
+#include "origami/plan/limits.h"
 #include "origami/plan/shapes.h"
 
 namespace origami::plan {
@@ -126,6 +127,7 @@ std::vector<std::pair<std::int64_t, bool>> rank_tensors(const Shapes& s) {
 }  // namespace
 
 Memory memory_per_device(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
+  check_countable(m, w);  // before any int64 product of the sizes
   const Shapes s = shapes_of(m, mesh, w);
   std::int64_t elems = 0;
   for (const auto& [n, norm] : rank_tensors(s)) elems += n;

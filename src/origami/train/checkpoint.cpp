@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 
 #include "origami/core/error.h"
 #include "origami/io/safetensors.h"
+#include "origami/io/text_file.h"
 
 namespace origami::ckpt {
 
@@ -39,6 +41,13 @@ std::string checkpoint_dir(const std::string& save_dir, std::int64_t step) {
 bool is_complete(const std::string& dir) { return fs::is_regular_file(fs::path(dir) / kMarker); }
 
 namespace {
+
+// The last component of a folder's path ("a/step-2/" -> "step-2").
+std::string folder_name(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
+}
 
 std::string rank_file(int rank) { return fmt::format("rank-{:05d}.safetensors", rank); }
 std::string hex(std::uint64_t v) { return fmt::format("{:016x}", v); }
@@ -99,6 +108,31 @@ std::vector<Tensor*> kind_tensors(const RankState& st, int kind) {
   return out;
 }
 
+// Nothing non-finite is saved as complete (a NaN model would be resumed as if good). Every
+// rank checks what it holds and all of them stop together: a throw on one rank alone would
+// leave the others waiting in the next barrier until the timeout.
+void refuse_non_finite(comm::Communicator* world, const RankState& st, std::int64_t step) {
+  std::string first;  // the first tensor of this rank holding a non-finite value
+  for (int kind = 0; kind < 3 && first.empty(); ++kind) {
+    const std::vector<Tensor*> t = kind_tensors(st, kind);
+    for (std::size_t i = 0; i < t.size() && first.empty(); ++i)
+      for (float x : t[i]->span())
+        if (!std::isfinite(x)) {
+          first = kKinds[kind] + (*st.specs)[i].name;
+          break;
+        }
+  }
+  std::vector<std::int64_t> bad{first.empty() ? 0 : 1};
+  if (world) world->all_reduce(bad, bad, comm::ReduceOp::Max);
+  if (bad[0] == 0) return;
+  throw Error(first.empty()
+                  ? fmt::format("refusing to save step {}: another rank holds a non-finite value",
+                                step)
+                  : fmt::format("refusing to save step {}: tensor {} holds a non-finite value "
+                                "(NaN or inf); lower --lr or check the data",
+                                step, first));
+}
+
 }  // namespace
 
 std::string save(comm::Communicator* world, const std::string& save_dir, std::int64_t step,
@@ -109,6 +143,7 @@ std::string save(comm::Communicator* world, const std::string& save_dir, std::in
   const std::vector<parallel::ShardSpec>& specs = *st.specs;
   const std::size_t n = specs.size();
   const std::string dir = checkpoint_dir(save_dir, step);
+  refuse_non_finite(world, st, step);
   if (rank == 0) {
     // A folder of this step left by an earlier run: drop its marker first, so that it can
     // never look complete while being rewritten.
@@ -219,19 +254,13 @@ std::string save(comm::Communicator* world, const std::string& save_dir, std::in
   return dir;
 }
 
-std::string find_resume(const CheckpointOptions& o, const Log& log) {
-  if (!o.resume.empty()) {
-    if (!fs::is_directory(o.resume))
-      throw ConfigError(fmt::format("--resume {}: no such checkpoint folder", o.resume));
-    if (!is_complete(o.resume))
-      throw ConfigError(fmt::format("--resume {}: the checkpoint is incomplete (no {} marker: "
-                                    "the run stopped while writing it)",
-                                    o.resume, kMarker));
-    return o.resume;
-  }
-  if (o.save_dir.empty() || !fs::is_directory(o.save_dir)) return "";
+namespace {
+
+// The step-N folders of `save_dir`, newest first.
+std::vector<std::pair<std::int64_t, std::string>> step_folders(const std::string& save_dir) {
   std::vector<std::pair<std::int64_t, std::string>> found;
-  for (const fs::directory_entry& e : fs::directory_iterator(o.save_dir)) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(save_dir, ec)) {
     const std::string name = e.path().filename().string();
     if (!e.is_directory() || name.rfind("step-", 0) != 0) continue;
     char* end = nullptr;
@@ -240,6 +269,57 @@ std::string find_resume(const CheckpointOptions& o, const Log& log) {
     found.emplace_back(step, e.path().string());
   }
   std::sort(found.rbegin(), found.rend());
+  return found;
+}
+
+// Whether `dir` holds anything a save writes (so that a missing marker means an interrupted
+// save rather than a folder that never was a checkpoint).
+bool looks_like_a_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  // A step-N folder is created empty first: a kill then leaves nothing else in it.
+  if (folder_name(dir).rfind("step-", 0) == 0) return true;
+  if (fs::exists(fs::path(dir) / kIndex, ec)) return true;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("rank-", 0) == 0 || name.find(".tmp") != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void require_complete(const std::string& dir, const std::string& flag) {
+  if (is_complete(dir)) return;
+  if (!fs::is_directory(dir))
+    throw ConfigError(fmt::format("{} {}: no such checkpoint folder", flag, dir));
+  const auto steps = step_folders(dir);
+  if (!steps.empty()) {
+    std::string newest;
+    for (const auto& [step, d] : steps)
+      if (newest.empty() && is_complete(d)) newest = d;
+    throw ConfigError(fmt::format(
+        "{} {}: this folder holds step-N checkpoints (a --save-dir), it is not one; give one of "
+        "them{}",
+        flag, dir,
+        newest.empty() ? std::string(" (none is complete)")
+                       : fmt::format(", e.g. the newest complete {}", newest)));
+  }
+  if (looks_like_a_checkpoint(dir))
+    throw ConfigError(fmt::format("{} {}: the checkpoint is incomplete (no {} marker: the run "
+                                  "stopped while writing it); give an earlier step-N folder",
+                                  flag, dir, kMarker));
+  throw ConfigError(fmt::format("{} {}: not a checkpoint (no {}, no {} marker); give a step-N "
+                                "folder that `origami train --save-dir` wrote",
+                                flag, dir, kIndex, kMarker));
+}
+
+std::string find_resume(const CheckpointOptions& o, const Log& log) {
+  if (!o.resume.empty()) {
+    require_complete(o.resume, "--resume");
+    return o.resume;
+  }
+  if (o.save_dir.empty() || !fs::is_directory(o.save_dir)) return "";
+  const auto found = step_folders(o.save_dir);
   for (const auto& [step, dir] : found) {
     if (is_complete(dir)) return dir;
     if (log)
@@ -252,11 +332,8 @@ std::string find_resume(const CheckpointOptions& o, const Log& log) {
 
 nlohmann::json read_index(const std::string& dir) {
   const std::string path = dir + "/" + kIndex;
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot read the checkpoint index (missing file?)", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  const std::string text = io::read_text_file(path, io::kIndexFileLimit, "checkpoint index");
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || j.value("format", "") != "origami-checkpoint" ||
       !j.contains("tensors") || !j.contains("config") || !j.contains("step"))
     throw Error(fmt::format("{}: not a valid origami checkpoint index", path));
@@ -277,6 +354,33 @@ void check_same_model(const ModelConfig& saved, const ModelConfig& mine, const s
                                   shape_fields(saved), shape_fields(mine)));
 }
 
+// The step is written in five places (the index, its run state's optimizer steps and schedule
+// position, the folder's name, the marker); a resumed run trusts the optimizer steps, so an
+// index edited or copied from elsewhere must agree with the rest.
+void check_step_agrees(const std::string& dir, const nlohmann::json& index) {
+  const std::int64_t step = index.at("step").get<std::int64_t>();
+  const nlohmann::json& run = index.at("run");
+  auto expect = [&](std::int64_t v, const std::string& what) {
+    if (v != step)
+      throw Error(fmt::format("{}: the index says step {} but {} is {}; the checkpoint is not "
+                              "one that save wrote",
+                              dir, step, what, v));
+  };
+  expect(run.at("optimizer_steps").get<std::int64_t>(), "run.optimizer_steps");
+  expect(run.at("lr_schedule").at("step").get<std::int64_t>(), "run.lr_schedule.step");
+  const std::int64_t accum = std::max<std::int64_t>(1, run.at("grad_accum").get<std::int64_t>());
+  expect(run.at("batches_drawn").get<std::int64_t>() / accum, "run.batches_drawn / grad_accum");
+  const std::string name = folder_name(dir);
+  long long named = 0;
+  char tail = 0;
+  if (std::sscanf(name.c_str(), "step-%lld%c", &named, &tail) == 1)
+    expect(named, "the folder's name " + name);
+  std::ifstream marker(fs::path(dir) / kMarker);
+  std::string word;
+  long long marked = 0;
+  if (marker >> word >> marked && word == "step") expect(marked, std::string("the ") + kMarker + " marker");
+}
+
 // Blocks of a Hugging Face model.safetensors: each tensor is one block at offset 0.
 nlohmann::json hf_tensors(const std::string& dir) {
   const std::string path = dir + "/model.safetensors";
@@ -295,7 +399,10 @@ nlohmann::json hf_tensors(const std::string& dir) {
 // Reads the rows/columns of `spec`'s block from every saved block intersecting it.
 class BlockReader {
  public:
-  BlockReader(std::string dir, const nlohmann::json& tensors) : dir_(std::move(dir)), t_(tensors) {}
+  // `checksums_required`: an origami checkpoint (every block has one); a Hugging Face folder
+  // has none.
+  BlockReader(std::string dir, const nlohmann::json& tensors, bool checksums_required)
+      : dir_(std::move(dir)), t_(tensors), checksums_required_(checksums_required) {}
 
   Tensor read(const std::string& name, const parallel::ShardSpec& spec, MemoryTracker& tracker,
               MemCategory category) {
@@ -312,25 +419,27 @@ class BlockReader {
     Tensor out(tracker, category, spec.local);  // zeroed: padding rows stay zero
     const Block need = block_of(spec);
     const std::int64_t ld = out.ndim() > 1 ? out.dim(1) : 1;
+    const std::vector<Block> blocks = saved_blocks(name, info, global);
     std::int64_t covered = 0;
-    for (const nlohmann::json& jb : info.at("blocks")) {
-      const std::string file = dir_ + "/" + jb.at("file").get<std::string>();
-      const Shape off = jb.at("offset").get<Shape>(), shp = jb.at("shape").get<Shape>();
-      if (off.size() != global.size() || shp.size() != global.size())
-        throw Error(fmt::format("{}: tensor {}: a block's rank differs from the tensor's", dir_,
-                                name));
-      const Block b{off[0], off.size() > 1 ? off[1] : 0, shp[0], shp.size() > 1 ? shp[1] : 1};
+    for (std::size_t k = 0; k < blocks.size(); ++k) {
+      const Block& b = blocks[k];
+      const nlohmann::json& jb = info.at("blocks")[k];
       const std::int64_t r0 = std::max(need.off0, b.off0),
                          r1 = std::min(need.off0 + need.rows, b.off0 + b.rows);
       const std::int64_t c0 = std::max(need.off1, b.off1),
                          c1 = std::min(need.off1 + need.cols, b.off1 + b.cols);
       if (r0 >= r1 || c0 >= c1) continue;
+      const std::string file = dir_ + "/" + plain_file_name(name, jb);
       const io::SafetensorsFile& f = open(file);
       const io::SafetensorsEntry& e = f.entry(name);
-      if (e.dtype != DType::F32 || e.shape != shp)
+      if (e.dtype != DType::F32 || e.shape != jb.at("shape").get<Shape>())
         throw Error(fmt::format("{}: tensor {} does not match the index (dtype or shape)", file,
                                 name));
       if (jb.contains("fnv1a64")) verify(f, file, name, jb.at("fnv1a64").get<std::string>());
+      else if (checksums_required_)
+        throw Error(fmt::format("{}: tensor {}: a block in {} has no fnv1a64 checksum (every "
+                                "block of a checkpoint has one; the index was edited)",
+                                dir_, name, kIndex));
       const Shape ishape =
           global.size() == 1 ? Shape{r1 - r0} : Shape{r1 - r0, c1 - c0};
       const Shape ioff = global.size() == 1 ? Shape{r0 - b.off0} : Shape{r0 - b.off0, c0 - b.off1};
@@ -342,7 +451,7 @@ class BlockReader {
                     static_cast<std::size_t>(c1 - c0) * sizeof(float));
       covered += (r1 - r0) * (c1 - c0);
     }
-    // Saved blocks never overlap (each is written once), so the count proves coverage.
+    // saved_blocks proved the blocks disjoint, so the count of what they cover is coverage.
     if (covered != need.rows * need.cols)
       throw Error(fmt::format("{}: tensor {}: the saved blocks cover {} of the {} elements this "
                               "rank needs",
@@ -351,6 +460,44 @@ class BlockReader {
   }
 
  private:
+  // The index's blocks of a tensor, each inside the global shape and no two overlapping: a
+  // block listed twice would otherwise count twice toward coverage and leave rows unread.
+  std::vector<Block> saved_blocks(const std::string& name, const nlohmann::json& info,
+                                  const Shape& global) const {
+    std::vector<Block> out;
+    const std::int64_t rows = global.at(0), cols = global.size() > 1 ? global[1] : 1;
+    for (const nlohmann::json& jb : info.at("blocks")) {
+      const Shape off = jb.at("offset").get<Shape>(), shp = jb.at("shape").get<Shape>();
+      if (off.size() != global.size() || shp.size() != global.size())
+        throw Error(fmt::format("{}: tensor {}: a block's rank differs from the tensor's", dir_,
+                                name));
+      const Block b{off[0], off.size() > 1 ? off[1] : 0, shp[0], shp.size() > 1 ? shp[1] : 1};
+      if (b.off0 < 0 || b.off1 < 0 || b.rows < 1 || b.cols < 1 || b.rows > rows - b.off0 ||
+          b.cols > cols - b.off1)
+        throw Error(fmt::format("{}: tensor {}: a block lies outside the tensor's shape", dir_,
+                                name));
+      for (const Block& o : out)
+        if (b.off0 < o.off0 + o.rows && o.off0 < b.off0 + b.rows && b.off1 < o.off1 + o.cols &&
+            o.off1 < b.off1 + b.cols)
+          throw Error(fmt::format("{}: tensor {}: two blocks overlap at offset [{}, {}] (a block "
+                                  "listed twice?); the index is not one that save writes",
+                                  dir_, name, b.off0, b.off1));
+      out.push_back(b);
+    }
+    return out;
+  }
+  // A block's file is a name inside the checkpoint folder: "../x" or "/etc/x" would read
+  // outside it.
+  std::string plain_file_name(const std::string& name, const nlohmann::json& jb) const {
+    const std::string file = jb.at("file").get<std::string>();
+    if (file.empty() || file == "." || file == ".." || file.find('/') != std::string::npos ||
+        file.find('\0') != std::string::npos)
+      throw Error(fmt::format("{}: tensor {}: block file '{}' is not a file name inside the "
+                              "checkpoint folder",
+                              dir_, name, file));
+    return file;
+  }
+
   const io::SafetensorsFile& open(const std::string& file) {
     auto it = files_.find(file);
     if (it == files_.end()) {
@@ -377,6 +524,7 @@ class BlockReader {
 
   std::string dir_;
   const nlohmann::json& t_;
+  bool checksums_required_;
   std::map<std::string, std::unique_ptr<io::SafetensorsFile>> files_;
   std::map<std::string, bool> verified_;
 };
@@ -388,9 +536,9 @@ nlohmann::json load(const std::string& dir, const ModelConfig& config, const Ran
   nlohmann::json index;
   nlohmann::json tensors;
   if (fs::is_regular_file(fs::path(dir) / kIndex) || is_complete(dir)) {
-    if (!is_complete(dir))
-      throw Error(fmt::format("{}: incomplete checkpoint (no {} marker)", dir, kMarker));
+    require_complete(dir, "checkpoint");
     index = read_index(dir);
+    check_step_agrees(dir, index);
     std::vector<std::string> warnings;
     check_same_model(parse_model_config(index.at("config").dump(), &warnings), config,
                      dir + "/" + kIndex);
@@ -410,7 +558,7 @@ nlohmann::json load(const std::string& dir, const ModelConfig& config, const Ran
                                   "(model.safetensors)",
                                   dir, kIndex));
   }
-  BlockReader reader(dir, tensors);
+  BlockReader reader(dir, tensors, !index.is_null());
   const std::vector<parallel::ShardSpec>& specs = *st.specs;
   const int kinds = st.optimizer != nullptr ? 3 : 1;
   std::vector<std::vector<Tensor>> fresh(static_cast<std::size_t>(kinds));

@@ -57,6 +57,11 @@ std::string save(comm::Communicator* world, const std::string& save_dir, std::in
 // True when `dir` has the completion marker.
 bool is_complete(const std::string& dir);
 
+// Throws ConfigError, starting with `flag` (e.g. "--resume"), unless `dir` is a complete
+// checkpoint. The message tells apart a missing folder, a --save-dir given instead of one of
+// its step-N folders, a checkpoint whose save was interrupted, and an unrelated folder.
+void require_complete(const std::string& dir, const std::string& flag);
+
 // The checkpoint to resume from: `resume` if given (Error unless complete), else the newest
 // complete step-* folder of `save_dir` (incomplete ones are reported through `log` and
 // skipped), else "".

@@ -1,10 +1,46 @@
 #include "origami/train/checkpoint_loop.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "origami/core/error.h"
+#include "origami/train/preemption.h"
+#include "origami/train/rank_agreement.h"
 
 namespace origami::ckpt {
+
+SaveDirLock open_save_dir(const TrainOptions& o, comm::Communicator* world, const Log& log) {
+  SaveDirLock lock;
+  const std::string& dir = o.checkpoint.save_dir;
+  if (dir.empty()) return lock;
+  on_every_rank(world, "opening --save-dir", [&] {
+    if (world != nullptr && world->rank() != 0) return;
+    lock = SaveDirLock::acquire(dir, log);
+    remove_partial_files(dir, log);
+  });
+  return lock;
+}
+
+namespace {
+
+// Resuming step N into a --save-dir that holds a newer complete checkpoint M would replace M
+// when this run reaches it, and until then a restart would take M, not this run's newest.
+void refuse_older_resume(const CheckpointOptions& c, const std::string& resumed) {
+  if (c.resume.empty() || c.save_dir.empty()) return;
+  const std::string newest = find_resume(CheckpointOptions{c.save_dir, 0, "", ""}, nullptr);
+  if (newest.empty()) return;
+  const std::int64_t mine = read_index(resumed).at("step").get<std::int64_t>();
+  const std::int64_t theirs = read_index(newest).at("step").get<std::int64_t>();
+  if (theirs > mine)
+    throw ConfigError(fmt::format(
+        "--resume {} (step {}) into --save-dir {}, which holds the newer complete checkpoint {} "
+        "(step {}): this run would overwrite it; resume the newest (drop --resume), give another "
+        "--save-dir, or remove {} first if it is to be discarded",
+        resumed, mine, c.save_dir, newest, theirs, newest));
+}
+
+}  // namespace
 
 std::int64_t begin_run(const TrainOptions& o, comm::Communicator* world, const RankState& st,
                        const Log& log) {
@@ -17,12 +53,15 @@ std::int64_t begin_run(const TrainOptions& o, comm::Communicator* world, const R
     throw ConfigError("--init-from and --resume exclude each other (--resume continues a run, "
                       "--init-from starts a new one from its parameters)");
   if (!c.init_from.empty()) {
-    load(c.init_from, o.model, RankState{st.specs, st.params, nullptr});
+    on_every_rank(world, "loading --init-from", [&] {
+      load(c.init_from, o.model, RankState{st.specs, st.params, nullptr});
+    });
     log(fmt::format("initialised the parameters from {}", c.init_from));
     return 0;
   }
   const std::string dir = find_resume(c, log);
   if (dir.empty()) return 0;
+  refuse_older_resume(c, dir);
   const nlohmann::json index = read_index(dir);
   const nlohmann::json& run = index.at("run");
   auto same = [&](const char* key, std::int64_t mine, const char* flag) {
@@ -36,14 +75,14 @@ std::int64_t begin_run(const TrainOptions& o, comm::Communicator* world, const R
   same("batch", o.batch, "--batch");
   same("seq", o.seq, "--seq");
   same("grad_accum", o.grad_accum, "--grad-accum");
-  (void)world;
   const std::int64_t total = run.at("lr_schedule").at("total_steps").get<std::int64_t>();
   if (total != o.steps)
     log(fmt::format("note: {} was saved by a run of {} steps, this one has {}: the learning-rate "
                     "schedule follows the new total, so the run is not the saved run continued "
                     "bit for bit",
                     dir, total, o.steps));
-  load(dir, o.model, st);
+  // Reported only once every rank has read and verified its part.
+  on_every_rank(world, "loading the checkpoint", [&] { load(dir, o.model, st); });
   const std::int64_t step = st.optimizer->steps_taken();
   log(fmt::format("resumed from {} at step {} (saved from {})", dir, step,
                   run.at("layout").get<std::string>()));
@@ -53,8 +92,24 @@ std::int64_t begin_run(const TrainOptions& o, comm::Communicator* world, const R
 void after_step(const TrainOptions& o, comm::Communicator* world, const RankState& st,
                 std::int64_t step, const std::string& layout, const Log& log) {
   const CheckpointOptions& c = o.checkpoint;
-  if (c.save_dir.empty()) return;
-  if (!(step == o.steps || (c.save_every > 0 && step % c.save_every == 0))) return;
+  // Every step boundary asks every rank (one small all-reduce): a stop signal on any rank
+  // stops all of them after this step, saved.
+  const int stop = agreed_stop_signal(world);
+  const bool scheduled = step == o.steps || (c.save_every > 0 && step % c.save_every == 0);
+  if (!c.save_dir.empty() && (scheduled || stop != 0)) save_step(o, world, st, step, layout, log);
+  if (stop == 0) return;
+  if (!c.save_dir.empty() && (world == nullptr || world->rank() == 0))
+    remove_partial_files(c.save_dir, log);
+  throw Preempted(stop, fmt::format("stopped by signal {} ({}) after step {}: {}", stop,
+                                    strsignal(stop), step,
+                                    c.save_dir.empty()
+                                        ? std::string("nothing saved (no --save-dir)")
+                                        : "saved; the same command resumes from --save-dir"));
+}
+
+void save_step(const TrainOptions& o, comm::Communicator* world, const RankState& st,
+               std::int64_t step, const std::string& layout, const Log& log) {
+  const CheckpointOptions& c = o.checkpoint;
   const nlohmann::json run = {
       {"optimizer_steps", st.optimizer->steps_taken()},
       {"seed", o.seed},

@@ -7,6 +7,7 @@
 
 #include "origami/core/error.h"
 #include "origami/core/rng.h"
+#include "origami/io/text_file.h"
 
 namespace origami::data {
 
@@ -31,12 +32,7 @@ TokenDataset::TokenDataset(std::vector<std::int32_t> tokens, std::string label)
     : tokens_(std::move(tokens)), label_(std::move(label)) {}
 
 TokenDataset TokenDataset::from_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(fmt::format("data: cannot open the data file '{}'", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw ConfigError(fmt::format("data: cannot read the data file '{}'", path));
-  const std::string s = text.str();
+  const std::string s = io::read_text_file(path, io::kDataFileLimit, "--data");
   if (s.empty())
     throw ConfigError(
         fmt::format("data: the data file '{}' is empty; give a text file with "

@@ -2,6 +2,10 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "origami/core/error.h"
+
 namespace origami {
 
 AdamW::AdamW(const ModelConfig& config, MemoryTracker& tracker, kernels::AdamWHyper hyper)
@@ -43,6 +47,14 @@ float clip_gradients(ModelTensors& grads, double norm, double max_norm) {
       kernels::scale_inplace(g.tensor->numel(), g.tensor->f32(), coef);
   }
   return coef;
+}
+
+void check_step_finite(std::int64_t step, double loss, double grad_norm) {
+  if (std::isfinite(loss) && std::isfinite(grad_norm)) return;
+  throw Error(fmt::format("step {}: the loss is {} and the gradient norm {}; the step was "
+                          "stopped before the optimizer touched the weights — lower --lr or "
+                          "check the data",
+                          step, loss, grad_norm));
 }
 
 }  // namespace origami

@@ -37,4 +37,9 @@ double global_grad_norm(ModelTensors& grads);
 // Scales every gradient by clip_coefficient(norm, max_norm); returns the coefficient.
 float clip_gradients(ModelTensors& grads, double norm, double max_norm);
 
+// Throws Error when step `step`'s loss or gradient norm is not finite. Called before
+// clipping and AdamW: one NaN gradient would reach every weight through the moments, and the
+// next checkpoint would save that model as complete.
+void check_step_finite(std::int64_t step, double loss, double grad_norm);
+
 }  // namespace origami

@@ -16,6 +16,9 @@
 #include "origami/parallel/rank_model.h"
 #include "origami/train/checkpoint_loop.h"
 #include "origami/train/parallel_train_reference.h"
+#include "origami/train/memory_check.h"
+#include "origami/train/preemption.h"
+#include "origami/train/rank_consistency.h"
 
 namespace origami {
 
@@ -33,6 +36,7 @@ struct Shared {
   int kernel_threads = 1;
   std::mutex mutex;
   TrainResult result;
+  std::string stopped;  // a rank's Preempted message
 };
 
 MemoryStats to_stats(const std::vector<std::int64_t>& v) {
@@ -74,9 +78,12 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   auto log = [&](const std::string& line) {
     if (lead) sh.log(line);
   };
+  check_ranks_agree(world, o, *sh.dataset);  // an MPMD launch may give ranks other flags
+  const ckpt::SaveDirLock save_dir = ckpt::open_save_dir(o, &world, log);  // before any compute
   MemoryTracker& tracker = world.tracker();
   parallel::ParallelGroups groups(world, sh.plan);
-  parallel::RankModel model(o.model, groups, o.seq, parse_recompute(o.recompute), tracker, o.seed);
+  parallel::RankModel model(model_for_run(o.model, o.seq), groups, o.seq,
+                            parse_recompute(o.recompute), tracker, o.seed);
   AdamW optimizer(model.params(), tracker,
                   {.lr = o.lr,
                    .beta1 = o.beta1,
@@ -92,11 +99,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   const std::int64_t per = o.batch / P;
   const double flops_per_step =
       training_flops(o.model, o.batch, o.seq) * static_cast<double>(o.grad_accum);
-  std::ofstream metrics;
-  if (lead && !o.metrics_path.empty()) {
-    metrics.open(o.metrics_path);
-    if (!metrics) throw ConfigError(fmt::format("cannot write --metrics {}", o.metrics_path));
-  }
+  std::ofstream metrics = open_metrics(lead ? o.metrics_path : std::string());
   log(fmt::format("model: {} parameters (h {}, {} layers, {} heads, {} kv heads, intermediate {}, "
                   "vocabulary {}); data: {} ({} tokens)",
                   o.model.num_parameters(), o.model.hidden_size, o.model.num_hidden_layers,
@@ -128,9 +131,6 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     s.clip_coefficient = st.clip_coefficient;
     s.lr = lr;
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!std::isfinite(s.loss))
-      throw Error(
-          fmt::format("step {}: the loss is {} — lower --lr or check the data", step, s.loss));
     const double tokens_per_s = static_cast<double>(s.tokens) / s.seconds;
     const double gflops = flops_per_step / s.seconds / 1e9;
     if (metrics.is_open()) {
@@ -180,6 +180,19 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   }
 }
 
+// One rank's run. A stop (Preempted: thrown on every rank after the same step, saved) ends it
+// normally — on MPI a finalize, not an abort — and is rethrown once every rank returned.
+bool run_rank_or_stop(Shared& sh, comm::Communicator& world) {
+  try {
+    run_rank(sh, world);
+    return false;
+  } catch (const Preempted& p) {
+    std::lock_guard lock(sh.mutex);
+    sh.stopped = p.what();
+    return true;
+  }
+}
+
 }  // namespace
 
 TrainResult train_parallel(const TrainOptions& o,
@@ -215,21 +228,25 @@ TrainResult train_parallel(const TrainOptions& o,
     sh.kernel_threads = o.threads;
     const int code = comm::mpi_main([&](comm::Communicator& world) {
       parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world.size());
+      // Ranks started on this host share its memory.
+      const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+      check_run_memory(o, sh.plan, local != nullptr ? std::max(1, std::atoi(local)) : 1);
       world.tracker().set_cap(o.memory_cap);
-      run_rank(sh, world);
-      return 0;
+      return run_rank_or_stop(sh, world) ? kPreemptedExitCode : 0;
     }, o.link);
-    if (code != 0) throw Error(fmt::format("the MPI run ended with code {}", code));
+    if (code != 0 && code != kPreemptedExitCode) throw Error(fmt::format("the MPI run ended with code {}", code));
   } else {
     const int world = sh.plan.world();
     parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world);  // before any rank starts
+    check_run_memory(o, sh.plan, world);  // every rank is a thread of this process
     sh.kernel_threads = std::max(1, o.threads / world);
     comm::RunOptions ro;
     ro.memory_cap = o.memory_cap;
     ro.link = o.link;
     comm::run_ranks(
-        world, [&](comm::Communicator& c) { run_rank(sh, c); }, ro);
+        world, [&](comm::Communicator& c) { run_rank_or_stop(sh, c); }, ro);
   }
+  if (!sh.stopped.empty()) throw Preempted(stop_signal(), sh.stopped);
   return std::move(sh.result);
 }
 

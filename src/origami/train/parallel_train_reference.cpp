@@ -7,7 +7,7 @@ namespace origami {
 
 MemoryStats one_device_memory(const TrainOptions& o, const data::TokenDataset& dataset) {
   MemoryTracker tracker("one device");
-  LlamaModel model(o.model, tracker, o.seed, parse_recompute(o.recompute));
+  LlamaModel model(model_for_run(o.model, o.seq), tracker, o.seed, parse_recompute(o.recompute));
   // The optimizer's moments are allocated up front; no step is taken.
   const AdamW optimizer(o.model, tracker,
                         {.lr = o.lr,

@@ -1,6 +1,8 @@
 #include "origami/train/trainer.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <fstream>
 #include <numbers>
@@ -12,6 +14,7 @@
 #include "origami/kernels/threads.h"
 #include "origami/parallel/shard_spec.h"
 #include "origami/train/checkpoint_loop.h"
+#include "origami/train/memory_check.h"
 #include "origami/train/parallel_train.h"
 
 namespace origami {
@@ -37,6 +40,7 @@ StepStats train_step(LlamaModel& model, AdamW& optimizer,
   s.tokens = tokens;
   s.lr = lr;
   s.grad_norm = global_grad_norm(model.grads());
+  check_step_finite(s.step, s.loss, s.grad_norm);
   s.clip_coefficient =
       max_grad_norm > 0 ? clip_gradients(model.grads(), s.grad_norm, max_grad_norm) : 1.0f;
   optimizer.step(model.params(), model.grads(), lr);
@@ -55,6 +59,21 @@ float learning_rate(std::int64_t step, std::int64_t total, std::int64_t warmup, 
   return static_cast<float>(peak * (min_ratio + (1.0 - min_ratio) * cosine));
 }
 
+ModelConfig model_for_run(const ModelConfig& model, std::int64_t seq) {
+  ModelConfig m = model;
+  m.max_position_embeddings = std::min(m.max_position_embeddings, seq);
+  return m;
+}
+
+std::ofstream open_metrics(const std::string& path) {
+  std::ofstream metrics;
+  if (path.empty()) return metrics;
+  metrics.open(path);
+  if (!metrics)
+    throw ConfigError(fmt::format("cannot write --metrics {}: {}", path, std::strerror(errno)));
+  return metrics;
+}
+
 namespace {
 
 void check_options(const TrainOptions& o) {
@@ -66,8 +85,20 @@ void check_options(const TrainOptions& o) {
   positive(o.grad_accum, "--grad-accum");
   positive(o.steps, "--steps");
   positive(o.threads, "--threads");
+  positive(o.log_every, "--log-every");  // a divisor of the step number
   if (o.warmup < 0) throw ConfigError(fmt::format("--warmup must be >= 0 (got {})", o.warmup));
-  if (!(o.lr > 0)) throw ConfigError(fmt::format("--lr must be positive (got {})", o.lr));
+  // The hyperparameters' ranges (NaN and inf fail every comparison): AdamW moves each weight
+  // by about lr per step, so lr above 1 diverges at once, and lr x weight decay above 1 would
+  // flip the sign of the weights.
+  auto within = [](double v, double lo, double hi, bool lo_open, const char* flag) {
+    if (!(std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi))
+      throw ConfigError(fmt::format("{} must be a number in {}{}, {}] (got {})", flag,
+                                    lo_open ? "(" : "[", lo, hi, v));
+  };
+  within(o.lr, 0, 1, true, "--lr");
+  within(o.weight_decay, 0, 1, false, "--weight-decay");
+  within(o.min_lr_ratio, 0, 1, false, "--min-lr-ratio");
+  within(o.max_grad_norm, 0, 1e30, false, "--max-grad-norm");
   if (!(o.peak_gflops > 0))
     throw ConfigError(fmt::format("--peak-gflops must be positive (got {})", o.peak_gflops));
   if (o.seq > o.model.max_position_embeddings)
@@ -98,16 +129,14 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
     throw ConfigError(fmt::format("the data ({}) has {} tokens, fewer than --seq + 1 = {}; "
                                   "use a shorter --seq or more data",
                                   dataset.label(), dataset.size(), o.seq + 1));
-  std::ofstream metrics;
-  if (!o.metrics_path.empty()) {
-    metrics.open(o.metrics_path);
-    if (!metrics) throw ConfigError(fmt::format("cannot write --metrics {}", o.metrics_path));
-  }
+  std::ofstream metrics = open_metrics(o.metrics_path);
 
+  check_run_memory(o, parallel::ParallelConfig{}, 1);  // before the first allocation
+  const ckpt::SaveDirLock save_dir = ckpt::open_save_dir(o, nullptr, log);  // before any compute
   kernels::set_thread_count(o.threads);
   MemoryTracker tracker("single device");
   tracker.set_cap(o.memory_cap);
-  LlamaModel model(o.model, tracker, o.seed, parse_recompute(o.recompute));
+  LlamaModel model(model_for_run(o.model, o.seq), tracker, o.seed, parse_recompute(o.recompute));
   AdamW optimizer(o.model, tracker,
                   {.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = 1e-8f,
                    .weight_decay = o.weight_decay});
@@ -137,8 +166,6 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
       micro.push_back({o.batch, o.seq, b.input_ids.data<std::int32_t>(), b.labels.data<std::int32_t>()});
     const float lr = learning_rate(step, o.steps, o.warmup, o.lr, o.min_lr_ratio);
     const StepStats s = train_step(model, optimizer, micro, lr, o.max_grad_norm);
-    if (!std::isfinite(s.loss))
-      throw Error(fmt::format("step {}: the loss is {} — lower --lr or check the data", step, s.loss));
     const double tokens_per_s = static_cast<double>(s.tokens) / s.seconds;
     const double gflops = flops_per_step / s.seconds / 1e9;
     if (metrics.is_open()) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -79,6 +80,15 @@ struct TrainResult {
   MemoryStats memory;                 // world rank 0's tracker (the only one on one device)
   std::vector<MemoryStats> rank_memory;  // every rank's, parallel runs
 };
+
+// The model as a run of `seq` tokens builds it: RoPE tables for its positions only (a
+// config's max_position_embeddings of 2^25 made 2.1 GB of tables for --seq 16). The values
+// of each position's table row do not depend on the table's length.
+ModelConfig model_for_run(const ModelConfig& model, std::int64_t seq);
+
+// The --metrics file opened for writing (closed when `path` is empty); ConfigError with the
+// operating system's reason.
+std::ofstream open_metrics(const std::string& path);
 
 // Runs the whole loop, printing progress with `log` (one line per call). A parallel strategy,
 // a mesh or an mpirun launch goes to train_parallel (parallel_train.h).

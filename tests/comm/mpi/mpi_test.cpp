@@ -161,7 +161,9 @@ TEST(Mpi, StalledPeerTimesOutWithRankPeerAndLog) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find("communication timeout after 0.3 s"), std::string::npos) << msg;
       EXPECT_NE(msg.find("rank 0 of communicator 'pair'"), std::string::npos) << msg;
-      EXPECT_NE(msg.find("recv (recv from peer 1, seq 0, 20 B)"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("recv (recv from peer 1 of 'pair' (world rank 1), seq 0, 20 B)"),
+                std::string::npos)
+          << msg;
       EXPECT_NE(msg.find("Recent operations on rank 0"), std::string::npos) << msg;
       EXPECT_NE(msg.find("comm=pair op=recv seq=0 post recv bytes=20 peer=1"), std::string::npos) << msg;
     }

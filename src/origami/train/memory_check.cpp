@@ -1,0 +1,88 @@
+#include "origami/train/memory_check.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "origami/core/error.h"
+#include "origami/core/memory_tracker.h"
+#include "origami/plan/cost_model.h"
+
+namespace origami {
+
+std::optional<std::int64_t> available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return std::nullopt;
+}
+
+namespace {
+
+plan::Mesh mesh_of(const parallel::ParallelConfig& p) {
+  plan::Mesh m;
+  m.dp = p.dp;
+  if (p.tsp) {
+    m.tsp = p.sp;
+  } else {
+    m.tp = p.tp;
+    m.sp = p.sp;
+    m.sequence_parallel = p.sequence_parallel;
+  }
+  return m;
+}
+
+}  // namespace
+
+void check_run_memory(const TrainOptions& o, const parallel::ParallelConfig& p, int ranks_here) {
+  plan::Workload w;
+  w.batch = o.batch;
+  w.grad_accum = o.grad_accum;
+  w.seq = o.seq;
+  w.contiguous = p.layout == parallel::TokenLayoutKind::Contiguous;
+  w.recompute = parse_recompute(o.recompute);
+  const plan::Memory m = plan::memory_per_device(model_for_run(o.model, o.seq), mesh_of(p), w);
+  const std::vector<std::pair<const char*, std::int64_t>> categories = {
+      {"parameters", m.parameters},   {"gradients", m.gradients},
+      {"optimizer state", m.optimizer}, {"saved activations", m.activations},
+      {"logits", m.logits},           {"communication buffers", m.comm_buffers},
+      {"workspace", m.workspace}};
+  std::pair<const char*, std::int64_t> largest = categories.front();
+  for (const auto& c : categories)
+    if (c.second > largest.second) largest = c;
+  const std::string estimate =
+      fmt::format("the planner estimates {} per rank (largest: {} {})", format_bytes(m.total()),
+                  largest.first, format_bytes(largest.second));
+  const std::string remedy = "use a smaller model, more ranks, --recompute full, a shorter --seq "
+                             "or a smaller --batch";
+  if (o.memory_cap && m.total() > *o.memory_cap)
+    throw ConfigError(fmt::format("this run does not fit --memory-cap {}: {}; {}",
+                                  format_bytes(*o.memory_cap), estimate, remedy));
+  const std::optional<std::int64_t> free = available_memory_bytes();
+  if (free && m.total() > *free / ranks_here)
+    throw ConfigError(fmt::format("this run does not fit this machine's available memory ({} for "
+                                  "{} rank(s)): {}; {}",
+                                  format_bytes(*free), ranks_here, estimate, remedy));
+}
+
+void check_dry_run_host_memory(std::int64_t seq, std::int64_t batch, int world) {
+  constexpr double kBytesPerTokenAndRank = 64;
+  const double need = static_cast<double>(seq) * static_cast<double>(batch) *
+                      static_cast<double>(world) * kBytesPerTokenAndRank;
+  const std::optional<std::int64_t> free = available_memory_bytes();
+  if (free && need > static_cast<double>(*free))
+    throw ConfigError(fmt::format(
+        "dry run of --seq {} x --batch {} on {} ranks: its token ids, labels and positions are "
+        "held for real, about {:.3g} GiB, more than this machine's available {}; use a shorter "
+        "--seq (the planner, `origami plan`, answers for any length)",
+        seq, batch, world, need / (1024.0 * 1024 * 1024), format_bytes(*free)));
+}
+
+}  // namespace origami
