@@ -71,6 +71,7 @@ template <class D, class Body>
 HWY_INLINE void ForEachVector(D d, std::int64_t n, const Body& body) {
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   std::int64_t i = 0;
+#pragma GCC unroll 4
   for (; i + N <= n; i += N) body(i, N);
   if (i < n) body(i, n - i);
 }
