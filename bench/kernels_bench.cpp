@@ -5,6 +5,9 @@
 // Counters: Melem/s, and GB/s of the bytes each kernel must move at the least (every array
 // read or written once; small tables, the weights and dw counted as in cache). ORIGAMI_SIMD=
 // <target> picks the SIMD target (the context line "simd_target" names the one used).
+// Buffers are 64-byte aligned, as the program's tensors are (core/tensor.cpp): a full-width
+// AVX-512 access to a row that is not straddles two cache lines.
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -29,10 +32,25 @@ namespace k = origami::kernels;
 constexpr std::int64_t kTokens = 4096, kHidden = 256, kHeads = 4, kHeadDim = 64, kFfn = 688,
                        kVocab = 256;
 
-std::vector<float> random_vec(std::int64_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
+// Cache-line aligned storage, as core/tensor.cpp allocates.
+template <class T>
+struct CacheLineAllocator {
+  using value_type = T;
+  CacheLineAllocator() = default;
+  template <class U>
+  explicit CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(std::size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64}));
+  }
+  void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t{64}); }
+  bool operator==(const CacheLineAllocator&) const { return true; }
+};
+using Floats = std::vector<float, CacheLineAllocator<float>>;
+
+Floats random_vec(std::int64_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<std::size_t>(n));
+  Floats v(static_cast<std::size_t>(n));
   for (float& x : v) x = dist(rng);
   return v;
 }
@@ -59,7 +77,7 @@ struct Scope {
 void BM_rmsnorm_forward(benchmark::State& state) {
   Scope scope(state, kTokens * kHidden, 8);
   const auto x = random_vec(kTokens * kHidden, 1), w = random_vec(kHidden, 2);
-  std::vector<float> y(x.size()), rstd(kTokens);
+  Floats y(x.size()), rstd(kTokens);
   for (auto _ : state) {
     k::rmsnorm_forward(kTokens, kHidden, x.data(), w.data(), 1e-5f, y.data(), rstd.data());
     benchmark::DoNotOptimize(y.data());
@@ -70,7 +88,7 @@ void BM_rmsnorm_backward(benchmark::State& state) {
   Scope scope(state, kTokens * kHidden, 16);
   const auto x = random_vec(kTokens * kHidden, 1), w = random_vec(kHidden, 2),
              dy = random_vec(kTokens * kHidden, 3);
-  std::vector<float> y(x.size()), rstd(kTokens), dx(x.size()), dw(kHidden);
+  Floats y(x.size()), rstd(kTokens), dx(x.size()), dw(kHidden);
   k::rmsnorm_forward(kTokens, kHidden, x.data(), w.data(), 1e-5f, y.data(), rstd.data());
   for (auto _ : state) {
     k::rmsnorm_backward(kTokens, kHidden, x.data(), w.data(), rstd.data(), dy.data(), dx.data(),
@@ -81,7 +99,7 @@ void BM_rmsnorm_backward(benchmark::State& state) {
 
 void BM_rope_forward_q(benchmark::State& state) {
   Scope scope(state, kTokens * kHidden, 8);
-  std::vector<float> cos_t(kTokens * kHeadDim / 2), sin_t(cos_t.size());
+  Floats cos_t(kTokens * kHeadDim / 2), sin_t(cos_t.size());
   k::rope_table(kTokens, kHeadDim, 10000.0, cos_t.data(), sin_t.data());
   std::vector<std::int64_t> pos(kTokens);
   for (std::int64_t s = 0; s < kTokens; ++s) pos[static_cast<std::size_t>(s)] = s;
@@ -95,7 +113,7 @@ void BM_rope_forward_q(benchmark::State& state) {
 void BM_swiglu_forward(benchmark::State& state) {
   Scope scope(state, kTokens * kFfn, 12);
   const auto a = random_vec(kTokens * kFfn, 5, -4, 4), u = random_vec(kTokens * kFfn, 6);
-  std::vector<float> g(a.size());
+  Floats g(a.size());
   for (auto _ : state) {
     k::swiglu_forward(kTokens * kFfn, a.data(), u.data(), g.data());
     benchmark::DoNotOptimize(g.data());
@@ -106,7 +124,7 @@ void BM_swiglu_backward(benchmark::State& state) {
   Scope scope(state, kTokens * kFfn, 28);
   const auto a = random_vec(kTokens * kFfn, 5, -4, 4), u = random_vec(kTokens * kFfn, 6),
              dg = random_vec(kTokens * kFfn, 7);
-  std::vector<float> da(a.size()), du(a.size());
+  Floats da(a.size()), du(a.size());
   for (auto _ : state) {
     k::swiglu_backward(kTokens * kFfn, a.data(), u.data(), dg.data(), da.data(), du.data());
     benchmark::DoNotOptimize(da.data());
@@ -118,7 +136,7 @@ void BM_embedding_forward_backward(benchmark::State& state) {
   const auto table = random_vec(kVocab * kHidden, 8), dout = random_vec(kTokens * kHidden, 9);
   std::vector<std::int32_t> ids(kTokens);
   for (std::int64_t t = 0; t < kTokens; ++t) ids[static_cast<std::size_t>(t)] = std::int32_t((t * 37) % kVocab);
-  std::vector<float> out(kTokens * kHidden), dtable(table.size());
+  Floats out(kTokens * kHidden), dtable(table.size());
   for (auto _ : state) {
     k::embedding_forward(kTokens, kHidden, ids.data(), table.data(), 0, kVocab, out.data());
     k::embedding_backward(kTokens, kHidden, ids.data(), dout.data(), 0, kVocab, dtable.data());
@@ -131,7 +149,7 @@ void BM_cross_entropy_stats(benchmark::State& state) {
   const auto logits = random_vec(kTokens * kVocab, 10, -5, 5);
   std::vector<std::int32_t> targets(kTokens);
   for (std::int64_t t = 0; t < kTokens; ++t) targets[static_cast<std::size_t>(t)] = std::int32_t((t * 11) % kVocab);
-  std::vector<float> rm(kTokens), rs(kTokens), tl(kTokens), lse(kTokens);
+  Floats rm(kTokens), rs(kTokens), tl(kTokens), lse(kTokens);
   for (auto _ : state) {
     std::fill(rm.begin(), rm.end(), -std::numeric_limits<float>::infinity());
     std::fill(rs.begin(), rs.end(), 0.0f);
@@ -147,7 +165,7 @@ void BM_cross_entropy_backward_inplace(benchmark::State& state) {
   const auto logits = random_vec(kTokens * kVocab, 10, -5, 5);
   std::vector<std::int32_t> targets(kTokens);
   for (std::int64_t t = 0; t < kTokens; ++t) targets[static_cast<std::size_t>(t)] = std::int32_t((t * 11) % kVocab);
-  std::vector<float> lse(kTokens);
+  Floats lse(kTokens);
   k::cross_entropy_forward(kTokens, kVocab, logits.data(), targets.data(), lse.data());
   auto buf = logits;
   for (auto _ : state) {
@@ -164,7 +182,7 @@ void BM_adamw_step_one_layer(benchmark::State& state) {
   Scope scope(state, kLayerParams, 28);
   auto p = random_vec(kLayerParams, 11);
   const auto g = random_vec(kLayerParams, 12);
-  std::vector<float> m(p.size()), v(p.size());
+  Floats m(p.size()), v(p.size());
   std::int64_t step = 0;
   for (auto _ : state) {
     k::adamw_step(kLayerParams, p.data(), g.data(), m.data(), v.data(), k::AdamWHyper{}, ++step);
