@@ -38,7 +38,8 @@ HWY_BEFORE_NAMESPACE();
 namespace origami::kernels::optimizer_simd::HWY_NAMESPACE {
 using namespace vec::HWY_NAMESPACE;
 
-// Each product and sum rounded on its own (no fused multiply-add), in torch's order.
+// torch's operations in torch's order (GCC may fuse a product and a sum into one multiply-add,
+// as it did in the scalar loop; torch's vectorised kernels fuse some too).
 void AdamWRange(std::int64_t i0, std::int64_t i1, const AdamScalars& k, float* param,
                 const float* grad, float* m, float* v) {
   const DF d;
