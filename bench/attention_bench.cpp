@@ -15,8 +15,8 @@
 #include <benchmark/benchmark.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include "bench/simd_bench_main.h"
 #include "origami/kernels/attention.h"
-#include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -189,13 +189,5 @@ BENCHMARK(BM_TileProduct)->Unit(benchmark::kMicrosecond)->UseRealTime();
 }  // namespace
 
 // The SIMD target (ORIGAMI_SIMD may restrict it) in the benchmark's context lines.
-int main(int argc, char** argv) {
-  origami::kernels::use_simd_target_from_env();
-  benchmark::AddCustomContext("simd_target", origami::kernels::simd_target());
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+ORIGAMI_SIMD_BENCHMARK_MAIN()
 #endif  // HWY_ONCE

@@ -1,6 +1,13 @@
 // Times the elementwise and row-wise kernels at the model's shapes (h = 256, 4 heads of 64,
 // intermediate 688, vocabulary 256, 4096 tokens) so that they can be set against the GEMMs of
-// the same layer (gemm_bench): they must not be the bottleneck. 1 and 2 threads.
+// the same layer (gemm_bench): they must not be the bottleneck. 1 and 2 threads; also the
+// communicator's element-wise reductions (sum, max) on one layer's gradient.
+// Counters: Melem/s, and GB/s of the bytes each kernel must move at the least (every array
+// read or written once; small tables, the weights and dw counted as in cache). ORIGAMI_SIMD=
+// <target> picks the SIMD target (the context line "simd_target" names the one used).
+// Buffers are 64-byte aligned, as the program's tensors are (core/tensor.cpp): a full-width
+// AVX-512 access to a row that is not straddles two cache lines.
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -8,6 +15,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench/simd_bench_main.h"
+#include "origami/comm/reduce_op.h"
 #include "origami/kernels/cross_entropy.h"
 #include "origami/kernels/embedding.h"
 #include "origami/kernels/optimizer.h"
@@ -23,32 +32,52 @@ namespace k = origami::kernels;
 constexpr std::int64_t kTokens = 4096, kHidden = 256, kHeads = 4, kHeadDim = 64, kFfn = 688,
                        kVocab = 256;
 
-std::vector<float> random_vec(std::int64_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
+// Cache-line aligned storage, as core/tensor.cpp allocates.
+template <class T>
+struct CacheLineAllocator {
+  using value_type = T;
+  CacheLineAllocator() = default;
+  template <class U>
+  explicit CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(std::size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64}));
+  }
+  void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t{64}); }
+  bool operator==(const CacheLineAllocator&) const { return true; }
+};
+using Floats = std::vector<float, CacheLineAllocator<float>>;
+
+Floats random_vec(std::int64_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<std::size_t>(n));
+  Floats v(static_cast<std::size_t>(n));
   for (float& x : v) x = dist(rng);
   return v;
 }
 
-// Sets the thread count from the benchmark's argument and reports elements per second.
+// Sets the thread count from the benchmark's argument and reports elements and bytes per
+// second (`bytes` per element).
 struct Scope {
   benchmark::State& state;
   std::int64_t elements;
-  explicit Scope(benchmark::State& s, std::int64_t n) : state(s), elements(n) {
+  double bytes;
+  Scope(benchmark::State& s, std::int64_t n, double bytes_per_element)
+      : state(s), elements(n), bytes(bytes_per_element) {
     k::set_thread_count(static_cast<int>(s.range(0)));
   }
   ~Scope() {
     state.counters["Melem/s"] = benchmark::Counter(static_cast<double>(elements) * 1e-6,
                                                    benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["GB/s"] = benchmark::Counter(static_cast<double>(elements) * bytes * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
     k::set_thread_count(1);
   }
 };
 
 void BM_rmsnorm_forward(benchmark::State& state) {
-  Scope scope(state, kTokens * kHidden);
+  Scope scope(state, kTokens * kHidden, 8);
   const auto x = random_vec(kTokens * kHidden, 1), w = random_vec(kHidden, 2);
-  std::vector<float> y(x.size()), rstd(kTokens);
+  Floats y(x.size()), rstd(kTokens);
   for (auto _ : state) {
     k::rmsnorm_forward(kTokens, kHidden, x.data(), w.data(), 1e-5f, y.data(), rstd.data());
     benchmark::DoNotOptimize(y.data());
@@ -56,10 +85,10 @@ void BM_rmsnorm_forward(benchmark::State& state) {
 }
 
 void BM_rmsnorm_backward(benchmark::State& state) {
-  Scope scope(state, kTokens * kHidden);
+  Scope scope(state, kTokens * kHidden, 16);
   const auto x = random_vec(kTokens * kHidden, 1), w = random_vec(kHidden, 2),
              dy = random_vec(kTokens * kHidden, 3);
-  std::vector<float> y(x.size()), rstd(kTokens), dx(x.size()), dw(kHidden);
+  Floats y(x.size()), rstd(kTokens), dx(x.size()), dw(kHidden);
   k::rmsnorm_forward(kTokens, kHidden, x.data(), w.data(), 1e-5f, y.data(), rstd.data());
   for (auto _ : state) {
     k::rmsnorm_backward(kTokens, kHidden, x.data(), w.data(), rstd.data(), dy.data(), dx.data(),
@@ -69,8 +98,8 @@ void BM_rmsnorm_backward(benchmark::State& state) {
 }
 
 void BM_rope_forward_q(benchmark::State& state) {
-  Scope scope(state, kTokens * kHidden);
-  std::vector<float> cos_t(kTokens * kHeadDim / 2), sin_t(cos_t.size());
+  Scope scope(state, kTokens * kHidden, 8);
+  Floats cos_t(kTokens * kHeadDim / 2), sin_t(cos_t.size());
   k::rope_table(kTokens, kHeadDim, 10000.0, cos_t.data(), sin_t.data());
   std::vector<std::int64_t> pos(kTokens);
   for (std::int64_t s = 0; s < kTokens; ++s) pos[static_cast<std::size_t>(s)] = s;
@@ -82,9 +111,9 @@ void BM_rope_forward_q(benchmark::State& state) {
 }
 
 void BM_swiglu_forward(benchmark::State& state) {
-  Scope scope(state, kTokens * kFfn);
+  Scope scope(state, kTokens * kFfn, 12);
   const auto a = random_vec(kTokens * kFfn, 5, -4, 4), u = random_vec(kTokens * kFfn, 6);
-  std::vector<float> g(a.size());
+  Floats g(a.size());
   for (auto _ : state) {
     k::swiglu_forward(kTokens * kFfn, a.data(), u.data(), g.data());
     benchmark::DoNotOptimize(g.data());
@@ -92,10 +121,10 @@ void BM_swiglu_forward(benchmark::State& state) {
 }
 
 void BM_swiglu_backward(benchmark::State& state) {
-  Scope scope(state, kTokens * kFfn);
+  Scope scope(state, kTokens * kFfn, 28);
   const auto a = random_vec(kTokens * kFfn, 5, -4, 4), u = random_vec(kTokens * kFfn, 6),
              dg = random_vec(kTokens * kFfn, 7);
-  std::vector<float> da(a.size()), du(a.size());
+  Floats da(a.size()), du(a.size());
   for (auto _ : state) {
     k::swiglu_backward(kTokens * kFfn, a.data(), u.data(), dg.data(), da.data(), du.data());
     benchmark::DoNotOptimize(da.data());
@@ -103,11 +132,11 @@ void BM_swiglu_backward(benchmark::State& state) {
 }
 
 void BM_embedding_forward_backward(benchmark::State& state) {
-  Scope scope(state, kTokens * kHidden);
+  Scope scope(state, kTokens * kHidden, 8);
   const auto table = random_vec(kVocab * kHidden, 8), dout = random_vec(kTokens * kHidden, 9);
   std::vector<std::int32_t> ids(kTokens);
   for (std::int64_t t = 0; t < kTokens; ++t) ids[static_cast<std::size_t>(t)] = std::int32_t((t * 37) % kVocab);
-  std::vector<float> out(kTokens * kHidden), dtable(table.size());
+  Floats out(kTokens * kHidden), dtable(table.size());
   for (auto _ : state) {
     k::embedding_forward(kTokens, kHidden, ids.data(), table.data(), 0, kVocab, out.data());
     k::embedding_backward(kTokens, kHidden, ids.data(), dout.data(), 0, kVocab, dtable.data());
@@ -116,11 +145,11 @@ void BM_embedding_forward_backward(benchmark::State& state) {
 }
 
 void BM_cross_entropy_stats(benchmark::State& state) {
-  Scope scope(state, kTokens * kVocab);
+  Scope scope(state, kTokens * kVocab, 4);
   const auto logits = random_vec(kTokens * kVocab, 10, -5, 5);
   std::vector<std::int32_t> targets(kTokens);
   for (std::int64_t t = 0; t < kTokens; ++t) targets[static_cast<std::size_t>(t)] = std::int32_t((t * 11) % kVocab);
-  std::vector<float> rm(kTokens), rs(kTokens), tl(kTokens), lse(kTokens);
+  Floats rm(kTokens), rs(kTokens), tl(kTokens), lse(kTokens);
   for (auto _ : state) {
     std::fill(rm.begin(), rm.end(), -std::numeric_limits<float>::infinity());
     std::fill(rs.begin(), rs.end(), 0.0f);
@@ -132,11 +161,11 @@ void BM_cross_entropy_stats(benchmark::State& state) {
 }
 
 void BM_cross_entropy_backward_inplace(benchmark::State& state) {
-  Scope scope(state, kTokens * kVocab);
+  Scope scope(state, kTokens * kVocab, 8);
   const auto logits = random_vec(kTokens * kVocab, 10, -5, 5);
   std::vector<std::int32_t> targets(kTokens);
   for (std::int64_t t = 0; t < kTokens; ++t) targets[static_cast<std::size_t>(t)] = std::int32_t((t * 11) % kVocab);
-  std::vector<float> lse(kTokens);
+  Floats lse(kTokens);
   k::cross_entropy_forward(kTokens, kVocab, logits.data(), targets.data(), lse.data());
   auto buf = logits;
   for (auto _ : state) {
@@ -150,10 +179,10 @@ void BM_cross_entropy_backward_inplace(benchmark::State& state) {
 constexpr std::int64_t kLayerParams = 4 * kHidden * kHidden + 3 * kHidden * kFfn;
 
 void BM_adamw_step_one_layer(benchmark::State& state) {
-  Scope scope(state, kLayerParams);
+  Scope scope(state, kLayerParams, 28);
   auto p = random_vec(kLayerParams, 11);
   const auto g = random_vec(kLayerParams, 12);
-  std::vector<float> m(p.size()), v(p.size());
+  Floats m(p.size()), v(p.size());
   std::int64_t step = 0;
   for (auto _ : state) {
     k::adamw_step(kLayerParams, p.data(), g.data(), m.data(), v.data(), k::AdamWHyper{}, ++step);
@@ -162,9 +191,28 @@ void BM_adamw_step_one_layer(benchmark::State& state) {
 }
 
 void BM_sum_of_squares_one_layer(benchmark::State& state) {
-  Scope scope(state, kLayerParams);
+  Scope scope(state, kLayerParams, 4);
   const auto g = random_vec(kLayerParams, 12);
   for (auto _ : state) benchmark::DoNotOptimize(k::sum_of_squares(kLayerParams, g.data()));
+}
+
+// The communicator's reduction kernels: acc = op(acc, in) over one layer's float gradient
+// (12 bytes per element: acc read and written, in read).
+void reduce_bench(benchmark::State& state, origami::comm::ReduceOp op) {
+  Scope scope(state, kLayerParams, 12);
+  const auto in = random_vec(kLayerParams, 13);
+  auto acc = random_vec(kLayerParams, 14);
+  const auto reducer = origami::comm::detail::make_reducer(op, origami::DType::F32);
+  for (auto _ : state) {
+    reducer.combine(acc.data(), in.data(), kLayerParams);
+    benchmark::DoNotOptimize(acc.data());
+  }
+}
+void BM_comm_reduce_sum_f32(benchmark::State& state) {
+  reduce_bench(state, origami::comm::ReduceOp::Sum);
+}
+void BM_comm_reduce_max_f32(benchmark::State& state) {
+  reduce_bench(state, origami::comm::ReduceOp::Max);
 }
 
 #define ORIGAMI_KERNEL_BENCH(fn) \
@@ -180,7 +228,9 @@ ORIGAMI_KERNEL_BENCH(BM_cross_entropy_stats);
 ORIGAMI_KERNEL_BENCH(BM_cross_entropy_backward_inplace);
 ORIGAMI_KERNEL_BENCH(BM_adamw_step_one_layer);
 ORIGAMI_KERNEL_BENCH(BM_sum_of_squares_one_layer);
+ORIGAMI_KERNEL_BENCH(BM_comm_reduce_sum_f32);
+ORIGAMI_KERNEL_BENCH(BM_comm_reduce_max_f32);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+ORIGAMI_SIMD_BENCHMARK_MAIN()

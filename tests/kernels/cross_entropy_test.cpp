@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "origami/core/error.h"
+#include "simd_targets.h"
 #include "test_util.h"
 
 namespace origami::kernels {
@@ -93,7 +94,10 @@ LossSum blockwise(const Problem& p, const std::vector<std::int64_t>& widths, std
                               p.targets.data(), lse.data());
 }
 
-TEST(CrossEntropy, ForwardMatchesFloat64Reference) {
+// The kernel tests run on every SIMD target of the machine (simd_targets.h).
+class CrossEntropy : public testing::OnEverySimdTarget {};
+
+TEST_P(CrossEntropy, ForwardMatchesFloat64Reference) {
   std::mt19937 rng(51);
   for (const auto& [tokens, vocab] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 3}, {17, 33},
                                      {257, 17}, {33, 257}}) {
@@ -107,7 +111,7 @@ TEST(CrossEntropy, ForwardMatchesFloat64Reference) {
   }
 }
 
-TEST(CrossEntropy, BlockwiseStatsWithPaddingEqualOneBlockStats) {
+TEST_P(CrossEntropy, BlockwiseStatsWithPaddingEqualOneBlockStats) {
   std::mt19937 rng(52);
   // 257 real columns padded to 264 (a multiple of D = 8); blocks of uneven widths, the last
   // one mostly padding, and a block of padding only.
@@ -132,7 +136,7 @@ TEST(CrossEntropy, BlockwiseStatsWithPaddingEqualOneBlockStats) {
   EXPECT_NEAR(fwd.sum, one.sum, 1e-6 * std::abs(one.sum));
 }
 
-TEST(CrossEntropy, MergedPartialStatesEqualOnePass) {
+TEST_P(CrossEntropy, MergedPartialStatesEqualOnePass) {
   std::mt19937 rng(53);
   const auto p = make_problem(rng, 17, 61, 64, 0.1, 30.0f);  // wide spread: rescaling matters
   const std::int64_t split = 29;
@@ -157,7 +161,7 @@ TEST(CrossEntropy, MergedPartialStatesEqualOnePass) {
   EXPECT_TRUE(testing::bitwise_equal(empty_max, max_a) && testing::bitwise_equal(empty_sum, sum_a));
 }
 
-TEST(CrossEntropy, LargeLogitsAreStable) {
+TEST_P(CrossEntropy, LargeLogitsAreStable) {
   std::mt19937 rng(54);
   auto p = make_problem(rng, 5, 33, 33, 0.0);
   for (float& l : p.logits) l += 1000.0f;  // exp would overflow without the running max
@@ -168,7 +172,7 @@ TEST(CrossEntropy, LargeLogitsAreStable) {
   EXPECT_NEAR(got.sum, ref.loss_sum, 1e-3);  // lse ~ 1000 in float: absolute error ~1e-4
 }
 
-TEST(CrossEntropy, BackwardMatchesFloat64ReferenceWithBlocksAndPadding) {
+TEST_P(CrossEntropy, BackwardMatchesFloat64ReferenceWithBlocksAndPadding) {
   std::mt19937 rng(55);
   for (const auto& [tokens, valid, padded] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 1, 1},
                                              {3, 3, 4}, {17, 33, 40}, {33, 257, 264}}) {
@@ -192,7 +196,7 @@ TEST(CrossEntropy, BackwardMatchesFloat64ReferenceWithBlocksAndPadding) {
   }
 }
 
-TEST(CrossEntropy, BackwardInPlaceEqualsOutOfPlace) {
+TEST_P(CrossEntropy, BackwardInPlaceEqualsOutOfPlace) {
   std::mt19937 rng(56);
   const auto p = make_problem(rng, 33, 250, 256, 0.3);
   std::vector<float> lse;
@@ -204,7 +208,7 @@ TEST(CrossEntropy, BackwardInPlaceEqualsOutOfPlace) {
   EXPECT_TRUE(testing::bitwise_equal(inplace, out));
 }
 
-TEST(CrossEntropy, AllMaskedBatchGivesZeroLossCountAndGradients) {
+TEST_P(CrossEntropy, AllMaskedBatchGivesZeroLossCountAndGradients) {
   std::mt19937 rng(57);
   auto p = make_problem(rng, 17, 33, 40, 1.0);
   p.logits[5] = kInf;  // even non-finite logits of masked tokens must not leak into gradients
@@ -222,7 +226,7 @@ TEST(CrossEntropy, AllMaskedBatchGivesZeroLossCountAndGradients) {
   for (float v : d) ASSERT_EQ(v, 0.0f);
 }
 
-TEST(CrossEntropy, ReferenceGradientMatchesFiniteDifferences) {
+TEST(CrossEntropyReference, ReferenceGradientMatchesFiniteDifferences) {
   std::mt19937 rng(58);
   const auto p = make_problem(rng, 3, 7, 7, 0.3);
   const auto x = testing::to_double(p.logits);
@@ -236,7 +240,7 @@ TEST(CrossEntropy, ReferenceGradientMatchesFiniteDifferences) {
   EXPECT_LE(testing::rel_l2(ref_scaled.dlogits, testing::numeric_gradient(mean_loss, x)), 1e-7);
 }
 
-TEST(CrossEntropy, OneAndTwoThreadsAreBitwiseIdentical) {
+TEST_P(CrossEntropy, OneAndTwoThreadsAreBitwiseIdentical) {
   std::mt19937 rng(59);
   const auto p = make_problem(rng, 1000, 250, 256, 0.2);
   auto run = [&](int threads) {
@@ -257,7 +261,7 @@ TEST(CrossEntropy, OneAndTwoThreadsAreBitwiseIdentical) {
   EXPECT_TRUE(testing::bitwise_equal(run(1), run(2)));
 }
 
-TEST(CrossEntropy, RejectsTargetsOutsideTheVocabulary) {
+TEST(CrossEntropyChecks, RejectsTargetsOutsideTheVocabulary) {
   std::vector<float> logits(8, 0.0f), lse(2), rm(2, -kInf), rs(2, 0.0f), tl(2);
   for (const std::vector<std::int32_t>& bad : {std::vector<std::int32_t>{0, 4}, {0, -1}, {3, 0}}) {
     // vocabulary of 3 real columns padded to 4: target 3 is padding, 4 is outside, -1 invalid
@@ -271,6 +275,8 @@ TEST(CrossEntropy, RejectsTargetsOutsideTheVocabulary) {
   EXPECT_EQ(none.count, 0);
   EXPECT_EQ(none.sum, 0.0);
 }
+
+ORIGAMI_ON_EVERY_SIMD_TARGET(CrossEntropy);
 
 }  // namespace
 }  // namespace origami::kernels

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "origami/core/error.h"
+#include "simd_targets.h"
 #include "test_util.h"
 
 namespace origami::kernels {
@@ -25,7 +26,10 @@ std::vector<std::int32_t> random_ids(std::mt19937& rng, std::int64_t n, std::int
   return ids;
 }
 
-TEST(Embedding, ForwardCopiesRowsInRangeAndZerosTheRest) {
+// The kernel tests run on every SIMD target of the machine (simd_targets.h).
+class Embedding : public testing::OnEverySimdTarget {};
+
+TEST_P(Embedding, ForwardCopiesRowsInRangeAndZerosTheRest) {
   std::mt19937 rng(41);
   for (const Shard& s : {Shard{1, 0, 1, 1, 1}, Shard{17, 0, 17, 3, 33}, Shard{33, 11, 11, 17, 257},
                         Shard{257, 200, 57, 5, 3}}) {
@@ -43,7 +47,7 @@ TEST(Embedding, ForwardCopiesRowsInRangeAndZerosTheRest) {
   }
 }
 
-TEST(Embedding, BackwardAddsRepeatedIdsAndSkipsOtherShards) {
+TEST_P(Embedding, BackwardAddsRepeatedIdsAndSkipsOtherShards) {
   std::mt19937 rng(42);
   for (const Shard& s : {Shard{1, 0, 1, 1, 1}, Shard{5, 0, 5, 17, 257}, Shard{33, 11, 11, 33, 257},
                         Shard{257, 100, 57, 3, 17}}) {
@@ -63,7 +67,7 @@ TEST(Embedding, BackwardAddsRepeatedIdsAndSkipsOtherShards) {
   }
 }
 
-TEST(Embedding, OneAndTwoThreadsAreBitwiseIdentical) {
+TEST_P(Embedding, OneAndTwoThreadsAreBitwiseIdentical) {
   std::mt19937 rng(43);
   const std::int64_t V = 50, h = 200, tokens = 1001;
   const auto table = random_floats(rng, V * h);
@@ -80,7 +84,7 @@ TEST(Embedding, OneAndTwoThreadsAreBitwiseIdentical) {
   EXPECT_TRUE(testing::bitwise_equal(run(1), run(2)));
 }
 
-TEST(Embedding, RejectsNegativeIdsAndRanges) {
+TEST(EmbeddingChecks, RejectsNegativeIdsAndRanges) {
   const std::vector<float> table(8, 1.0f);
   std::vector<float> out(8), dtable(8, 0.0f);
   const std::vector<std::int32_t> ids = {1, -1};
@@ -92,6 +96,8 @@ TEST(Embedding, RejectsNegativeIdsAndRanges) {
   embedding_forward(0, 4, nullptr, table.data(), 0, 2, nullptr);  // zero tokens: fine
   embedding_backward(0, 4, nullptr, nullptr, 0, 2, dtable.data());
 }
+
+ORIGAMI_ON_EVERY_SIMD_TARGET(Embedding);
 
 }  // namespace
 }  // namespace origami::kernels

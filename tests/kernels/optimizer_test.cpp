@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "origami/core/error.h"
+#include "simd_targets.h"
 #include "test_util.h"
 
 namespace origami::kernels {
@@ -30,7 +31,11 @@ struct AdamRef {
   }
 };
 
-TEST(AdamW, ThreeStepsMatchTorchFormulaInFloat64) {
+// The kernel tests run on every SIMD target of the machine (simd_targets.h).
+class AdamW : public testing::OnEverySimdTarget {};
+class GradNorm : public testing::OnEverySimdTarget {};
+
+TEST_P(AdamW, ThreeStepsMatchTorchFormulaInFloat64) {
   std::mt19937 rng(61);
   AdamWHyper hp;
   hp.lr = 1e-2f;
@@ -65,7 +70,7 @@ TEST(AdamW, ThreeStepsMatchTorchFormulaInFloat64) {
 // Golden values from torch 1.13 (the python3-torch installed here; adamw_golden.py):
 //   p = Parameter(float32([0.1 (i+1) - 0.3])), AdamW([p], lr=1e-2, betas=(0.9, 0.95),
 //   eps=1e-8, weight_decay=0.1); three steps with grad_t[i] = float32(sin(i + 3t) 10^-(i%4)).
-TEST(AdamW, MatchesTorchGoldenValues) {
+TEST_P(AdamW, MatchesTorchGoldenValues) {
   constexpr int n = 7;
   const float p_torch[n] = {-2.091353685e-01f, -8.635254949e-02f, 1.262348145e-02f, 1.106809154e-01f,
                             1.858746707e-01f, 2.863864899e-01f, 3.872473240e-01f};
@@ -96,7 +101,7 @@ TEST(AdamW, MatchesTorchGoldenValues) {
   }
 }
 
-TEST(AdamW, OneAndTwoThreadsAreBitwiseIdentical) {
+TEST_P(AdamW, OneAndTwoThreadsAreBitwiseIdentical) {
   std::mt19937 rng(62);
   const std::int64_t n = 100003;
   const auto p0 = random_floats(rng, n), g = random_floats(rng, n);
@@ -113,7 +118,7 @@ TEST(AdamW, OneAndTwoThreadsAreBitwiseIdentical) {
   EXPECT_TRUE(testing::bitwise_equal(run(1), run(2)));
 }
 
-TEST(AdamW, RejectsBadArguments) {
+TEST(AdamWChecks, RejectsBadArguments) {
   float p = 1.0f, g = 1.0f, m = 0.0f, v = 0.0f;
   EXPECT_THROW(adamw_step(1, &p, &g, &m, &v, AdamWHyper{}, 0), Error);  // steps are 1-based
   AdamWHyper bad;
@@ -122,7 +127,7 @@ TEST(AdamW, RejectsBadArguments) {
   adamw_step(0, nullptr, nullptr, nullptr, nullptr, AdamWHyper{}, 1);
 }
 
-TEST(GradNorm, SumOfSquaresIsExactInDouble) {
+TEST_P(GradNorm, SumOfSquaresIsExactInDouble) {
   std::mt19937 rng(63);
   for (std::int64_t n : {0, 1, 3, 17, 257, 100003}) {
     const auto x = random_floats(rng, n, -3.0f, 3.0f);
@@ -132,7 +137,7 @@ TEST(GradNorm, SumOfSquaresIsExactInDouble) {
   }
 }
 
-TEST(GradNorm, ClipCoefficientAsTorch) {
+TEST(GradNormClip, ClipCoefficientAsTorch) {
   EXPECT_EQ(clip_coefficient(0.5, 1.0), 1.0f);
   EXPECT_EQ(clip_coefficient(0.0, 1.0), 1.0f);
   EXPECT_FLOAT_EQ(clip_coefficient(4.0, 1.0), float(1.0 / (4.0 + 1e-6)));
@@ -143,7 +148,7 @@ TEST(GradNorm, ClipCoefficientAsTorch) {
   EXPECT_THROW(clip_coefficient(-1.0, 1.0), Error);
 }
 
-TEST(GradNorm, ScaleInPlace) {
+TEST_P(GradNorm, ScaleInPlace) {
   std::mt19937 rng(64);
   const auto x0 = random_floats(rng, 257);
   auto x = x0;
@@ -151,6 +156,9 @@ TEST(GradNorm, ScaleInPlace) {
   for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i], x0[i] * 0.25f);
   scale_inplace(0, nullptr, 2.0f);
 }
+
+ORIGAMI_ON_EVERY_SIMD_TARGET(AdamW);
+ORIGAMI_ON_EVERY_SIMD_TARGET(GradNorm);
 
 }  // namespace
 }  // namespace origami::kernels

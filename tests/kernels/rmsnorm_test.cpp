@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "origami/core/error.h"
+#include "simd_targets.h"
 #include "test_util.h"
 
 namespace origami::kernels {
@@ -45,7 +46,10 @@ RmsRef rmsnorm_reference(std::int64_t rows, std::int64_t h, const std::vector<do
   return r;
 }
 
-TEST(RmsNorm, ForwardAndBackwardMatchFloat64Reference) {
+// The kernel tests run on every SIMD target of the machine (simd_targets.h).
+class RmsNorm : public testing::OnEverySimdTarget {};
+
+TEST_P(RmsNorm, ForwardAndBackwardMatchFloat64Reference) {
   std::mt19937 rng(11);
   for (const auto& [rows, h] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 17}, {17, 33},
                                {33, 257}, {5, 256}, {1, 3}}) {
@@ -77,7 +81,7 @@ TEST(RmsNorm, ForwardAndBackwardMatchFloat64Reference) {
   }
 }
 
-TEST(RmsNorm, ReferenceGradientMatchesFiniteDifferences) {
+TEST(RmsNormReference, ReferenceGradientMatchesFiniteDifferences) {
   std::mt19937 rng(12);
   const std::int64_t rows = 3, h = 17;
   const auto x = testing::to_double(random_floats(rng, rows * h, -2.0f, 2.0f));
@@ -97,7 +101,7 @@ TEST(RmsNorm, ReferenceGradientMatchesFiniteDifferences) {
   EXPECT_LE(testing::rel_l2(ref.dw, gw), 1e-7);
 }
 
-TEST(RmsNorm, BackwardAccumulatesIntoExistingGradients) {
+TEST_P(RmsNorm, BackwardAccumulatesIntoExistingGradients) {
   std::mt19937 rng(13);
   const std::int64_t rows = 17, h = 33;
   const auto x = random_floats(rng, rows * h), w = random_floats(rng, h), dy = random_floats(rng, rows * h);
@@ -115,7 +119,7 @@ TEST(RmsNorm, BackwardAccumulatesIntoExistingGradients) {
   EXPECT_TRUE(RelClose(dw, dw_expect, 1e-6));
 }
 
-TEST(RmsNorm, OneAndTwoThreadsAreBitwiseIdentical) {
+TEST_P(RmsNorm, OneAndTwoThreadsAreBitwiseIdentical) {
   std::mt19937 rng(14);
   const std::int64_t rows = 257, h = 200;  // several row chunks and column blocks
   const auto x = random_floats(rng, rows * h), w = random_floats(rng, h), dy = random_floats(rng, rows * h);
@@ -131,7 +135,7 @@ TEST(RmsNorm, OneAndTwoThreadsAreBitwiseIdentical) {
   EXPECT_TRUE(testing::bitwise_equal(run(1), run(2)));
 }
 
-TEST(RmsNorm, ZeroRowsAndBadSizes) {
+TEST(RmsNormChecks, ZeroRowsAndBadSizes) {
   std::vector<float> w(4, 1.0f), dw(4, 5.0f);
   rmsnorm_forward(0, 4, nullptr, w.data(), 1e-5f, nullptr, nullptr);
   rmsnorm_backward(0, 4, nullptr, w.data(), nullptr, nullptr, nullptr, dw.data());
@@ -140,6 +144,8 @@ TEST(RmsNorm, ZeroRowsAndBadSizes) {
   EXPECT_THROW(rmsnorm_forward(1, 0, &x, w.data(), 1e-5f, &y, &r), Error);
   EXPECT_THROW(rmsnorm_forward(-1, 4, &x, w.data(), 1e-5f, &y, &r), Error);
 }
+
+ORIGAMI_ON_EVERY_SIMD_TARGET(RmsNorm);
 
 }  // namespace
 }  // namespace origami::kernels

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "origami/core/error.h"
+#include "simd_targets.h"
 #include "test_util.h"
 
 namespace origami::kernels {
@@ -49,7 +50,7 @@ Tables make_tables(std::int64_t max_pos, std::int64_t d) {
   return t;
 }
 
-TEST(Rope, TableMatchesFloat64Angles) {
+TEST(RopeTable, TableMatchesFloat64Angles) {
   const std::int64_t max_pos = 300, d = 34;
   const auto t = make_tables(max_pos, d);
   std::vector<double> c(t.cos.size()), s(t.sin.size());
@@ -64,7 +65,10 @@ TEST(Rope, TableMatchesFloat64Angles) {
   EXPECT_EQ(t.sin[0], 0.0f);
 }
 
-TEST(Rope, ForwardAndBackwardMatchFloat64ReferenceOnGlobalPositions) {
+// The kernel tests run on every SIMD target of the machine (simd_targets.h).
+class Rope : public testing::OnEverySimdTarget {};
+
+TEST_P(Rope, ForwardAndBackwardMatchFloat64ReferenceOnGlobalPositions) {
   std::mt19937 rng(31);
   const std::int64_t max_pos = 4096;
   struct Case { std::int64_t B, S, H, d; };
@@ -86,7 +90,7 @@ TEST(Rope, ForwardAndBackwardMatchFloat64ReferenceOnGlobalPositions) {
   }
 }
 
-TEST(Rope, ReferenceBackwardMatchesFiniteDifferences) {
+TEST(RopeReference, ReferenceBackwardMatchesFiniteDifferences) {
   std::mt19937 rng(32);
   const std::int64_t B = 1, S = 3, H = 2, d = 6;
   const std::vector<std::int64_t> pos = {5, 0, 77};
@@ -101,7 +105,7 @@ TEST(Rope, ReferenceBackwardMatchesFiniteDifferences) {
   EXPECT_LE(testing::rel_l2(rope_reference(B, S, H, d, pos, dy, true), testing::numeric_gradient(loss, x)), 1e-8);
 }
 
-TEST(Rope, ShardWithGlobalPositionsEqualsSliceOfFullSequence) {
+TEST_P(Rope, ShardWithGlobalPositionsEqualsSliceOfFullSequence) {
   std::mt19937 rng(33);
   const std::int64_t B = 2, S = 8, H = 3, d = 16;
   const auto tables = make_tables(S, d);
@@ -125,7 +129,7 @@ TEST(Rope, ShardWithGlobalPositionsEqualsSliceOfFullSequence) {
   EXPECT_TRUE(testing::bitwise_equal(shard, expect));
 }
 
-TEST(Rope, OneAndTwoThreadsAreBitwiseIdentical) {
+TEST_P(Rope, OneAndTwoThreadsAreBitwiseIdentical) {
   std::mt19937 rng(34);
   const std::int64_t B = 2, S = 257, H = 4, d = 64;
   const auto tables = make_tables(S, d);
@@ -143,7 +147,7 @@ TEST(Rope, OneAndTwoThreadsAreBitwiseIdentical) {
   EXPECT_TRUE(testing::bitwise_equal(run(1), run(2)));
 }
 
-TEST(Rope, RejectsOddHeadDimAndNegativePositions) {
+TEST(RopeChecks, RejectsOddHeadDimAndNegativePositions) {
   const auto tables = make_tables(4, 4);
   std::vector<float> x(12, 1.0f);
   const std::vector<std::int64_t> pos = {0, 1};
@@ -157,6 +161,8 @@ TEST(Rope, RejectsOddHeadDimAndNegativePositions) {
   rope_forward(0, 2, 1, 4, pos.data(), tables.cos.data(), tables.sin.data(), nullptr);
   rope_forward(1, 0, 1, 4, nullptr, tables.cos.data(), tables.sin.data(), nullptr);
 }
+
+ORIGAMI_ON_EVERY_SIMD_TARGET(Rope);
 
 }  // namespace
 }  // namespace origami::kernels

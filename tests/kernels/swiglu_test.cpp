@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "origami/core/error.h"
+#include "simd_targets.h"
 #include "test_util.h"
 
 namespace origami::kernels {
@@ -22,7 +23,10 @@ double silu_grad(double a) {
   return s * (1.0 + a * (1.0 - s));
 }
 
-TEST(SwiGlu, ForwardAndBackwardMatchFloat64Reference) {
+// The kernel tests run on every SIMD target of the machine (simd_targets.h).
+class SwiGlu : public testing::OnEverySimdTarget {};
+
+TEST_P(SwiGlu, ForwardAndBackwardMatchFloat64Reference) {
   std::mt19937 rng(21);
   for (std::int64_t n : {1, 3, 17, 33, 257, 40000}) {
     const auto a = random_floats(rng, n, -8.0f, 8.0f);
@@ -43,7 +47,7 @@ TEST(SwiGlu, ForwardAndBackwardMatchFloat64Reference) {
   }
 }
 
-TEST(SwiGlu, ReferenceGradientMatchesFiniteDifferences) {
+TEST(SwiGluReference, ReferenceGradientMatchesFiniteDifferences) {
   std::mt19937 rng(22);
   const std::size_t n = 33;
   const auto a = testing::to_double(random_floats(rng, n, -5.0f, 5.0f));
@@ -63,7 +67,7 @@ TEST(SwiGlu, ReferenceGradientMatchesFiniteDifferences) {
   EXPECT_LE(testing::rel_l2(du, testing::numeric_gradient([&](const auto& v) { return loss(a, v); }, u)), 1e-7);
 }
 
-TEST(SwiGlu, BackwardAccumulates) {
+TEST_P(SwiGlu, BackwardAccumulates) {
   std::mt19937 rng(23);
   const std::int64_t n = 257;
   const auto a = random_floats(rng, n, -4.0f, 4.0f), u = random_floats(rng, n), dg = random_floats(rng, n);
@@ -81,7 +85,7 @@ TEST(SwiGlu, BackwardAccumulates) {
   EXPECT_TRUE(RelClose(du, du_expect, 1e-6));
 }
 
-TEST(SwiGlu, ExtremeInputsStayFinite) {
+TEST_P(SwiGlu, ExtremeInputsStayFinite) {
   const std::vector<float> a = {-1000.0f, -100.0f, -88.5f, -20.0f, 0.0f, 20.0f, 88.5f, 100.0f, 1000.0f};
   const std::vector<float> u(a.size(), 1.0f), dg(a.size(), 1.0f);
   std::vector<float> g(a.size()), da(a.size(), 0.0f), du(a.size(), 0.0f);
@@ -94,7 +98,7 @@ TEST(SwiGlu, ExtremeInputsStayFinite) {
   }
 }
 
-TEST(SwiGlu, OneAndTwoThreadsAreBitwiseIdentical) {
+TEST_P(SwiGlu, OneAndTwoThreadsAreBitwiseIdentical) {
   std::mt19937 rng(24);
   const std::int64_t n = 100003;
   const auto a = random_floats(rng, n, -6.0f, 6.0f), u = random_floats(rng, n), dg = random_floats(rng, n);
@@ -110,11 +114,13 @@ TEST(SwiGlu, OneAndTwoThreadsAreBitwiseIdentical) {
   EXPECT_TRUE(testing::bitwise_equal(run(1), run(2)));
 }
 
-TEST(SwiGlu, ZeroAndNegativeSizes) {
+TEST(SwiGluChecks, ZeroAndNegativeSizes) {
   swiglu_forward(0, nullptr, nullptr, nullptr);
   swiglu_backward(0, nullptr, nullptr, nullptr, nullptr, nullptr);
   EXPECT_THROW(swiglu_forward(-1, nullptr, nullptr, nullptr), Error);
 }
+
+ORIGAMI_ON_EVERY_SIMD_TARGET(SwiGlu);
 
 }  // namespace
 }  // namespace origami::kernels

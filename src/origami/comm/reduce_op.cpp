@@ -1,6 +1,7 @@
 #include "origami/comm/reduce_op.h"
 
 #include "origami/core/error.h"
+#include "origami/kernels/reduce.h"
 
 namespace origami::comm {
 
@@ -15,20 +16,18 @@ std::string_view reduce_op_name(ReduceOp op) {
 namespace detail {
 namespace {
 
+// The element-wise kernels are the SIMD ones of kernels/reduce.h (pure compute on raw
+// pointers; comm depends on kernels, never the reverse).
 template <class T>
 void sum_kernel(void* acc, const void* in, std::int64_t n) {
   if (acc == nullptr || in == nullptr) return;  // an unbacked dry-run buffer
-  T* a = static_cast<T*>(acc);
-  const T* b = static_cast<const T*>(in);
-  for (std::int64_t i = 0; i < n; ++i) a[i] += b[i];
+  kernels::add_into(n, static_cast<T*>(acc), static_cast<const T*>(in));
 }
 
 template <class T>
 void max_kernel(void* acc, const void* in, std::int64_t n) {
   if (acc == nullptr || in == nullptr) return;  // an unbacked dry-run buffer
-  T* a = static_cast<T*>(acc);
-  const T* b = static_cast<const T*>(in);
-  for (std::int64_t i = 0; i < n; ++i) a[i] = b[i] > a[i] ? b[i] : a[i];
+  kernels::max_into(n, static_cast<T*>(acc), static_cast<const T*>(in));
 }
 
 void maxloc_kernel(void* acc, const void* in, std::int64_t n) {

@@ -1,3 +1,5 @@
+// Embedding gather (a row copy: glibc's memcpy, itself dispatched per CPU) and scatter-add
+// (Highway vectors, compiled for every SIMD target and dispatched at run time, kernels/simd.h).
 #include "origami/kernels/embedding.h"
 
 #include <algorithm>
@@ -7,7 +9,34 @@
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "origami/kernels/embedding.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include "origami/kernels/vec_math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace origami::kernels::embedding_simd::HWY_NAMESPACE {
+using namespace vec::HWY_NAMESPACE;
+
+// The table gradient's columns [j0, j1): every token's row added in token order.
+void ScatterAddCols(std::int64_t j0, std::int64_t j1, std::int64_t tokens, std::int64_t h,
+                    const std::int32_t* ids, const float* dout, std::int64_t first_row,
+                    std::int64_t table_rows, float* dtable) {
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    if (ids[t] < first_row || ids[t] >= first_row + table_rows) continue;  // another shard's
+    AddInto(j1 - j0, dtable + (ids[t] - first_row) * h + j0, dout + t * h + j0);
+  }
+}
+
+}  // namespace origami::kernels::embedding_simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 namespace origami::kernels {
+namespace embedding_simd {
+HWY_EXPORT(ScatterAddCols);
+}  // namespace embedding_simd
 
 namespace {
 
@@ -55,14 +84,10 @@ void embedding_backward(std::int64_t tokens, std::int64_t h, const std::int32_t*
   // Tokens that share an id add into the same row, so threads split the columns, not the
   // tokens: each element is summed in token order by one thread (deterministic, no races).
   detail::parallel_for(h, kColumnBlock, [=](std::int64_t j0, std::int64_t j1) {
-    for (std::int64_t t = 0; t < tokens; ++t) {
-      if (!in_table(ids[t], first_row, table_rows)) continue;
-      const float* src = dout + t * h;
-      float* dst = dtable + (ids[t] - first_row) * h;
-#pragma omp simd
-      for (std::int64_t j = j0; j < j1; ++j) dst[j] += src[j];
-    }
+    HWY_DYNAMIC_DISPATCH(embedding_simd::ScatterAddCols)(j0, j1, tokens, h, ids, dout, first_row,
+                                                         table_rows, dtable);
   });
 }
 
 }  // namespace origami::kernels
+#endif  // HWY_ONCE

@@ -1,3 +1,5 @@
+// AdamW and the pieces of gradient clipping on Highway vectors, compiled for every SIMD target
+// and dispatched at run time (kernels/simd.h).
 #include "origami/kernels/optimizer.h"
 
 #include <algorithm>
@@ -9,11 +11,9 @@
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 
-namespace origami::kernels {
-
-namespace {
-
-constexpr std::int64_t kGrain = 16384;
+#ifndef ORIGAMI_KERNELS_OPTIMIZER_SHARED_  // once, not per target
+#define ORIGAMI_KERNELS_OPTIMIZER_SHARED_
+namespace origami::kernels::optimizer_simd {
 
 // The per-step constants, rounded to float as torch rounds its Python scalars.
 struct AdamScalars {
@@ -25,26 +25,74 @@ struct AdamScalars {
   float eps;
 };
 
-// A function with plain pointer parameters (not a lambda's captures, which GCC reloads after
-// every store and then does not vectorise).
-void adamw_range(std::int64_t i0, std::int64_t i1, const AdamScalars k, float* param,
-                 const float* grad, float* m, float* v) {
-  const float decay = k.decay, beta1 = k.beta1, w1 = k.w1, beta2 = k.beta2, w2 = k.w2;
-  const float step_size = k.step_size, bc2_sqrt = k.bc2_sqrt, eps = k.eps;
-#pragma omp simd
-  for (std::int64_t i = i0; i < i1; ++i) {
-    const float g = grad[i];
-    const float p = param[i] * decay;
+}  // namespace origami::kernels::optimizer_simd
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "origami/kernels/optimizer.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include "origami/kernels/vec_math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace origami::kernels::optimizer_simd::HWY_NAMESPACE {
+using namespace vec::HWY_NAMESPACE;
+
+// torch's operations in torch's order (GCC may fuse a product and a sum into one multiply-add,
+// as it did in the scalar loop; torch's vectorised kernels fuse some too).
+void AdamWRange(std::int64_t i0, std::int64_t i1, const AdamScalars& k, float* param,
+                const float* grad, float* m, float* v) {
+  const DF d;
+  const VF decay = hn::Set(d, k.decay), beta1 = hn::Set(d, k.beta1), w1 = hn::Set(d, k.w1);
+  const VF beta2 = hn::Set(d, k.beta2), w2 = hn::Set(d, k.w2);
+  const VF step_size = hn::Set(d, k.step_size), bc2_sqrt = hn::Set(d, k.bc2_sqrt);
+  const VF eps = hn::Set(d, k.eps);
+  ForEachVector(i1 - i0, [&](std::int64_t j, std::int64_t count) {
+    const std::int64_t i = i0 + j;
+    const VF g = Load(grad + i, count);
+    const VF p = hn::Mul(Load(param + i, count), decay);
     // The operation order of torch 1.13's AdamW (the installed oracle): m.mul_(b1).add_(g,
     // alpha=1-b1). torch >= 2.0 writes m.lerp_(g, 1-b1), one rounding apart.
-    const float mi = m[i] * beta1 + w1 * g;
-    const float vi = v[i] * beta2 + w2 * (g * g);
-    const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-    m[i] = mi;
-    v[i] = vi;
-    param[i] = p - step_size * (mi / denom);
-  }
+    const VF mi = hn::Add(hn::Mul(Load(m + i, count), beta1), hn::Mul(w1, g));
+    const VF vi = hn::Add(hn::Mul(Load(v + i, count), beta2), hn::Mul(w2, hn::Mul(g, g)));
+    const VF denom = hn::Add(hn::Div(hn::Sqrt(vi), bc2_sqrt), eps);
+    Store(mi, m + i, count);
+    Store(vi, v + i, count);
+    Store(hn::Sub(p, hn::Mul(step_size, hn::Div(mi, denom))), param + i, count);
+  });
 }
+
+// In double, on four vector accumulators (the squares of floats are exact in double).
+double SumOfSquares(std::int64_t n, const float* x) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;  // as many floats as a vector has doubles
+  return SumOver(dd, n, [&](std::int64_t i, std::int64_t count) {
+    const auto xd = hn::PromoteTo(dd, Load(df, x + i, count));
+    return hn::Mul(xd, xd);
+  });
+}
+
+void ScaleRange(std::int64_t i0, std::int64_t i1, float* x, float s) {
+  const VF sv = hn::Set(DF(), s);
+  ForEachVector(i1 - i0, [&](std::int64_t j, std::int64_t count) {
+    Store(hn::Mul(Load(x + i0 + j, count), sv), x + i0 + j, count);
+  });
+}
+
+}  // namespace origami::kernels::optimizer_simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace origami::kernels {
+namespace optimizer_simd {
+HWY_EXPORT(AdamWRange);
+HWY_EXPORT(SumOfSquares);
+HWY_EXPORT(ScaleRange);
+}  // namespace optimizer_simd
+
+namespace {
+
+constexpr std::int64_t kGrain = 16384;
 
 // The double whose shortest decimal is that of the float x (0.9f -> 0.9): the value a user
 // who wrote x in a config file meant, as Python would hold it.
@@ -54,11 +102,6 @@ double as_written(float x) {
   double d = 0.0;
   std::from_chars(buf, printed.ptr, d);
   return d;
-}
-
-void scale_range(std::int64_t i0, std::int64_t i1, float* x, float s) {
-#pragma omp simd
-  for (std::int64_t i = i0; i < i1; ++i) x[i] *= s;
 }
 
 }  // namespace
@@ -87,41 +130,26 @@ void adamw_step(std::int64_t n, float* param, const float* grad, float* m, float
   const float w2 = static_cast<float>(1.0 - b2);
   const float step_size = static_cast<float>(lr / (1.0 - std::pow(b1, t)));
   const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
-  const AdamScalars k{decay, static_cast<float>(b1), w1, beta2, w2, step_size, bc2_sqrt,
+  const optimizer_simd::AdamScalars k{decay, static_cast<float>(b1), w1, beta2, w2, step_size, bc2_sqrt,
                       hyper.eps};
   detail::parallel_for(n, kGrain, [=](std::int64_t i0, std::int64_t i1) {
-    adamw_range(i0, i1, k, param, grad, m, v);
+    HWY_DYNAMIC_DISPATCH(optimizer_simd::AdamWRange)(i0, i1, k, param, grad, m, v);
   });
 }
 
 double sum_of_squares(std::int64_t n, const float* x) {
   if (dryrun::skip_kernel(0)) return 0.0;  // dry run: elementwise work is not charged
   ORIGAMI_CHECK(n >= 0, "sum_of_squares: negative size {}", n);
-  // Eight independent double accumulators in a fixed order: vectorisable and the same result
-  // for any thread count (the call is memory-bound, one thread suffices).
-  constexpr int kLanes = 8;
-  double acc[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int k = 0; k < kLanes; ++k) {
-      const double xi = x[i + k];
-      acc[k] += xi * xi;
-    }
-  }
-  for (int k = 0; i < n; ++i, ++k) {
-    const double xi = x[i];
-    acc[k] += xi * xi;
-  }
-  double total = 0.0;
-  for (double a : acc) total += a;
-  return total;
+  // One thread (the call is memory-bound) and a fixed order: the same result for any thread
+  // count.
+  return HWY_DYNAMIC_DISPATCH(optimizer_simd::SumOfSquares)(n, x);
 }
 
 void scale_inplace(std::int64_t n, float* x, float s) {
   if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   ORIGAMI_CHECK(n >= 0, "scale_inplace: negative size {}", n);
   detail::parallel_for(n, kGrain, [=](std::int64_t i0, std::int64_t i1) {
-    scale_range(i0, i1, x, s);
+    HWY_DYNAMIC_DISPATCH(optimizer_simd::ScaleRange)(i0, i1, x, s);
   });
 }
 
@@ -137,3 +165,4 @@ float clip_coefficient(double total_norm, double max_norm) {
 }
 
 }  // namespace origami::kernels
+#endif  // HWY_ONCE

@@ -1,3 +1,5 @@
+// Rotary position embedding on global positions: the rotation on Highway vectors, compiled for
+// every SIMD target and dispatched at run time (kernels/simd.h); the tables in float64.
 #include "origami/kernels/rope.h"
 
 #include <cmath>
@@ -6,7 +8,51 @@
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
 
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "origami/kernels/rope.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include "origami/kernels/vec_math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace origami::kernels::rope_simd::HWY_NAMESPACE {
+using namespace vec::HWY_NAMESPACE;
+
+// Rotates every head of the rows [r0, r1) ((batch, position) rows of heads * head_dim) by the
+// row's angle. `sign` = +1 is the forward rotation, -1 its transpose. Pairs are (i, i + d/2),
+// as HF's rotate_half:
+//   out_i = x_i cos - x_{i+d/2} sin,   out_{i+d/2} = x_{i+d/2} cos + x_i sin.
+void RotateRows(std::int64_t r0, std::int64_t r1, std::int64_t seq, std::int64_t heads,
+                std::int64_t head_dim, const std::int64_t* pos, const float* cos_table,
+                const float* sin_table, float sign, float* x) {
+  const std::int64_t half = head_dim / 2;
+  const std::int64_t row_len = heads * head_dim;
+  const VF signv = hn::Set(DF(), sign);
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const std::int64_t p = pos[r % seq];
+    const float* c = cos_table + p * half;
+    const float* s = sin_table + p * half;
+    for (std::int64_t hd = 0; hd < heads; ++hd) {
+      float* x1 = x + r * row_len + hd * head_dim;
+      float* x2 = x1 + half;
+      ForEachVector(half, [&](std::int64_t i, std::int64_t count) {
+        const VF a = Load(x1 + i, count), b = Load(x2 + i, count), ci = Load(c + i, count);
+        const VF si = hn::Mul(signv, Load(s + i, count));
+        Store(hn::NegMulAdd(b, si, hn::Mul(a, ci)), x1 + i, count);
+        Store(hn::MulAdd(a, si, hn::Mul(b, ci)), x2 + i, count);
+      });
+    }
+  }
+}
+
+}  // namespace origami::kernels::rope_simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 namespace origami::kernels {
+namespace rope_simd {
+HWY_EXPORT(RotateRows);
+}  // namespace rope_simd
 
 namespace {
 
@@ -20,33 +66,13 @@ void check_args(const char* what, std::int64_t batch, std::int64_t seq, std::int
     ORIGAMI_CHECK(pos[s] >= 0, "{}: position {} at index {} is negative", what, pos[s], s);
 }
 
-// Rotates every head of every (batch, position) row by the row's angle. `sign` = +1 is the
-// forward rotation, -1 its transpose. Pairs are (i, i + d/2), as HF's rotate_half:
-//   out_i = x_i cos - x_{i+d/2} sin,   out_{i+d/2} = x_{i+d/2} cos + x_i sin.
 void rotate(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
             const std::int64_t* pos, const float* cos_table, const float* sin_table, float sign,
             float* x) {
-  const std::int64_t half = head_dim / 2;
-  const std::int64_t row_len = heads * head_dim;
-  detail::parallel_for(batch * seq, detail::rows_per_chunk(row_len),
+  detail::parallel_for(batch * seq, detail::rows_per_chunk(heads * head_dim),
                        [=](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const std::int64_t p = pos[r % seq];
-      const float* c = cos_table + p * half;
-      const float* s = sin_table + p * half;
-      for (std::int64_t hd = 0; hd < heads; ++hd) {
-        float* x1 = x + r * row_len + hd * head_dim;
-        float* x2 = x1 + half;
-#pragma omp simd
-        for (std::int64_t i = 0; i < half; ++i) {
-          const float a = x1[i];
-          const float b = x2[i];
-          const float si = sign * s[i];
-          x1[i] = a * c[i] - b * si;
-          x2[i] = b * c[i] + a * si;
-        }
-      }
-    }
+    HWY_DYNAMIC_DISPATCH(rope_simd::RotateRows)(r0, r1, seq, heads, head_dim, pos, cos_table,
+                                                sin_table, sign, x);
   });
 }
 
@@ -88,3 +114,4 @@ void rope_backward(std::int64_t batch, std::int64_t seq, std::int64_t heads, std
 }
 
 }  // namespace origami::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,49 @@
+// The element-wise sums and maxima of reduce.h, per target (vec_math-inl.h's AddInto, MaxInto).
+#include "origami/kernels/reduce.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "origami/kernels/reduce.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include "origami/kernels/vec_math-inl.h"
+
+// One exported function per operation and element type (Highway exports plain functions).
+#define ORIGAMI_REDUCE_KERNELS(X)            \
+  X(AddF32, AddInto, add_into, float)        \
+  X(AddF64, AddInto, add_into, double)       \
+  X(AddI32, AddInto, add_into, std::int32_t) \
+  X(AddI64, AddInto, add_into, std::int64_t) \
+  X(MaxF32, MaxInto, max_into, float)        \
+  X(MaxF64, MaxInto, max_into, double)       \
+  X(MaxI32, MaxInto, max_into, std::int32_t) \
+  X(MaxI64, MaxInto, max_into, std::int64_t)
+
+HWY_BEFORE_NAMESPACE();
+namespace origami::kernels::reduce_simd::HWY_NAMESPACE {
+using namespace vec::HWY_NAMESPACE;
+
+#define ORIGAMI_DEFINE(name, op, public_name, T) \
+  void name(std::int64_t n, T* acc, const T* in) { op(n, acc, in); }
+ORIGAMI_REDUCE_KERNELS(ORIGAMI_DEFINE)
+#undef ORIGAMI_DEFINE
+
+}  // namespace origami::kernels::reduce_simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace origami::kernels {
+namespace reduce_simd {
+#define ORIGAMI_EXPORT(name, op, public_name, T) HWY_EXPORT(name);
+ORIGAMI_REDUCE_KERNELS(ORIGAMI_EXPORT)
+#undef ORIGAMI_EXPORT
+}  // namespace reduce_simd
+
+#define ORIGAMI_PUBLIC(name, op, public_name, T)                    \
+  void public_name(std::int64_t n, T* acc, const T* in) {             \
+    if (n > 0) HWY_DYNAMIC_DISPATCH(reduce_simd::name)(n, acc, in);   \
+  }
+ORIGAMI_REDUCE_KERNELS(ORIGAMI_PUBLIC)
+#undef ORIGAMI_PUBLIC
+
+}  // namespace origami::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,84 @@
+// The communicator's element-wise kernels (reduce.h) on every SIMD target: equal, bit for bit,
+// to the scalar acc = acc + in and acc = in > acc ? in : acc for every element type and every
+// length around the vector widths, nothing written past n; NaN as documented.
+#include "origami/kernels/reduce.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "simd_targets.h"
+
+namespace origami::kernels {
+namespace {
+
+class Reduce : public testing::OnEverySimdTarget {};
+
+template <class T>
+std::vector<T> random_values(std::mt19937& rng, std::size_t n) {
+  std::vector<T> v(n);
+  if constexpr (std::is_floating_point_v<T>) {
+    std::uniform_real_distribution<T> dist(-100, 100);
+    for (T& x : v) x = dist(rng);
+  } else {
+    std::uniform_int_distribution<T> dist(-1000000, 1000000);
+    for (T& x : v) x = dist(rng);
+  }
+  return v;
+}
+
+template <class T>
+void expect_like_scalar() {
+  std::mt19937 rng(71);
+  for (std::int64_t n = 0; n <= 70; ++n) {
+    const auto un = static_cast<std::size_t>(n);
+    const auto in = random_values<T>(rng, un + 1);
+    const auto acc0 = random_values<T>(rng, un + 1);  // the element at n is a guard
+    auto sum = acc0, max = acc0;
+    add_into(n, sum.data(), in.data());
+    max_into(n, max.data(), in.data());
+    for (std::size_t i = 0; i < un; ++i) {
+      const T want_sum = static_cast<T>(acc0[i] + in[i]);
+      const T want_max = in[i] > acc0[i] ? in[i] : acc0[i];
+      ASSERT_EQ(std::memcmp(&sum[i], &want_sum, sizeof(T)), 0) << n << " " << i;
+      ASSERT_EQ(std::memcmp(&max[i], &want_max, sizeof(T)), 0) << n << " " << i;
+    }
+    EXPECT_EQ(std::memcmp(&sum[un], &acc0[un], sizeof(T)), 0) << "written past n = " << n;
+    EXPECT_EQ(std::memcmp(&max[un], &acc0[un], sizeof(T)), 0) << "written past n = " << n;
+  }
+}
+
+TEST_P(Reduce, EveryTypeEqualsTheScalarLoop) {
+  expect_like_scalar<float>();
+  expect_like_scalar<double>();
+  expect_like_scalar<std::int32_t>();
+  expect_like_scalar<std::int64_t>();
+}
+
+TEST_P(Reduce, NaNAndInfinities) {
+  constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> acc = {nan, 1.0f, -inf, 2.0f, inf};
+  const std::vector<float> in = {1.0f, nan, 3.0f, inf, -inf};
+  auto sum = acc;
+  add_into(5, sum.data(), in.data());
+  EXPECT_TRUE(std::isnan(sum[0]) && std::isnan(sum[1]) && std::isnan(sum[4]));
+  EXPECT_EQ(sum[2], -inf);
+  EXPECT_EQ(sum[3], inf);
+  max_into(5, acc.data(), in.data());
+  EXPECT_TRUE(std::isnan(acc[0]));  // a NaN in acc stays
+  EXPECT_EQ(acc[1], 1.0f);          // one in `in` does not replace a number
+  EXPECT_EQ(acc[2], 3.0f);
+  EXPECT_EQ(acc[3], inf);
+  EXPECT_EQ(acc[4], inf);
+}
+
+ORIGAMI_ON_EVERY_SIMD_TARGET(Reduce);
+
+}  // namespace
+}  // namespace origami::kernels
