@@ -37,7 +37,7 @@ class RankConsistency : public ::testing::Test {
     const std::string common = origami_bin() +
                                " train --model tiny --seq 16 --batch 2 --steps 2 "
                                "--strategy tp --degree 2 --log-every 1 ";
-    Process p("mpirun --allow-run-as-root --bind-to none -np 1 " + common + first + " : -np 1 " +
+    Process p(kMpiEnv + "mpirun --allow-run-as-root --bind-to none -np 1 " + common + first + " : -np 1 " +
                   common + second,
               dir_ + "/mpmd.log");
     const Exit e = p.wait(120);

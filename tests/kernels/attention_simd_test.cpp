@@ -22,14 +22,14 @@ HWY_BEFORE_NAMESPACE();
 namespace origami::kernels::attn::HWY_NAMESPACE {
 
 void CheckExp2() {
-  const D d;
-  std::vector<float> x(kVecLanes), y(kVecLanes);
+  const DF d;
+  std::vector<float> x(kFloatLanes), y(kFloatLanes);
   double worst = 0.0;
   for (int i = 0; i <= 200000; ++i) {
     const float x0 = -126.0f + 126.0f * static_cast<float>(i) / 200000.0f;
-    for (std::int64_t l = 0; l < kVecLanes; ++l) x[l] = x0 - 1e-3f * static_cast<float>(l);
+    for (std::int64_t l = 0; l < kFloatLanes; ++l) x[l] = x0 - 1e-3f * static_cast<float>(l);
     store(y.data(), exp2_approx(load(x.data())));
-    for (std::int64_t l = 0; l < kVecLanes; ++l) {
+    for (std::int64_t l = 0; l < kFloatLanes; ++l) {
       if (x[l] < -126.0f) continue;
       const double want = std::exp2(static_cast<double>(x[l]));
       worst = std::max(worst, std::abs(y[l] - want) / want);
@@ -49,7 +49,7 @@ void CheckExp2() {
     } else {
       EXPECT_TRUE(std::isnan(y[0])) << "exp2(NaN) = " << y[0];
     }
-    for (std::int64_t l = 1; l < kVecLanes; ++l) EXPECT_EQ(y[l], 0.0f);
+    for (std::int64_t l = 1; l < kFloatLanes; ++l) EXPECT_EQ(y[l], 0.0f);
   }
   (void)d;
 }

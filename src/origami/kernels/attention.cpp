@@ -76,19 +76,19 @@ void pack_query_columns(const Geometry& G, const QueryBlock& blk, const float* s
 // what was accumulated before.
 void online_softmax_columns(std::int64_t n, std::int64_t mp, float* st, float* col_max,
                             float* col_sum, float* alpha) {
-  const D d;
-  const V ninf = splat(kNegInf);
-  for (std::int64_t c = 0; c < mp; c += kVecLanes) {
-    V vm = ninf;
+  const DF d;
+  const VF ninf = splat(kNegInf);
+  for (std::int64_t c = 0; c < mp; c += kFloatLanes) {
+    VF vm = ninf;
     for (std::int64_t j = 0; j < n; ++j) vm = hn::Max(vm, load(st + j * mp + c));
-    const V m_old = load(col_max + c);
-    const V m_new = hn::Max(m_old, vm);
+    const VF m_old = load(col_max + c);
+    const VF m_new = hn::Max(m_old, vm);
     // A query that has seen no key yet keeps m = -inf; subtracting 0 then gives exp2(-inf) = 0.
-    const V shift = hn::IfThenZeroElse(hn::Eq(m_new, ninf), m_new);
-    const V a = hn::IfThenZeroElse(hn::Eq(m_old, ninf), exp2_approx(hn::Sub(m_old, m_new)));
-    V sum = hn::Zero(d);
+    const VF shift = hn::IfThenZeroElse(hn::Eq(m_new, ninf), m_new);
+    const VF a = hn::IfThenZeroElse(hn::Eq(m_old, ninf), exp2_approx(hn::Sub(m_old, m_new)));
+    VF sum = hn::Zero(d);
     for (std::int64_t j = 0; j < n; ++j) {
-      const V p = exp2_approx(hn::Sub(load(st + j * mp + c), shift));
+      const VF p = exp2_approx(hn::Sub(load(st + j * mp + c), shift));
       store(st + j * mp + c, p);
       sum = hn::Add(sum, p);
     }

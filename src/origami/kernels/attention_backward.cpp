@@ -39,9 +39,9 @@ QuerySide pack_query_side(const Geometry& G, const BackwardArgs& a, const QueryB
     // D = dO . O, in vectors (a scalar float sum is one serial chain of adds).
     const float* o = a.out + G.q_offset(blk.b, i, h);
     const float* dO = qs.dout + r * dp;
-    V acc = hn::Zero(D());
+    VF acc = hn::Zero(DF());
     std::int64_t c = 0;
-    for (; c + kVecLanes <= d; c += kVecLanes) acc = hn::MulAdd(load(dO + c), load(o + c), acc);
+    for (; c + kFloatLanes <= d; c += kFloatLanes) acc = hn::MulAdd(load(dO + c), load(o + c), acc);
     float s = hsum(acc);
     for (; c < d; ++c) s += dO[c] * o[c];
     qs.delta[r] = s;
@@ -81,12 +81,12 @@ void backward_pair(const Geometry& G, const BackwardArgs& a, const QueryBlock& b
   // dP = dO V^T
   tile_product(rows, np, d, qs.dout, dp, 1, ks.vt, tile.np, ds, np, Init::Zero);
   for (std::int64_t r = 0; r < rows; ++r) {
-    const V shift = splat(qs.lse2[r]);
-    const V delta = splat(qs.delta[r]);
+    const VF shift = splat(qs.lse2[r]);
+    const VF delta = splat(qs.delta[r]);
     float* prow = p + r * np;
     float* dsrow = ds + r * np;
-    for (std::int64_t c = 0; c < np; c += kVecLanes) {
-      const V pv = exp2_approx(hn::Sub(load(prow + c), shift));
+    for (std::int64_t c = 0; c < np; c += kFloatLanes) {
+      const VF pv = exp2_approx(hn::Sub(load(prow + c), shift));
       store(prow + c, pv);
       store(dsrow + c, hn::Mul(pv, hn::Sub(load(dsrow + c), delta)));  // dS = P (dP - D)
     }

@@ -17,19 +17,16 @@
 #include <hwy/highway.h>
 
 #include "origami/kernels/attention_tiles.h"
+#include "origami/kernels/vec_math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace origami::kernels::attn::HWY_NAMESPACE {
 
-namespace hn = hwy::HWY_NAMESPACE;
+using namespace vec::HWY_NAMESPACE;  // DF, VF, kFloatLanes, hn
+using DI = hn::RebindToSigned<DF>;
 
-using D = hn::ScalableTag<float>;
-using V = hn::Vec<D>;
-using DI = hn::RebindToSigned<D>;
-
-// Floats per vector of this target; tiles are padded to kTilePad, a multiple of it.
-constexpr std::int64_t kVecLanes = static_cast<std::int64_t>(HWY_LANES(float));
-static_assert(kTilePad % kVecLanes == 0, "tile padding must be whole vectors on every target");
+// Tiles are padded to kTilePad floats, whole vectors on every target.
+static_assert(kTilePad % kFloatLanes == 0, "tile padding must be whole vectors on every target");
 
 // Vector registers of the target: 32 with AVX-512, 16 with AVX2 and SSE4.
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
@@ -38,30 +35,30 @@ constexpr int kRegisters = 32;
 constexpr int kRegisters = 16;
 #endif
 
-inline V load(const float* p) { return hn::LoadU(D(), p); }
-inline void store(float* p, V v) { hn::StoreU(v, D(), p); }
-inline V splat(float x) { return hn::Set(D(), x); }
-inline float hsum(V v) { return hn::GetLane(hn::SumOfLanes(D(), v)); }
+inline VF load(const float* p) { return hn::LoadU(DF(), p); }
+inline void store(float* p, VF v) { hn::StoreU(v, DF(), p); }
+inline VF splat(float x) { return hn::Set(DF(), x); }
+inline float hsum(VF v) { return hn::GetLane(hn::SumOfLanes(DF(), v)); }
 
 // 2^x for x <= ~126, relative error below 3e-7 (about 2 ulp); exactly 0 for x < -126, which
 // includes -inf (masked scores), so no masked entry ever leaks a denormal or a NaN; NaN stays NaN.
 // 2^x = 2^n * 2^f with n = round(x), f in [-1/2, 1/2]; 2^f by its Taylor polynomial of degree 7
 // (truncation error 6e-9 at |f| = 1/2).
-inline V exp2_approx(V x) {
-  const D d;
+inline VF exp2_approx(VF x) {
+  const DF d;
   const DI di;
-  const V lo = hn::Set(d, -126.0f), hi = hn::Set(d, 126.0f);
+  const VF lo = hn::Set(d, -126.0f), hi = hn::Set(d, 126.0f);
   // Selects rather than Min/Max: x86's min/max return the second operand for NaN, and a NaN
   // must come through.
   const auto below = hn::Lt(x, lo);
-  V xc = hn::IfThenElse(below, lo, x);
+  VF xc = hn::IfThenElse(below, lo, x);
   xc = hn::IfThenElse(hn::Gt(xc, hi), hi, xc);
   // Adding 1.5 * 2^23 rounds to the nearest integer, which then sits in the low mantissa bits.
-  const V shifter = hn::Set(d, 12582912.0f);
-  const V t = hn::Add(xc, shifter);
-  const V n = hn::Sub(t, shifter);
-  const V f = hn::Sub(xc, n);
-  V p = hn::Set(d, 1.5252733804059840e-05f);
+  const VF shifter = hn::Set(d, 12582912.0f);
+  const VF t = hn::Add(xc, shifter);
+  const VF n = hn::Sub(t, shifter);
+  const VF f = hn::Sub(xc, n);
+  VF p = hn::Set(d, 1.5252733804059840e-05f);
   p = hn::MulAdd(p, f, hn::Set(d, 1.5403530393381606e-04f));
   p = hn::MulAdd(p, f, hn::Set(d, 1.3333558146428443e-03f));
   p = hn::MulAdd(p, f, hn::Set(d, 9.6181291076284772e-03f));
@@ -70,7 +67,7 @@ inline V exp2_approx(V x) {
   p = hn::MulAdd(p, f, hn::Set(d, 6.9314718055994531e-01f));
   p = hn::MulAdd(p, f, hn::Set(d, 1.0f));
   const auto exponent = hn::ShiftLeft<23>(hn::Sub(hn::BitCast(di, t), hn::BitCast(di, shifter)));
-  const V r = hn::BitCast(d, hn::Add(hn::BitCast(di, p), exponent));
+  const VF r = hn::BitCast(d, hn::Add(hn::BitCast(di, p), exponent));
   return hn::IfThenZeroElse(below, r);
 }
 
@@ -84,8 +81,8 @@ template <int MR, int NV>
 HWY_INLINE void micro_kernel(std::int64_t K, const float* A, std::int64_t a_rs, std::int64_t a_ks,
                              const float* B, std::int64_t ldb, float* C, std::int64_t ldc,
                              Init init, const float* row_scale) {
-  const D d;
-  V acc[MR][NV];
+  const DF d;
+  VF acc[MR][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
 #pragma GCC unroll 8
@@ -93,7 +90,7 @@ HWY_INLINE void micro_kernel(std::int64_t K, const float* A, std::int64_t a_rs, 
       if (init == Init::Zero) {
         acc[r][v] = hn::Zero(d);
       } else {
-        acc[r][v] = load(C + r * ldc + v * kVecLanes);
+        acc[r][v] = load(C + r * ldc + v * kFloatLanes);
         if (init == Init::ScaleRows) acc[r][v] = hn::Mul(acc[r][v], hn::Set(d, row_scale[r]));
       }
     }
@@ -102,12 +99,12 @@ HWY_INLINE void micro_kernel(std::int64_t K, const float* A, std::int64_t a_rs, 
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) a_row[r] = A + r * a_rs;
   for (std::int64_t k = 0; k < K; ++k) {
-    V b[NV];
+    VF b[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + v * kVecLanes);
+    for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + v * kFloatLanes);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const V a = hn::Set(d, a_row[r][k * a_ks]);
+      const VF a = hn::Set(d, a_row[r][k * a_ks]);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[r][v] = hn::MulAdd(a, b[v], acc[r][v]);
     }
@@ -115,7 +112,7 @@ HWY_INLINE void micro_kernel(std::int64_t K, const float* A, std::int64_t a_rs, 
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) store(C + r * ldc + v * kVecLanes, acc[r][v]);
+    for (int v = 0; v < NV; ++v) store(C + r * ldc + v * kFloatLanes, acc[r][v]);
   }
 }
 
@@ -159,19 +156,19 @@ inline void tile_product(std::int64_t rows, std::int64_t cols, std::int64_t K, c
                          float* C, std::int64_t ldc, Init init, const float* row_scale = nullptr) {
   std::int64_t c = 0;
   if constexpr (kRegisters >= 32) {
-    for (; c + 4 * kVecLanes <= cols; c += 4 * kVecLanes) {
+    for (; c + 4 * kFloatLanes <= cols; c += 4 * kFloatLanes) {
       tile_product_columns<6, 4>(rows, K, A, a_rs, a_ks, B + c, ldb, C + c, ldc, init, row_scale);
     }
-    if (c + 2 * kVecLanes <= cols) {
+    if (c + 2 * kFloatLanes <= cols) {
       tile_product_columns<12, 2>(rows, K, A, a_rs, a_ks, B + c, ldb, C + c, ldc, init, row_scale);
-      c += 2 * kVecLanes;
+      c += 2 * kFloatLanes;
     }
   } else {
-    for (; c + 2 * kVecLanes <= cols; c += 2 * kVecLanes) {
+    for (; c + 2 * kFloatLanes <= cols; c += 2 * kFloatLanes) {
       tile_product_columns<6, 2>(rows, K, A, a_rs, a_ks, B + c, ldb, C + c, ldc, init, row_scale);
     }
   }
-  for (; c < cols; c += kVecLanes) {
+  for (; c < cols; c += kFloatLanes) {
     tile_product_columns<12, 1>(rows, K, A, a_rs, a_ks, B + c, ldb, C + c, ldc, init, row_scale);
   }
 }
