@@ -47,6 +47,7 @@
 #include "origami/kernels/gemm.h"
 #include "origami/plan/predict.h"
 #include "origami/train/dry_run.h"
+#include "origami/parallel/registry.h"
 #include "passive_omp.h"
 #include "strategy_step.h"
 
@@ -86,10 +87,7 @@ Row parse_row(const std::string& word, int degree) {
                       "use single, dp, tp, tpsp, sp or tsp");
   r.sc = strategy_case(r.strategy, degree);
   const parallel::ParallelConfig& p = r.sc.plan;
-  if (p.tsp)
-    r.layout = plan::Layout{p.dp, 1, 1, false, p.sp};
-  else
-    r.layout = plan::Layout{p.dp, p.tp, p.sp, p.sequence_parallel};
+  r.layout = p;
   r.batch = p.dp;  // one sequence per data-parallel rank
   return r;
 }

@@ -98,7 +98,7 @@ std::string category_column(int c) {
 
 std::string mesh_word(const StrategyCase& sc) {
   return fmt::format("dp{}_tp{}_sp{}{}{}", sc.plan.dp, sc.plan.tp, sc.plan.sp,
-                     sc.plan.sequence_parallel ? "_regions" : "", sc.plan.tsp ? "_tsp" : "");
+                     sc.plan.sequence_parallel ? "_regions" : "", sc.plan.is_tsp() ? "_tsp" : "");
 }
 
 std::string csv_text(std::string s) {  // messages in one CSV cell
@@ -190,16 +190,7 @@ std::int64_t estimate_bytes(const ModelConfig& m, const StrategyCase& sc, std::i
   w.recompute = rc == Recompute::None  ? plan::Recompute::None
                 : rc == Recompute::Mlp ? plan::Recompute::Mlp
                                        : plan::Recompute::Full;
-  const parallel::ParallelConfig& p = sc.plan;
-  if (!p.tsp) {
-    const plan::Mesh mesh{p.dp, p.tp, p.sp, p.sequence_parallel};
-    return plan::memory_per_device(m, mesh, w).total();
-  }
-  // TSP: TP's shards of every weight, SP's token rows for activations, logits of R x V/D.
-  const plan::Memory shards = plan::memory_per_device(m, plan::Mesh{1, p.sp, 1, false}, w);
-  const plan::Memory rows = plan::memory_per_device(m, plan::Mesh{1, 1, p.sp, false}, w);
-  return shards.parameters + shards.gradients + shards.optimizer + rows.activations +
-         rows.logits / p.sp;
+  return plan::memory_per_device(m, sc.plan, w).total();
 }
 
 struct Probe {

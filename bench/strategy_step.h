@@ -27,6 +27,7 @@
 #include "origami/parallel/mesh_ops.h"
 #include "origami/parallel/rank_model.h"
 #include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/registry.h"
 
 namespace origami::bench {
 
@@ -110,9 +111,9 @@ inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const Step
           kernels::set_thread_count(per_rank);
           MemoryTracker& tracker = world.tracker();
           parallel::ParallelGroups groups(world, sc.plan);
-          std::vector<comm::Communicator> comms = {world, groups.dp(), groups.tp(), groups.sp()};
-          parallel::Strategy strategy =
-              sc.plan.tsp ? parallel::tsp_strategy(m, groups) : parallel::mesh_strategy(m, groups);
+          std::vector<comm::Communicator> comms = {world, groups.dp(), groups.tp(),
+                                                   groups.tokens()};
+          parallel::Strategy strategy = parallel::make_strategy(m, groups);
           // TSP's weight traffic runs on its own communicator: keep a reference to its stats.
           strategy.make_ops = [&comms, make = strategy.make_ops](
                                   const ModelConfig& c, parallel::ParallelGroups& g,

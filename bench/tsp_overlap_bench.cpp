@@ -29,6 +29,7 @@
 #include "origami/kernels/threads.h"
 #include "origami/model/driver.h"
 #include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/registry.h"
 
 using namespace origami;
 
@@ -152,8 +153,7 @@ int main(int argc, char** argv) {
   m.num_key_value_heads = hidden / 64;
   m.max_position_embeddings = seq;
   parallel::ParallelConfig p;
-  p.sp = ranks;
-  p.tsp = true;
+  p.tsp = ranks;
   parallel::validate_plan(p, m, seq, batch, ranks);
   comm::RunOptions opt;
   opt.link.enabled = true;
@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
             parallel::allocate_sharded(m, strategy.specs, tracker, MemCategory::Gradients);
         parallel::initialize_sharded(params, strategy.specs, m, 1234);
         parallel::TspOps ops(m, groups, layout, params, grads, tracker);
-        TimedOps timed(ops, {&groups.sp(), &ops.shard_comm(), &ops.grad_comm()});
+        TimedOps timed(ops, {&groups.tsp(), &ops.shard_comm(), &ops.grad_comm()});
         ModelDriver driver(m, params, grads, timed, tracker, Recompute::None);
         std::vector<std::int32_t> ids(static_cast<std::size_t>(batch * seq));
         for (std::size_t i = 0; i < ids.size(); ++i)
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
                                          layout.slice(ids.data(), batch)};
         ops.set_batch(&local);
         driver.run(true, 1e-3);  // warm-up
-        groups.sp().reset_stats();
+        groups.tsp().reset_stats();
         ops.shard_comm().reset_stats();
         ops.grad_comm().reset_stats();
         timed.tally.clear();

@@ -40,10 +40,13 @@ TEST(PlanCli, JsonRowsAreThePredictionsForEveryLayout) {
   int infeasible = 0, recommended = 0, tsp = 0;
   double last_step = 0;
   for (const auto& row : rows) {
-    const origami::plan::Mesh mesh{row["mesh"]["dp"], row["mesh"]["tp"], row["mesh"]["sp"],
-                                   row["sequence_parallel"], row["mesh"]["tsp"]};
+    const origami::plan::Mesh mesh{.dp = row["mesh"]["dp"],
+                                   .tp = row["mesh"]["tp"],
+                                   .sp = row["mesh"]["sp"],
+                                   .tsp = row["mesh"]["tsp"],
+                                   .sequence_parallel = row["sequence_parallel"]};
     EXPECT_EQ(mesh.world(), 4);
-    EXPECT_EQ(row["strategy"], mesh.json_strategy());  // single dp tp sp tpsp tsp
+    EXPECT_EQ(row["strategy"], origami::plan::json_strategy(mesh));  // single dp tp sp tpsp tsp
     if (row["strategy"] == "tsp") ++tsp;
     if (!row["feasible"]) {  // dp=4 cannot split a micro-batch of 2
       EXPECT_EQ(mesh.dp, 4);
@@ -154,7 +157,7 @@ TEST(PlanCli, BadInputExitsTwoWithAMessage) {
   // is refused, each row says why, and the command explains.
   r = origami("plan --model 70b --seq 4096 --world 3 --devices-per-node 3");
   EXPECT_EQ(r.code, 2);
-  EXPECT_THAT(r.out, HasSubstr("infeasible: tp=3 must divide the attention heads"));
+  EXPECT_THAT(r.out, HasSubstr("infeasible: tensor-parallel (tp) degree 3 must divide the number of attention heads"));
   EXPECT_THAT(r.err, HasSubstr("no layout of 3 devices"));
   // A sequence that fits nowhere: the longest that does is named.
   r = origami("plan --model 7b --seq 4000000 --world 8 --hardware h200");

@@ -11,6 +11,7 @@
 #include "cli_run.h"
 #include "origami/model/config.h"
 #include "origami/train/dry_run.h"
+#include "origami/parallel/registry.h"
 
 namespace {
 

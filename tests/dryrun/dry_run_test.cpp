@@ -8,6 +8,7 @@
 
 #include "../parallel/harness.h"
 #include "origami/model/config.h"
+#include "origami/parallel/registry.h"
 
 namespace origami {
 namespace {
@@ -98,7 +99,7 @@ TEST(DryRun, EqualsARealRunForEveryStrategy) {
       const DryRunReport real = dry_run(m, l.plan, o);
       // One packed attention shard of this layout: 2(H + Kv)/D head rows of h, fp32.
       const std::int64_t shard_bytes =
-          l.plan.tsp ? 2 * (m.num_attention_heads + m.num_key_value_heads) / l.plan.sp *
+          l.plan.is_tsp() ? 2 * (m.num_attention_heads + m.num_key_value_heads) / l.plan.tsp *
                            m.head_dim() * m.hidden_size * 4
                      : 0;
       expect_same_accounting(dry, real, std::string(l.name) + " recompute " + recompute,
@@ -133,7 +134,7 @@ TEST(DryRun, EveryLayoutChargesTheSingleDevicesFlops) {
     const double single = total(small_layouts()[0].plan);
     const double head_again = 2.0 * 64 * 96 * 32 * 2;
     for (const Layout& l : small_layouts()) {
-      const double expected = l.plan.tsp ? single + head_again : single;
+      const double expected = l.plan.is_tsp() ? single + head_again : single;
       EXPECT_NEAR(total(l.plan), expected, 1e-12 * expected) << l.name << " " << recompute;
     }
   }

@@ -5,8 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "origami/model/config.h"
-#include "origami/parallel/plan.h"
+#include "origami/parallel/parallel_config.h"
 #include "origami/train/dry_run.h"
+#include "origami/parallel/registry.h"
 
 namespace origami {
 namespace {

@@ -19,6 +19,7 @@
 #include "origami/model/llama.h"
 #include "origami/parallel/rank_model.h"
 #include "origami/train/trainer.h"
+#include "origami/parallel/registry.h"
 
 namespace origami::parity {
 

@@ -7,8 +7,9 @@
 
 #include "origami/comm/run_ranks.h"
 #include "origami/core/rng.h"
-#include "origami/parallel/plan.h"
+#include "origami/parallel/parallel_config.h"
 #include "origami/parallel/shard_spec.h"
+#include "origami/parallel/registry.h"
 
 namespace origami::parallel {
 namespace {
@@ -132,8 +133,9 @@ TEST(Plan, TspAxisIsNamedTspAndAMeshImpliesItsStrategy) {
   EXPECT_EQ(p.mesh_spec(), "dp=1,tsp=2,tp=1");
   comm::run_ranks(2, [&](comm::Communicator& w) {
     ParallelGroups g(w, p);
-    EXPECT_EQ(g.sp().name(), "tsp");
-    EXPECT_EQ(&g.axis("sp"), &g.sp());  // the specs' "sp" axes still reach it
+    EXPECT_EQ(g.tsp().name(), "tsp");
+    EXPECT_EQ(&g.tokens(), &g.tsp());  // the axis that splits the tokens is TSP's
+    EXPECT_EQ(&g.axis("tsp"), &g.tsp());  // the specs name it
   });
   EXPECT_EQ(strategy_of_mesh("dp=2,tsp=2"), "tsp");
   EXPECT_EQ(strategy_of_mesh("tp=2,sp=2"), "tp");

@@ -34,4 +34,14 @@ inline parallel::ParallelConfig make_plan(
   return p;
 }
 
+// dp x tsp=D: TSP's one axis of D ranks (degree 1: the single-device mesh).
+inline parallel::ParallelConfig make_tsp_plan(
+    int dp, int D, parallel::TokenLayoutKind layout = parallel::TokenLayoutKind::Zigzag) {
+  parallel::ParallelConfig p;
+  p.dp = dp;
+  p.tsp = D;
+  p.layout = layout;
+  return p;
+}
+
 }  // namespace origami::parity

@@ -35,8 +35,7 @@ struct Measured {
 
 Measured measure(int D, Recompute recompute) {
   const ModelConfig model = model_for(D);
-  parallel::ParallelConfig p = make_plan(1, 1, D);
-  p.tsp = true;
+  const parallel::ParallelConfig p = make_tsp_plan(1, D);
   Case c;
   c.model = model;
   c.plan = p;
@@ -66,7 +65,7 @@ Measured measure(int D, Recompute recompute) {
     ModelDriver driver(model, params, grads, ops, tracker, recompute);
     const TokenBatch b = micro_batch(c, d, 0, 0);
     const parallel::LocalBatch local{kB, layout.slice(b.input_ids, kB), layout.slice(b.labels, kB)};
-    groups.sp().reset_stats();
+    groups.tsp().reset_stats();
     ops.shard_comm().reset_stats();
     ops.grad_comm().reset_stats();
     tracker.reset_peaks();
@@ -74,7 +73,7 @@ Measured measure(int D, Recompute recompute) {
     driver.run(true, 1e-2);
     // No prefetch outlives a step: not after a forward+backward, nor after a forward alone.
     std::int64_t left = ops.prefetched_layer();
-    const comm::CommStats axis = groups.sp().stats(), shards = ops.shard_comm().stats(),
+    const comm::CommStats axis = groups.tsp().stats(), shards = ops.shard_comm().stats(),
                           grads_stats = ops.grad_comm().stats();
     const std::int64_t peak =
         tracker.stats().peak[static_cast<std::size_t>(MemCategory::CommBuffers)];

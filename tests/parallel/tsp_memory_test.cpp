@@ -14,8 +14,7 @@ struct Measured {
 };
 
 Measured measure(const ModelConfig& m, int d, Recompute r, std::int64_t B, std::int64_t S) {
-  parallel::ParallelConfig p = make_plan(1, 1, d);
-  p.tsp = d > 1;
+  const parallel::ParallelConfig p = make_tsp_plan(1, d);
   Case c;
   c.model = m;
   c.plan = p;

@@ -10,6 +10,7 @@
 
 #include "origami/core/error.h"
 #include "origami/kernels/threads.h"
+#include "origami/parallel/registry.h"
 #include "threads_util.h"
 
 namespace origami::parity {
@@ -35,9 +36,7 @@ ModelConfig eight() {  // 8 heads / 8 kv heads (degree 8), vocabulary 100
 }
 
 ParallelConfig tsp(int dp, int d, TokenLayoutKind layout = TokenLayoutKind::Zigzag) {
-  ParallelConfig p = make_plan(dp, 1, d, false, layout);
-  p.tsp = true;
-  return p;
+  return make_tsp_plan(dp, d, layout);
 }
 constexpr auto kContig = TokenLayoutKind::Contiguous;
 
@@ -131,9 +130,9 @@ TEST(TspPlan, RefusesDegreesThatDoNotDivide) {
   EXPECT_NO_THROW(parallel::validate_plan(tsp(1, 4), mha(), 24, 2, 4));
   const ParallelConfig words =
       parallel::make_parallel_config("tsp", 1, "dp=2,tsp=2", false, TokenLayoutKind::Zigzag);
-  EXPECT_TRUE(words.tsp);
+  EXPECT_TRUE(words.is_tsp());
   EXPECT_EQ(words.dp, 2);
-  EXPECT_EQ(words.sp, 2);
+  EXPECT_EQ(words.tsp, 2);
   EXPECT_THROW(
       parallel::make_parallel_config("tsp", 1, "tp=2,tsp=2", false, TokenLayoutKind::Zigzag),
       ConfigError);

@@ -24,8 +24,7 @@ Case tsp_case(std::string name, ModelConfig m, int dp, int d,
   Case c;
   c.name = std::move(name);
   c.model = m;
-  c.plan = make_plan(dp, 1, d, false, layout);
-  c.plan.tsp = true;
+  c.plan = make_tsp_plan(dp, d, layout);
   return c;
 }
 
@@ -78,9 +77,9 @@ TEST_F(TspTraps, ReplicatedNormWeightsCountedOnceInTheGradientNorm) {
     for (const parallel::ShardSpec& spec : s.specs) {
       if (spec.is_norm) {
         EXPECT_TRUE(spec.norm_sum_axes.empty()) << spec.name;
-        EXPECT_EQ(spec.grad_sum_axes, std::vector<std::string>{"sp"}) << spec.name;
+        EXPECT_EQ(spec.grad_sum_axes, std::vector<std::string>{"tsp"}) << spec.name;
       } else {
-        EXPECT_EQ(spec.norm_sum_axes, std::vector<std::string>{"sp"}) << spec.name;
+        EXPECT_EQ(spec.norm_sum_axes, std::vector<std::string>{"tsp"}) << spec.name;
         EXPECT_TRUE(spec.grad_sum_axes.empty()) << spec.name;  // reduced to the owner in-block
       }
     }

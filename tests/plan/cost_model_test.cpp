@@ -92,8 +92,7 @@ Measured measure(const ModelConfig& m, const parallel::ParallelConfig& p, Recomp
 Measured measure_tsp(const ModelConfig& m, int dp, int D, Recompute r, std::int64_t B,
                      std::int64_t S, int who,
                      parallel::TokenLayoutKind layout_kind = parallel::TokenLayoutKind::Zigzag) {
-  parallel::ParallelConfig p = make_plan(dp, 1, D, false, layout_kind);
-  p.tsp = true;
+  const parallel::ParallelConfig p = make_tsp_plan(dp, D, layout_kind);
   Case c;
   c.model = m;
   c.plan = p;
@@ -107,7 +106,7 @@ Measured measure_tsp(const ModelConfig& m, int dp, int D, Recompute r, std::int6
     MemoryTracker& t = world.tracker();
     parallel::ParallelGroups groups(world, p);
     const parallel::Strategy strategy = parallel::tsp_strategy(m, groups);
-    const parallel::TokenLayout layout(p.layout, S, D, groups.sp().rank());
+    const parallel::TokenLayout layout(p.layout, S, D, groups.tsp().rank());
     ModelTensors params =
         parallel::allocate_sharded(m, strategy.specs, t, MemCategory::Parameters);
     ModelTensors grads = parallel::allocate_sharded(m, strategy.specs, t, MemCategory::Gradients);
@@ -119,8 +118,7 @@ Measured measure_tsp(const ModelConfig& m, int dp, int D, Recompute r, std::int6
     const std::int64_t per = B / dp, first = groups.dp().rank() * per * S;
     const parallel::LocalBatch local{per, layout.slice(all.input_ids + first, per),
                                      layout.slice(all.labels + first, per)};
-    const std::vector<std::string> axes{"dp", "sp"};
-    const auto planner_axis = [](const std::string& a) { return a == "sp" ? "tsp" : a; };
+    const std::vector<std::string> axes{"dp", "tsp"};
     for (const auto& a : axes) groups.axis(a).reset_stats();
     ops.shard_comm().reset_stats();
     ops.grad_comm().reset_stats();
@@ -131,7 +129,7 @@ Measured measure_tsp(const ModelConfig& m, int dp, int D, Recompute r, std::int6
     std::map<std::string, comm::OpStats> micro, grad;
     for (const auto& a : axes) {
       for (const auto& [op, st] : groups.axis(a).stats().ops)
-        micro[planner_axis(a) + "/" + op] = st;
+        micro[a + "/" + op] = st;
       groups.axis(a).reset_stats();
     }
     for (const auto& [op, st] : ops.shard_comm().stats().ops) micro["tsp_shards/" + op] = st;
@@ -143,7 +141,7 @@ Measured measure_tsp(const ModelConfig& m, int dp, int D, Recompute r, std::int6
       for (const std::string& a : strategy.specs[i].grad_sum_axes)
         groups.axis(a).all_reduce(*g[i].tensor, *g[i].tensor);
     for (const auto& a : axes)
-      for (const auto& [op, st] : groups.axis(a).stats().ops) grad[planner_axis(a) + "/" + op] = st;
+      for (const auto& [op, st] : groups.axis(a).stats().ops) grad[a + "/" + op] = st;
     if (world.rank() == who) {
       std::lock_guard lock(mu);
       out.memory.parameters = t.current(MemCategory::Parameters);
@@ -237,7 +235,7 @@ TEST_P(CostModel, EqualsTheEngineOnEveryBaseline) {
     for (const Point& pt : kPoints) {
       const std::int64_t B = 2, S = 16;
       const parallel::ParallelConfig pc = make_plan(pt.dp, pt.tp, pt.sp, pt.seqpar);
-      const plan::Mesh mesh{pt.dp, pt.tp, pt.sp, pt.seqpar, pt.tsp};
+      const plan::Mesh mesh{.dp = pt.dp, .tp = pt.tp, .sp = pt.sp, .tsp = pt.tsp, .sequence_parallel = pt.seqpar};
       plan::Workload w;
       w.batch = B;
       w.seq = S;
@@ -343,7 +341,7 @@ std::vector<MatrixCase> parity_matrices() {
 
 TEST(CostModel, EqualsTheEngineOnTheParityMatrices) {
   for (const MatrixCase& c : parity_matrices()) {
-    const plan::Mesh mesh{c.dp, c.tp, c.sp, c.seqpar, c.tsp};
+    const plan::Mesh mesh{.dp = c.dp, .tp = c.tp, .sp = c.sp, .tsp = c.tsp, .sequence_parallel = c.seqpar};
     plan::Workload w;
     w.batch = c.batch;
     w.seq = c.seq;
@@ -398,17 +396,17 @@ TEST(CostModelLayout, RefusesWhatTheEngineRefuses) {
   plan::Workload w;
   w.batch = 2;
   w.seq = 16;
-  EXPECT_THROW(plan::memory_per_device(m, {1, 4, 1, false}, w), ConfigError);  // kv heads 2
-  EXPECT_THROW(plan::memory_per_device(m, {4, 1, 1, false}, w), ConfigError);  // batch 2
-  EXPECT_THROW(plan::memory_per_device(m, {1, 1, 3, false}, w), ConfigError);  // 16 % 6
-  EXPECT_THROW(plan::memory_per_device(m, {0, 1, 1, false}, w), ConfigError);
+  EXPECT_THROW(plan::memory_per_device(m, {.dp = 1, .tp = 4, .sp = 1, .sequence_parallel = false}, w), ConfigError);  // kv heads 2
+  EXPECT_THROW(plan::memory_per_device(m, {.dp = 4, .tp = 1, .sp = 1, .sequence_parallel = false}, w), ConfigError);  // batch 2
+  EXPECT_THROW(plan::memory_per_device(m, {.dp = 1, .tp = 1, .sp = 3, .sequence_parallel = false}, w), ConfigError);  // 16 % 6
+  EXPECT_THROW(plan::memory_per_device(m, {.dp = 0, .tp = 1, .sp = 1, .sequence_parallel = false}, w), ConfigError);
   EXPECT_THROW(plan::parse_recompute("some"), ConfigError);
   w.batch = 1;
   w.seq = 6;  // TP-SP: the rank's 6 rows split over tp 2, not over tp 4
   const ModelConfig mha = make_model(64, 32, 48, 4, 4, 2);
-  EXPECT_NO_THROW(plan::memory_per_device(mha, {1, 2, 1, true}, w));
-  EXPECT_THROW(plan::memory_per_device(mha, {1, 4, 1, true}, w), ConfigError);
-  EXPECT_NO_THROW(plan::memory_per_device(mha, {1, 4, 1, false}, w));  // plain TP: no split
+  EXPECT_NO_THROW(plan::memory_per_device(mha, {.dp = 1, .tp = 2, .sp = 1, .sequence_parallel = true}, w));
+  EXPECT_THROW(plan::memory_per_device(mha, {.dp = 1, .tp = 4, .sp = 1, .sequence_parallel = true}, w), ConfigError);
+  EXPECT_NO_THROW(plan::memory_per_device(mha, {.dp = 1, .tp = 4, .sp = 1, .sequence_parallel = false}, w));  // plain TP: no split
 }
 
 }  // namespace
@@ -424,7 +422,7 @@ TEST(CostModelUneven, EveryTpRankSendsWhatItsBlocksSay) {
   plan::Workload w;
   w.batch = 1;
   w.seq = 6;
-  const plan::Mesh mesh{1, 4, 1, false};
+  const plan::Mesh mesh{.dp = 1, .tp = 4, .sp = 1, .sequence_parallel = false};
   std::set<std::int64_t> distinct;
   for (int r = 0; r < 4; ++r) {
     const Measured got = measure(m, make_plan(1, 4, 1), Recompute::None, 1, 6, r);

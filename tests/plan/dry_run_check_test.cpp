@@ -18,9 +18,10 @@
 
 #include "origami/core/memory_tracker.h"
 #include "origami/model/config.h"
-#include "origami/parallel/plan.h"
+#include "origami/parallel/parallel_config.h"
 #include "origami/plan/predict.h"
 #include "origami/train/dry_run.h"
+#include "origami/parallel/registry.h"
 
 #include "../sanitizers.h"
 
@@ -186,12 +187,12 @@ struct LayoutRow {
 
 const std::vector<LayoutRow>& layouts() {
   static const std::vector<LayoutRow> all = {
-      {"tsp8", "tsp", 8, "", {1, 1, 1, false, 8}, 1},
-      {"tp8", "tp", 8, "", {1, 8, 1, false, 1}, 1},
-      {"tpsp8", "tpsp", 8, "", {1, 8, 1, true, 1}, 1},
-      {"sp8", "sp", 8, "", {1, 1, 8, false, 1}, 1},
-      {"tp2xsp4", "tp", 1, "tp=2,sp=4", {1, 2, 4, false, 1}, 1},
-      {"dp2xtsp4", "tsp", 1, "dp=2,tsp=4", {2, 1, 1, false, 4}, 2}};
+      {"tsp8", "tsp", 8, "", {.dp = 1, .tp = 1, .sp = 1, .tsp = 8, .sequence_parallel = false}, 1},
+      {"tp8", "tp", 8, "", {.dp = 1, .tp = 8, .sp = 1, .tsp = 1, .sequence_parallel = false}, 1},
+      {"tpsp8", "tpsp", 8, "", {.dp = 1, .tp = 8, .sp = 1, .tsp = 1, .sequence_parallel = true}, 1},
+      {"sp8", "sp", 8, "", {.dp = 1, .tp = 1, .sp = 8, .tsp = 1, .sequence_parallel = false}, 1},
+      {"tp2xsp4", "tp", 1, "tp=2,sp=4", {.dp = 1, .tp = 2, .sp = 4, .tsp = 1, .sequence_parallel = false}, 1},
+      {"dp2xtsp4", "tsp", 1, "dp=2,tsp=4", {.dp = 2, .tp = 1, .sp = 1, .tsp = 4, .sequence_parallel = false}, 2}};
   return all;
 }
 
@@ -281,13 +282,13 @@ TEST(DryRunCheck, SlowLinksAtTwoRanks) {
     link.devices_per_node = 2;
     for (const char* rc : {"none", "full"}) {
       const std::string tag = fmt::format(" beta {} MB/s {}", beta / 1e6, rc);
-      rows.push_back({"tsp2" + tag, "tsp", 2, "", {1, 1, 1, false, 2}, 1, 2048, "fp32", rc, 4, 1,
+      rows.push_back({"tsp2" + tag, "tsp", 2, "", {.dp = 1, .tp = 1, .sp = 1, .tsp = 2, .sequence_parallel = false}, 1, 2048, "fp32", rc, 4, 1,
                       small, 87.5e9, link});
-      rows.push_back({"tp2" + tag, "tp", 2, "", {1, 2, 1, false, 1}, 1, 2048, "fp32", rc, 4, 1,
+      rows.push_back({"tp2" + tag, "tp", 2, "", {.dp = 1, .tp = 2, .sp = 1, .tsp = 1, .sequence_parallel = false}, 1, 2048, "fp32", rc, 4, 1,
                       small, 87.5e9, link});
-      rows.push_back({"sp2" + tag, "sp", 2, "", {1, 1, 2, false, 1}, 1, 2048, "fp32", rc, 4, 1,
+      rows.push_back({"sp2" + tag, "sp", 2, "", {.dp = 1, .tp = 1, .sp = 2, .tsp = 1, .sequence_parallel = false}, 1, 2048, "fp32", rc, 4, 1,
                       small, 87.5e9, link});
-      rows.push_back({"dp2" + tag, "dp", 2, "", {2, 1, 1, false, 1}, 2, 2048, "fp32", rc, 4, 1,
+      rows.push_back({"dp2" + tag, "dp", 2, "", {.dp = 2, .tp = 1, .sp = 1, .tsp = 1, .sequence_parallel = false}, 2, 2048, "fp32", rc, 4, 1,
                       small, 87.5e9, link});
     }
   }

@@ -29,16 +29,16 @@ ModelConfig small_model() {
 
 TEST(LinkClass, FollowsThePlacementInnermostFirst) {
   // 16 devices, 8 per node: tp innermost.
-  const Layout tp8dp2{2, 8, 1, false, 1};
+  const Layout tp8dp2{.dp = 2, .tp = 8, .sp = 1, .tsp = 1, .sequence_parallel = false};
   EXPECT_EQ(link_class(tp8dp2, "tp", 8), LinkClass::Intra);
   EXPECT_EQ(link_class(tp8dp2, "dp", 8), LinkClass::Inter);
-  const Layout tp4sp4{1, 4, 4, false, 1};  // sp has stride 4 and spans 16 ranks: 2 per node
+  const Layout tp4sp4{.dp = 1, .tp = 4, .sp = 4, .tsp = 1, .sequence_parallel = false};  // sp has stride 4 and spans 16 ranks: 2 per node
   EXPECT_EQ(link_class(tp4sp4, "tp", 8), LinkClass::Intra);
   EXPECT_EQ(link_class(tp4sp4, "sp", 8), LinkClass::Mixed);
-  const Layout tsp16{1, 1, 1, false, 16};
+  const Layout tsp16{.dp = 1, .tp = 1, .sp = 1, .tsp = 16, .sequence_parallel = false};
   EXPECT_EQ(link_class(tsp16, "tsp", 8), LinkClass::Mixed);
   EXPECT_EQ(link_class(tsp16, "tsp_shards", 16), LinkClass::Intra);
-  EXPECT_EQ(link_class(Layout{4, 1, 1, false, 2}, "dp", 2), LinkClass::Inter);
+  EXPECT_EQ(link_class(Layout{.dp = 4, .tp = 1, .sp = 1, .tsp = 2, .sequence_parallel = false}, "dp", 2), LinkClass::Inter);
   EXPECT_EQ(link_class_name(LinkClass::Mixed), "mixed");
 }
 
@@ -68,7 +68,7 @@ TEST(Predict, BaselinesExposeEveryCollectiveAndStepIsComputePlusComm) {
   w.batch = 2;
   w.seq = 32;
   Hardware hw = hardware_preset("cpu");
-  const Prediction p = predict(m, Layout{1, 2, 1, false, 1}, w, hw);
+  const Prediction p = predict(m, Layout{.dp = 1, .tp = 2, .sp = 1, .tsp = 1, .sequence_parallel = false}, w, hw);
   ASSERT_FALSE(p.comm.empty());
   double sum = 0;
   for (const CommCost& c : p.comm) {
@@ -97,7 +97,7 @@ TEST(Predict, BaselinesExposeEveryCollectiveAndStepIsComputePlusComm) {
 TEST(Predict, GradientAccumulationRepeatsTheMicroBatchNotTheReductions) {
   const ModelConfig m = small_model();
   const Hardware hw = hardware_preset("cpu");
-  for (const Layout& l : {Layout{2, 1, 1, false, 2}, Layout{1, 2, 2, false, 1}}) {
+  for (const Layout& l : {Layout{.dp = 2, .tp = 1, .sp = 1, .tsp = 2, .sequence_parallel = false}, Layout{.dp = 1, .tp = 2, .sp = 2, .tsp = 1, .sequence_parallel = false}}) {
     Workload w;
     w.batch = 2;
     w.seq = 32;
@@ -131,7 +131,7 @@ TEST(Predict, StepScalarsFollowTheAxes) {
       if (op.axis == axis && op.op == "all_reduce") n += op.calls;
     return n;
   };
-  const Layout dp2tsp4{2, 1, 1, false, 4}, tp2sp4{1, 2, 4, false, 1}, single{};
+  const Layout dp2tsp4{.dp = 2, .tp = 1, .sp = 1, .tsp = 4, .sequence_parallel = false}, tp2sp4{.dp = 1, .tp = 2, .sp = 4, .tsp = 1, .sequence_parallel = false}, single{};
   EXPECT_EQ(calls(dp2tsp4, "tsp"), 3);
   EXPECT_EQ(calls(dp2tsp4, "dp"), 2);
   EXPECT_EQ(calls(tp2sp4, "sp"), 2);
@@ -139,9 +139,9 @@ TEST(Predict, StepScalarsFollowTheAxes) {
   EXPECT_EQ(calls(tp2sp4, "dp"), 0);
   EXPECT_TRUE(comm_step_scalars(single).empty());
   // One element over 4 ranks: rank 0 sends its empty block's share, 8 B, rank 1 16 B.
-  for (const CommOp& op : comm_step_scalars(Layout{1, 1, 4, false, 1}))
+  for (const CommOp& op : comm_step_scalars(Layout{.dp = 1, .tp = 1, .sp = 4, .tsp = 1, .sequence_parallel = false}))
     EXPECT_EQ(op.bytes_sent, op.calls * 8);
-  for (const CommOp& op : comm_step_scalars(Layout{1, 1, 4, false, 1}, 1))
+  for (const CommOp& op : comm_step_scalars(Layout{.dp = 1, .tp = 1, .sp = 4, .tsp = 1, .sequence_parallel = false}, 1))
     EXPECT_EQ(op.bytes_sent, op.calls * 16);
 }
 
@@ -153,7 +153,7 @@ TEST(Predict, TspHidesItsShardTrafficBehindCompute) {
   Hardware hw = hardware_preset("h100");
   for (const Recompute r : {Recompute::None, Recompute::Full}) {
     w.recompute = r;
-    const Prediction p = predict(m, Layout{1, 1, 1, false, 4}, w, hw);
+    const Prediction p = predict(m, Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 4, .sequence_parallel = false}, w, hw);
     double shards = 0;
     for (const CommCost& c : p.comm) {
       const std::string what = c.op.axis + "/" + c.op.op;
@@ -171,7 +171,7 @@ TEST(Predict, TspHidesItsShardTrafficBehindCompute) {
     // overlap formulas partition each operation's calls).
     Hardware fast = hw;
     fast.peak_flops_fp32 = 1e30;
-    for (const CommCost& c : predict(m, Layout{1, 1, 1, false, 4}, w, fast).comm)
+    for (const CommCost& c : predict(m, Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 4, .sequence_parallel = false}, w, fast).comm)
       EXPECT_NEAR(c.exposed_s, c.seconds, 1e-9 * c.seconds) << c.op.axis << "/" << c.op.op;
   }
 }
@@ -183,7 +183,7 @@ TEST(Predict, FitsAgainstTheDeviceMemoryWithTheRuntimeOverhead) {
   w.seq = 32;
   Hardware hw = hardware_preset("cpu");
   hw.runtime_overhead_bytes = 12345;
-  const Layout l{1, 1, 2, false, 1};
+  const Layout l{.dp = 1, .tp = 1, .sp = 2, .tsp = 1, .sequence_parallel = false};
   Prediction p = predict(m, l, w, hw);
   EXPECT_EQ(p.memory.overhead, 12345);
   hw.memory_bytes = p.memory.total();
@@ -225,7 +225,7 @@ TEST(Predict, TspPerLayerTrafficSplitsAsDocsTspMdAtTwoRanks) {
   w.seq = 32;
   const std::int64_t D = 2, R = 2 * 32 / D, h = 64, qd = 64 / D, kvd = 64 / D, e = 4;
   const std::int64_t A = 2 * (qd + kvd) * h, M = 3 * (128 / D) * h, L = 2;
-  for (const CommOp& op : comm_per_micro_batch(m, Layout{1, 1, 1, false, 2}, w)) {
+  for (const CommOp& op : comm_per_micro_batch(m, Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 2, .sequence_parallel = false}, w)) {
     const std::string key = op.axis + "/" + op.op;
     const std::int64_t backward = op.bytes_sent - op.forward_bytes;
     if (key == "tsp_shards/broadcast") {
@@ -306,14 +306,14 @@ TEST(Inference, PrefillWeightBytesAreTheTrainingForwardsLessTheHeadRing) {
 }
 
 TEST(Layouts, EnumeratesEveryFactorisationAndTspUnderDp) {
-  const auto ls = enumerate_layouts(8);
+  const auto ls = parallel::enumerate_meshes(8);
   // dp 1: tp x sp in {1x8, 2x4 (x2), 4x2 (x2), 8x1 (x2)} + tsp 8; dp 2: 1x4, 2x2 x2, 4x1 x2 +
   // tsp 4; dp 4: 1x2, 2x1 x2 + tsp 2; dp 8: 1 -> 7 + 5 + 3 + 1 + 3 TSP = 19.
   EXPECT_EQ(ls.size(), 19u);
   for (const Layout& l : ls) EXPECT_EQ(l.world(), 8);
-  EXPECT_EQ(family_name(Layout{1, 2, 2, true, 1}), "tp-sp+sp");
-  EXPECT_EQ(Layout({1, 2, 2, false, 1}).json_strategy(), "tpsp");
-  EXPECT_EQ(Layout({2, 1, 1, false, 4}).json_strategy(), "tsp");
+  EXPECT_EQ(parallel::family_name(Layout{.dp = 1, .tp = 2, .sp = 2, .tsp = 1, .sequence_parallel = true}), "tp-sp+sp");
+  EXPECT_EQ(json_strategy(Layout{.dp = 1, .tp = 2, .sp = 2, .tsp = 1, .sequence_parallel = false}), "tpsp");
+  EXPECT_EQ(json_strategy(Layout{.dp = 2, .tp = 1, .sp = 1, .tsp = 4, .sequence_parallel = false}), "tsp");
 }
 
 }  // namespace

@@ -129,7 +129,7 @@ int PlanCommand::run() {
   auto& longest = report.longest;
   for (plan::PlanRow& r : rows) {
     r.max_seq = plan::longest_sequence(model, r.layout, work, hw).value_or(0);
-    auto& best = longest[plan::family_name(r.layout)];
+    auto& best = longest[parallel::family_name(r.layout)];
     if (r.max_seq > best.first) best = {r.max_seq, r.layout};
   }
   for (int D = 1; D <= std::min(world_, hw.devices_per_node); D *= 2) {

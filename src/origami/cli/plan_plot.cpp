@@ -27,8 +27,8 @@ void plot_memory_vs_sequence(const ModelConfig& m, int world, const plan::Worklo
   for (std::size_t i = 0; i < seqs.size(); ++i) {
     plan::Workload x = w;
     x.seq = seqs[i];
-    for (const plan::Layout& l : plan::enumerate_layouts(world)) {
-      const std::string name = plan::family_name(l);
+    for (const plan::Layout& l : parallel::enumerate_meshes(world)) {
+      const std::string name = parallel::family_name(l);
       auto [it, fresh] = gib.try_emplace(name, seqs.size(), std::numeric_limits<double>::quiet_NaN());
       if (fresh) names.push_back(name);
       try {

@@ -13,13 +13,13 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 std::string gib(std::int64_t bytes) { return fmt::format("{:.2f}", double(bytes) / kGiB); }
 
 std::string strategy_label(const plan::Layout& l) {
-  const std::string s = plan::family_name(l);
+  const std::string s = parallel::family_name(l);
   return l.dp > 1 && s != "dp" ? "dp x " + s : s;
 }
 
 nlohmann::json row_json(const plan::PlanRow& r, std::int64_t layers) {
   const plan::Layout& l = r.layout;
-  nlohmann::json j{{"strategy", l.json_strategy()},
+  nlohmann::json j{{"strategy", plan::json_strategy(l)},
                    {"sequence_parallel", l.sequence_parallel && l.tp > 1},
                    {"mesh", {{"dp", l.dp}, {"tp", l.tp}, {"sp", l.sp}, {"tsp", l.tsp}}},
                    {"feasible", r.error.empty()}};

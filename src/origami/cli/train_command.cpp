@@ -18,6 +18,7 @@
 #include "origami/train/memory_check.h"
 #include "origami/train/parallel_train.h"
 #include "origami/train/preemption.h"
+#include "origami/parallel/registry.h"
 
 namespace origami::cli {
 
@@ -87,8 +88,7 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_->add_option("--memory-cap", memory_cap_, "refuse allocations beyond this (e.g. 2GiB)");
   command_->add_option("--log-every", o.log_every, "print every N steps")->capture_default_str();
   strategy_option_ = command_->add_option(
-      "--strategy", o.strategy,
-      "tsp (the default, over 4 ranks), single, dp, tp, tpsp, sp (or cp: context parallel)");
+      "--strategy", o.strategy, parallel::strategy_help());
   degree_option_ = command_->add_option("--degree", o.degree, "ranks of the strategy's axis");
   command_->add_option("--mesh", o.mesh, "axes instead of --degree, e.g. dp=2,tp=2 or tp=2,sp=2");
   command_->add_flag("--tp-sequence-parallel", o.tp_sequence_parallel,

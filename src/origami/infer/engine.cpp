@@ -19,8 +19,7 @@ namespace {
 
 parallel::ParallelConfig axis_plan(int D, parallel::TokenLayoutKind layout) {
   parallel::ParallelConfig p;
-  p.sp = D;
-  p.tsp = true;
+  p.tsp = D;
   p.layout = layout;
   return p;
 }
@@ -35,7 +34,7 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, comm::Communicator w
       D_(world.size()) {
   parallel::check_tensor_split(config_, D_, "tsp");
   groups_ = std::make_unique<parallel::ParallelGroups>(world, axis_plan(D_, layout));
-  axis_ = groups_->sp();
+  axis_ = groups_->tokens();
   rank_ = axis_.rank();
   specs_ = parallel::tsp_strategy(config_, *groups_).specs;
   params_ = parallel::allocate_sharded(config_, specs_, tracker, MemCategory::Parameters);

@@ -29,7 +29,8 @@
 #include "origami/infer/sampling.h"
 #include "origami/model/blocks.h"
 #include "origami/parallel/layout.h"
-#include "origami/parallel/plan.h"
+#include "origami/parallel/parallel_config.h"
+#include "origami/parallel/shard_spec.h"
 
 namespace origami::infer {
 

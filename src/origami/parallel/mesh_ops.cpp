@@ -1,5 +1,7 @@
 #include "origami/parallel/mesh_ops.h"
 
+#include "origami/parallel/registry.h"
+
 #include <limits>
 
 #include "origami/core/float_ops.h"

@@ -35,7 +35,7 @@
 
 #include "origami/model/block_ops.h"
 #include "origami/parallel/attention_cp.h"
-#include "origami/parallel/plan.h"
+#include "origami/parallel/parallel_config.h"
 #include "origami/parallel/shard_spec.h"
 #include "origami/parallel/strategy_context.h"
 

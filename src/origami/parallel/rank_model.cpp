@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/registry.h"
 
 #include "origami/kernels/optimizer.h"
 
@@ -14,16 +14,14 @@ namespace origami::parallel {
 namespace {
 TokenLayout make_layout(ParallelGroups& g, std::int64_t seq) {
   const ParallelConfig& p = g.plan();
-  return TokenLayout(p.sp > 1 ? p.layout : TokenLayoutKind::Full, seq, g.sp().size(),
-                     g.sp().rank());
+  return TokenLayout(p.token_layout(), seq, g.tokens().size(), g.tokens().rank());
 }
 }  // namespace
 
 RankModel::RankModel(const ModelConfig& config, ParallelGroups& groups, std::int64_t seq,
                      Recompute recompute, MemoryTracker& tracker, std::uint64_t seed)
     : RankModel(config, groups, seq, recompute, tracker, seed,
-                groups.plan().tsp ? tsp_strategy((validate(config), config), groups)
-                                  : mesh_strategy((validate(config), config), groups)) {}
+                make_strategy(config, groups)) {}
 
 RankModel::RankModel(const ModelConfig& config, ParallelGroups& groups, std::int64_t seq,
                      Recompute recompute, MemoryTracker& tracker, std::uint64_t seed,
@@ -71,15 +69,15 @@ std::int64_t RankModel::global_unmasked(const std::vector<LocalBatch>& micro) {
   for (const LocalBatch& b : micro)
     for (std::int32_t l : b.labels) n += l != kernels::kIgnoreLabel;
   std::vector<std::int64_t> v{n};
-  // Group: sp x dp (the tp ranks hold copies of the same labels: not summed over tp).
-  groups_.sp().all_reduce(v, v);
+  // Group: token axis x dp (the tp ranks hold copies of the same labels: not summed over tp).
+  groups_.tokens().all_reduce(v, v);
   groups_.dp().all_reduce(v, v);
   return v[0];
 }
 
 double RankModel::global_loss_sum(double local) {
   std::vector<double> v{local};
-  groups_.sp().all_reduce(v, v);  // group: sp x dp, as the count
+  groups_.tokens().all_reduce(v, v);  // group: token axis x dp, as the count
   groups_.dp().all_reduce(v, v);
   return v[0];
 }
@@ -88,15 +86,14 @@ void RankModel::reduce_gradients() {
   std::vector<NamedTensor> g = named_tensors(grads_);
   for (std::size_t i = 0; i < g.size(); ++i) {
     Tensor& t = *g[i].tensor;
-    // The groups are stated per tensor by assign_reduction_axes (plan.h): sp and dp for every
-    // gradient, and tp for the RMSNorm weights under TP-SP (sum, not average).
+    // The groups are stated per tensor by assign_reduction_axes (registry.h).
     for (const std::string& axis : specs_[i].grad_sum_axes) groups_.axis(axis).all_reduce(t, t);
   }
 }
 
 double RankModel::grad_norm() {
-  // Squares grouped by the axes they are summed over: tp-sharded tensors over tp, replicated
-  // ones (RMSNorm weights) over nothing, i.e. counted once.
+  // Squares grouped by the axes they are summed over (assign_reduction_axes): sharded tensors
+  // over their weight axis, replicated ones (RMSNorm weights) over nothing, i.e. counted once.
   std::map<std::vector<std::string>, double> squares;
   std::vector<NamedTensor> g = named_tensors(grads_);
   for (std::size_t i = 0; i < g.size(); ++i)

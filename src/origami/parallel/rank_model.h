@@ -1,11 +1,11 @@
 // One rank's part of a parallel model: its parameter and gradient shards, the strategy's
 // blocks and the shared driver, plus the step-level operations whose reduction groups are
-// spelled out here (see also mesh_ops.h):
-//   unmasked count, loss numerator   sum over sp, then dp      (tp ranks hold the same tokens)
-//   weight gradients                 sum over sp, then dp      (replicas of one weight shard)
-//   RMSNorm weight gradients         + sum over tp under TP-SP (tp ranks saw different rows)
-//   gradient norm                    squares of tp-sharded tensors summed over tp, replicated
-//                                    (RMSNorm) tensors counted once
+// spelled out here and in assign_reduction_axes (registry.h):
+//   unmasked count, loss numerator   sum over the token axis (sp or tsp), then dp (tp ranks
+//                                    hold the same tokens)
+//   weight gradients                 each tensor's grad_sum_axes
+//   gradient norm                    squares summed over each tensor's norm_sum_axes (its
+//                                    weight axis if sharded; replicated tensors counted once)
 #pragma once
 
 #include <memory>

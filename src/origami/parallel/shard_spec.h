@@ -27,14 +27,14 @@ struct ShardSpec {
   int shard_dim = -1;    // -1: replicated on the tensor axis; 0: rows; 1: columns
   int parts = 1;         // ranks sharing the tensor on the tensor axis
   bool is_norm = false;  // RMSNorm weight: replicated, initialised to 1, no weight decay
-  // Reduction groups, named by mesh axis (set by assign_reduction_axes in plan.h):
+  // Reduction groups, named by mesh axis (set by assign_reduction_axes in registry.h):
   // the axes over which this gradient is summed after the last micro-batch (replicas of the
   // block that saw different tokens), and the axes whose ranks hold different blocks of the
   // tensor (the gradient norm sums its squares over them; identical replicas count once).
   std::vector<std::string> grad_sum_axes;
   std::vector<std::string> norm_sum_axes;
   // The mesh axis whose ranks hold the blocks (gather_full runs over it): "tp" for the
-  // baselines, "sp" for TSP (its one axis carries both weight and token shards).
+  // baselines, "tsp" for TSP (its one axis carries both weight and token shards).
   std::string shard_axis = "tp";
 };
 

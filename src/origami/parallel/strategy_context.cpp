@@ -13,9 +13,9 @@ StrategyContext::StrategyContext(const ModelConfig& config, ParallelGroups& grou
       tracker_(tracker),
       rope_(make_rope_tables(config.max_position_embeddings, config.head_dim(), config.rope_theta,
                              tracker)) {
-  ORIGAMI_CHECK(layout.degree() == groups.sp().size(),
-                "token layout over {} ranks on a sequence axis of {}", layout.degree(),
-                groups.sp().size());
+  ORIGAMI_CHECK(layout.degree() == groups.tokens().size(),
+                "token layout over {} ranks on a token axis of {}", layout.degree(),
+                groups.tokens().size());
   for (int r = 0; r < layout.degree(); ++r)
     for (std::int64_t p : layout.positions_of(r)) kv_positions_.push_back(p);
 }

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "origami/parallel/plan.h"
+#include "origami/parallel/parallel_config.h"
 #include "origami/parallel/strategy_ops.h"
 
 namespace origami::parallel {

@@ -9,7 +9,7 @@
 
 #include "origami/model/block_ops.h"
 #include "origami/parallel/layout.h"
-#include "origami/parallel/plan.h"
+#include "origami/parallel/parallel_config.h"
 #include "origami/parallel/shard_spec.h"
 
 namespace origami::parallel {

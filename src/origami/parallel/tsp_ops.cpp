@@ -6,6 +6,7 @@
 
 #include "origami/core/float_ops.h"
 #include "origami/kernels/embedding.h"
+#include "origami/parallel/registry.h"
 #include "origami/parallel/tsp_ops.h"
 
 namespace origami::parallel {
@@ -13,12 +14,12 @@ namespace origami::parallel {
 TspOps::TspOps(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
                ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker)
     : StrategyContext(config, groups, layout, params, grads, tracker),
-      size_(groups.sp().size()),
-      rank_(groups.sp().rank()),
-      axis_(groups.sp()),
+      size_(groups.tokens().size()),
+      rank_(groups.tokens().rank()),
+      axis_(groups.tokens()),
       // Collective on the axis: every rank builds its TspOps in the same order.
-      bcast_(groups.sp().split(0, groups.sp().rank(), "tsp-shards")),
-      grads_comm_(groups.sp().split(0, groups.sp().rank(), "tsp-grads")) {
+      bcast_(groups.tokens().split(0, groups.tokens().rank(), "tsp-shards")),
+      grads_comm_(groups.tokens().split(0, groups.tokens().rank(), "tsp-grads")) {
   ORIGAMI_CHECK(groups.tp().size() == 1, "TSP runs on one axis; the plan has tp={}",
                 groups.tp().size());
   vocab_rows_ = padded_vocab(config.vocab_size, size_) / size_;
@@ -110,21 +111,11 @@ void TspOps::embed_backward(const float* dx) {
 }
 
 Strategy tsp_strategy(const ModelConfig& config, ParallelGroups& groups) {
-  const int D = groups.sp().size();
   const ParallelConfig& plan = groups.plan();
-  ORIGAMI_CHECK(plan.tsp && plan.tp == 1, "tsp_strategy needs a TSP plan (tsp axis, no tp)");
+  ORIGAMI_CHECK(plan.tp == 1 && plan.sp == 1, "tsp_strategy needs a TSP plan (tsp axis only)");
   Strategy s;
-  s.specs = make_shard_specs(config, D, groups.sp().rank());
-  for (ShardSpec& spec : s.specs) {
-    spec.shard_axis = "sp";
-    spec.grad_sum_axes.clear();
-    spec.norm_sum_axes.clear();
-    // Norm weights are replicated and saw only this rank's tokens: summed over the axis.
-    // Weight shards are complete on their owner after the blocks' reductions.
-    if (spec.is_norm && D > 1) spec.grad_sum_axes.push_back("sp");
-    if (plan.dp > 1) spec.grad_sum_axes.push_back("dp");
-    if (!spec.is_norm && D > 1) spec.norm_sum_axes.push_back("sp");
-  }
+  s.specs = make_shard_specs(config, groups.tokens().size(), groups.tokens().rank());
+  assign_reduction_axes(plan, s.specs);
   s.make_ops = [](const ModelConfig& c, ParallelGroups& g, const TokenLayout& layout,
                   ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker) {
     return std::make_unique<TspOps>(c, g, layout, params, grads, tracker);

@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "origami/parallel/attention_cp.h"
-#include "origami/parallel/plan.h"
+#include "origami/parallel/parallel_config.h"
 #include "origami/parallel/strategy_context.h"
 
 namespace origami::parallel {

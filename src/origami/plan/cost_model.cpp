@@ -1,5 +1,7 @@
 #include "origami/plan/cost_model.h"
 
+#include "origami/parallel/registry.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,18 +14,11 @@
 
 namespace origami::plan {
 
-std::string Mesh::strategy() const {
-  if (tsp > 1) return "tsp";
-  if (tp > 1 && sp > 1) return "tp+sp";
-  if (tp > 1) return "tp";
-  if (sp > 1) return "sp";
-  if (dp > 1) return "dp";
-  return "single";
-}
-
-std::string Mesh::json_strategy() const {
-  const std::string s = strategy();
-  return s == "tp+sp" ? "tpsp" : s;
+std::string json_strategy(const Mesh& m) {
+  if (m.is_tsp()) return "tsp";
+  if (m.tp > 1) return m.sp > 1 ? "tpsp" : "tp";
+  if (m.sp > 1) return "sp";
+  return m.dp > 1 ? "dp" : "single";
 }
 
 ElementSizes ElementSizes::of(const Precision& p) {
@@ -48,33 +43,12 @@ void check_layout(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
   if (w.batch < 1 || w.seq < 1)
     throw ConfigError(fmt::format("batch and sequence must be >= 1 (got {} and {})", w.batch,
                                   w.seq));
-  if (mesh.tsp > 1 && (mesh.tp > 1 || mesh.sp > 1))
-    throw ConfigError(fmt::format("tsp={} runs on its own axis: use tp=1 and sp=1 with it "
-                                  "(got tp={}, sp={})",
-                                  mesh.tsp, mesh.tp, mesh.sp));
-  const int T = mesh.tp * mesh.tsp;  // the weight-sharding degree
-  const char* axis = mesh.tsp > 1 ? "tsp" : "tp";
-  if (m.num_attention_heads % T != 0 || m.num_key_value_heads % T != 0 ||
-      m.intermediate_size % T != 0)
-    throw ConfigError(fmt::format(
-        "{}={} must divide the attention heads ({}), kv heads ({}) and MLP width ({})", axis, T,
-        m.num_attention_heads, m.num_key_value_heads, m.intermediate_size));
-  if (w.batch % mesh.dp != 0)
-    throw ConfigError(fmt::format("dp={} must divide the micro-batch ({})", mesh.dp, w.batch));
-  const int seq_degree = mesh.sp * mesh.tsp;
-  const char* seq_axis = mesh.tsp > 1 ? "tsp" : "sp";
-  if (seq_degree > 1 && !w.contiguous && w.seq % (2 * seq_degree) != 0)
-    throw ConfigError(fmt::format("{}={} needs the sequence ({}) to be a multiple of 2*{} "
-                                  "(zigzag layout)",
-                                  seq_axis, seq_degree, w.seq, seq_axis));
-  if (seq_degree > 1 && w.contiguous && w.seq % seq_degree != 0)
-    throw ConfigError(fmt::format("{}={} needs the sequence ({}) to be a multiple of {} "
-                                  "(contiguous layout)",
-                                  seq_axis, seq_degree, w.seq, seq_axis));
-  const std::int64_t rows = w.batch / mesh.dp * (w.seq / mesh.sp);
-  if (mesh.sequence_parallel && mesh.tp > 1 && rows % mesh.tp != 0)
-    throw ConfigError(
-        fmt::format("TP-SP needs the rank's {} rows to split over tp={}", rows, mesh.tp));
+  // The engine's own rules (the strategy registry), so that a row the planner predicts is a
+  // layout the engine runs, refused with the engine's words otherwise.
+  Mesh plan = mesh;
+  plan.layout = w.contiguous ? parallel::TokenLayoutKind::Contiguous
+                             : parallel::TokenLayoutKind::Zigzag;
+  parallel::validate_plan(plan, m, w.seq, w.batch, plan.world());
 }
 
 Shapes shapes_of(const ModelConfig& m, const Mesh& mesh, const Workload& w) {

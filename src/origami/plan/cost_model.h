@@ -12,22 +12,18 @@
 #include "origami/core/precision.h"
 #include "origami/model/config.h"
 #include "origami/model/recompute.h"
+#include "origami/parallel/parallel_config.h"
 
 namespace origami::plan {
 
-// A layout: dp x sp x tp ranks for the baselines (`sequence_parallel` = TP-SP regions, only
-// meaningful with tp > 1), or dp x tsp for TSP (tsp > 1 excludes tp and sp > 1: the engine
-// runs TSP on its sequence axis).
-struct Mesh {
-  int dp = 1, tp = 1, sp = 1;
-  bool sequence_parallel = false;
-  int tsp = 1;
-  int world() const { return dp * tp * sp * tsp; }
-  // "single", "dp", "tp", "sp", "tp+sp", "tsp" (TP-SP is "tp" with sequence_parallel).
-  std::string strategy() const;
-  // The JSON name: as strategy() but TP+SP is "tpsp".
-  std::string json_strategy() const;
-};
+// A layout is the engine's ParallelConfig (parallel/parallel_config.h): dp x sp x tp ranks
+// for the baselines (`sequence_parallel` = TP-SP regions, only meaningful with tp > 1), or
+// dp x tsp for TSP. The planner ignores its token layout (zigzag is assumed).
+using Mesh = parallel::ParallelConfig;
+
+// The JSON name of a layout's strategy: single, dp, tp (with or without regions), sp, tpsp
+// (TP+SP: tp and sp both > 1), tsp.
+std::string json_strategy(const Mesh& m);
 
 using origami::Recompute;  // model/recompute.h: none | mlp | full
 using origami::parse_recompute;

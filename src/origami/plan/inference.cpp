@@ -218,7 +218,7 @@ InferenceRow predict_inference(const ModelConfig& m, int degree, const Workload&
   if (new_tokens < 0)
     throw ConfigError(
         fmt::format("new_tokens {} must be >= 0 (the decode steps reserved)", new_tokens));
-  const Mesh mesh{1, 1, 1, false, degree};
+  const Mesh mesh{.tsp = degree};
   Workload fwd = w;
   fwd.recompute = Recompute::None;
   const Shapes s = shapes_of(m, mesh, fwd);

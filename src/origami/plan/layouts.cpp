@@ -6,31 +6,10 @@
 
 namespace origami::plan {
 
-std::string family_name(const Layout& l) {
-  const std::string s = l.strategy();
-  return l.sequence_parallel && l.tp > 1 ? (s == "tp" ? "tp-sp" : "tp-sp+sp") : s;
-}
-
-std::vector<Layout> enumerate_layouts(int world) {
-  std::vector<Layout> out;
-  for (int dp = 1; dp <= world; ++dp) {
-    if (world % dp != 0) continue;
-    const int rest = world / dp;
-    for (int tp = 1; tp <= rest; ++tp) {
-      if (rest % tp != 0) continue;
-      const int sp = rest / tp;
-      out.push_back({dp, tp, sp, false, 1});
-      if (tp > 1) out.push_back({dp, tp, sp, true, 1});
-    }
-    if (rest > 1) out.push_back({dp, 1, 1, false, rest});
-  }
-  return out;
-}
-
 std::vector<PlanRow> plan_rows(const ModelConfig& m, int world, const Workload& w,
                                const Hardware& hw) {
   std::vector<PlanRow> rows;
-  for (const Layout& l : enumerate_layouts(world)) {
+  for (const Layout& l : parallel::enumerate_meshes(world)) {
     PlanRow r;
     r.layout = l;
     try {

@@ -7,17 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "origami/parallel/registry.h"
 #include "origami/plan/predict.h"
 
 namespace origami::plan {
 
-// Every layout of `world` devices: for each dp dividing world, every tp x sp factorisation of
-// the rest (TP rows twice: plain and with sequence-parallel regions) and TSP over the rest.
-std::vector<Layout> enumerate_layouts(int world);
-
-// The strategy family of a layout, as the table names it (dp x ... aside): single, dp, tp,
-// tp-sp (TP with sequence-parallel regions), sp, tp+sp, tp-sp+sp, tsp.
-std::string family_name(const Layout& l);
+// The layouts (parallel::enumerate_meshes) and their names (parallel::family_name) come from
+// the strategy registry.
 
 // A row of the plan: the layout and its prediction, or why the engine would refuse it.
 struct PlanRow {

@@ -21,7 +21,8 @@
 #include "origami/core/memory_tracker.h"
 #include "origami/core/precision.h"
 #include "origami/model/config.h"
-#include "origami/parallel/plan.h"
+#include "origami/parallel/parallel_config.h"
+#include "origami/parallel/registry.h"
 
 namespace origami {
 
@@ -49,8 +50,8 @@ struct DryRunOptions {
 
 struct DryRunRank {
   MemoryStats memory;  // peak (and final current) bytes per category, as the tracker names them
-  // Per communicator of the rank, by its name ("world", the mesh axes "dp", "tp", "sp" -- TSP's
-  // axis is "sp" -- and the strategies' own, e.g. TSP's "tsp-shards"; communicators with no
+  // Per communicator of the rank, by its name ("world", the mesh axes "dp", "tp", "sp", "tsp"
+  // and the strategies' own, e.g. TSP's "tsp-shards"; communicators with no
   // traffic are left out): calls and bytes per kind of operation over the whole run (building
   // the groups included).
   std::map<std::string, comm::CommStats> comm;

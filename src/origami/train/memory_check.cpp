@@ -24,23 +24,6 @@ std::optional<std::int64_t> available_memory_bytes() {
   return std::nullopt;
 }
 
-namespace {
-
-plan::Mesh mesh_of(const parallel::ParallelConfig& p) {
-  plan::Mesh m;
-  m.dp = p.dp;
-  if (p.tsp) {
-    m.tsp = p.sp;
-  } else {
-    m.tp = p.tp;
-    m.sp = p.sp;
-    m.sequence_parallel = p.sequence_parallel;
-  }
-  return m;
-}
-
-}  // namespace
-
 void check_run_memory(const TrainOptions& o, const parallel::ParallelConfig& p, int ranks_here) {
   plan::Workload w;
   w.batch = o.batch;
@@ -48,7 +31,7 @@ void check_run_memory(const TrainOptions& o, const parallel::ParallelConfig& p, 
   w.seq = o.seq;
   w.contiguous = p.layout == parallel::TokenLayoutKind::Contiguous;
   w.recompute = parse_recompute(o.recompute);
-  const plan::Memory m = plan::memory_per_device(model_for_run(o.model, o.seq), mesh_of(p), w);
+  const plan::Memory m = plan::memory_per_device(model_for_run(o.model, o.seq), p, w);
   const std::vector<std::pair<const char*, std::int64_t>> categories = {
       {"parameters", m.parameters},   {"gradients", m.gradients},
       {"optimizer state", m.optimizer}, {"saved activations", m.activations},

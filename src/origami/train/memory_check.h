@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "origami/parallel/plan.h"
+#include "origami/parallel/parallel_config.h"
 #include "origami/train/trainer.h"
 
 namespace origami {

@@ -19,6 +19,7 @@
 #include "origami/train/memory_check.h"
 #include "origami/train/preemption.h"
 #include "origami/train/rank_consistency.h"
+#include "origami/parallel/registry.h"
 
 namespace origami {
 
@@ -169,7 +170,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
           all.begin() + static_cast<std::ptrdiff_t>((r + 1) * v.size()))));
     sh.result.memory = mine;
     log("peak memory per rank by category:\n" + rank_memory_report(sh.result.rank_memory));
-    if (sh.plan.tsp) {
+    if (sh.plan.is_tsp()) {
       // Beside them, what one device needs for the same run (measured on its own tracker).
       const MemoryStats one = one_device_memory(o, *sh.dataset);
       std::string row = rank_memory_report({one});

@@ -57,8 +57,8 @@ std::vector<Case> cases() {
   add("tp4", mha, plan(1, 4, 1), Recompute::Full, 0);
   // TSP (tsp_ops.h): its point-to-point ring hops and broadcasts over MPI.
   auto tsp = [&](int dp, int d, parallel::TokenLayoutKind layout) {
-    parallel::ParallelConfig p = plan(dp, 1, d, false, layout);
-    p.tsp = true;
+    parallel::ParallelConfig p = plan(dp, 1, 1, false, layout);
+    p.tsp = d;
     return p;
   };
   add("tsp2_gqa_steps", gqa, tsp(1, 2, parallel::TokenLayoutKind::Zigzag), Recompute::None, 5);

@@ -1,0 +1,58 @@
+// How a run is parallelised: a point of the mesh space dp x tp x sp x tsp, with Megatron's
+// sequence-parallel regions on the tensor axis and the token layout of the axis that splits
+// the tokens. The registered strategies (registry.h) are the named regions of that space:
+//   single  every degree 1               dp    dp=N
+//   tp      tp=N (with sp: TP+SP)        tpsp  tp=N with sequence-parallel regions
+//   sp/cp   sp=N                         tsp   tsp=N: 1/N of every weight and of the tokens
+// each optionally times dp. The planner predicts the same struct (plan::Mesh is this type).
+#pragma once
+
+#include <string>
+
+#include "origami/comm/mesh.h"
+#include "origami/parallel/layout.h"
+
+namespace origami::parallel {
+
+struct ParallelConfig {
+  int dp = 1;   // replicas, each on other sequences
+  int tp = 1;   // weight shards, same tokens (Megatron TP)
+  int sp = 1;   // token shards, same weights (context parallel); TP+SP with tp
+  int tsp = 1;  // TSP: weight and token shards on one axis (never beside tp or sp)
+  bool sequence_parallel = false;  // TP-SP: norms and residuals on token shards of the tp axis
+  TokenLayoutKind layout = TokenLayoutKind::Zigzag;
+
+  int world() const { return dp * tp * sp * tsp; }
+  bool is_tsp() const { return tsp > 1; }
+  int token_degree() const { return sp * tsp; }   // ranks that split each sequence
+  int weight_degree() const { return tp * tsp; }  // ranks that split each weight matrix
+  // The layout the token axis uses (Full when nothing splits the tokens).
+  TokenLayoutKind token_layout() const {
+    return token_degree() > 1 ? layout : TokenLayoutKind::Full;
+  }
+  // The mesh spec the groups are built from, naming the axes of the plan's family:
+  // "dp=P,sp=S,tp=T" for the baselines, "dp=P,tsp=D,tp=1" for TSP (tp varies fastest).
+  std::string mesh_spec() const;
+  std::string describe() const;  // e.g. "dp=1 tp=2 (sequence-parallel regions) sp=2 zigzag"
+};
+
+// This rank's communicators on each axis (collective to build: every rank of the world).
+class ParallelGroups {
+ public:
+  ParallelGroups(comm::Communicator world, const ParallelConfig& plan);
+  const ParallelConfig& plan() const { return plan_; }
+  comm::Communicator& world() { return mesh_.world(); }
+  comm::Communicator& dp() { return mesh_.axis("dp"); }    // different sequences
+  comm::Communicator& tp() { return mesh_.axis("tp"); }    // weight shards, same tokens
+  comm::Communicator& sp();   // token shards, same weights (the baselines' plans only)
+  comm::Communicator& tsp();  // weight and token shards (TSP plans only)
+  // The axis whose ranks hold different tokens of each sequence: tsp under TSP, else sp.
+  comm::Communicator& tokens() { return mesh_.axis(plan_.is_tsp() ? "tsp" : "sp"); }
+  comm::Communicator& axis(const std::string& name) { return mesh_.axis(name); }
+
+ private:
+  ParallelConfig plan_;
+  comm::DeviceMesh mesh_;
+};
+
+}  // namespace origami::parallel
