@@ -1,5 +1,6 @@
-// Single-device training: the step (micro-batches, gradient accumulation, global-norm
-// clipping, AdamW) and the run loop with its reports (loss, tokens/s, GFLOP/s, MFU, memory).
+// Training: the options, the single-device step (micro-batches, gradient accumulation,
+// global-norm clipping, AdamW; the reference the strategies are compared with) and the run
+// loop for every layout with its reports (loss, tokens/s, GFLOP/s, MFU, memory).
 #pragma once
 
 #include <cstdint>
@@ -58,9 +59,9 @@ struct TrainOptions {
   std::string metrics_path;  // JSON lines, one per step ("" = none)
   std::optional<std::int64_t> memory_cap;
   int log_every = 10;
-  // Parallelism (train_parallel.h): strategy single, dp, tp, tpsp, sp or cp with a degree, or
-  // a mesh such as "dp=2,tp=2,sp=2"; TP's sequence-parallel regions; the token layout on the
-  // sequence axis; the recompute policy; the transport ("auto": mpi under mpirun, else threads).
+  // Parallelism: a registered strategy (parallel/registry.h) with a degree, or a mesh such as
+  // "dp=2,tp=2,sp=2"; TP's sequence-parallel regions; the token layout on the token axis; the
+  // recompute policy; the transport ("auto": mpi under mpirun, else threads).
   std::string strategy = "single";
   int degree = 1;
   std::string mesh;
@@ -90,8 +91,8 @@ ModelConfig model_for_run(const ModelConfig& model, std::int64_t seq);
 // operating system's reason.
 std::ofstream open_metrics(const std::string& path);
 
-// Runs the whole loop, printing progress with `log` (one line per call). A parallel strategy,
-// a mesh or an mpirun launch goes to train_parallel (parallel_train.h).
+// Runs the whole loop (train_loop.cpp) for any layout — one device is the degree-1 mesh —
+// printing progress with `log` (one line per call, world rank 0 only).
 TrainResult train(const TrainOptions& options, const std::function<void(const std::string&)>& log);
 
 }  // namespace origami

@@ -1,4 +1,11 @@
+// The one training loop, for every layout ("single" is the degree-1 mesh) on either transport:
+// in-process ranks (threads) or MPI processes launched by mpirun (chosen automatically when the
+// program runs under mpirun). Every rank draws the same global batches from the same sampler
+// and keeps its data-parallel share and its layout's rows of them, so a run equals the
+// single-device run with the same seed up to rounding. The options, the dataset and the memory
+// estimate are checked once, here, before any rank starts.
 #include "origami/train/parallel_train.h"
+#include "origami/train/trainer.h"
 
 #include <chrono>
 #include <cmath>
@@ -14,12 +21,12 @@
 #include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/rank_model.h"
+#include "origami/parallel/registry.h"
 #include "origami/train/checkpoint_loop.h"
 #include "origami/train/parallel_train_reference.h"
 #include "origami/train/memory_check.h"
 #include "origami/train/preemption.h"
 #include "origami/train/rank_consistency.h"
-#include "origami/parallel/registry.h"
 
 namespace origami {
 
@@ -28,6 +35,52 @@ bool launched_by_mpirun() {
 }
 
 namespace {
+
+void check_options(const TrainOptions& o) {
+  auto positive = [](std::int64_t v, const char* flag) {
+    if (v < 1) throw ConfigError(fmt::format("{} must be at least 1 (got {})", flag, v));
+  };
+  positive(o.seq, "--seq");
+  positive(o.batch, "--batch");
+  positive(o.grad_accum, "--grad-accum");
+  positive(o.steps, "--steps");
+  positive(o.threads, "--threads");
+  positive(o.log_every, "--log-every");  // a divisor of the step number
+  if (o.warmup < 0) throw ConfigError(fmt::format("--warmup must be >= 0 (got {})", o.warmup));
+  // The hyperparameters' ranges (NaN and inf fail every comparison): AdamW moves each weight
+  // by about lr per step, so lr above 1 diverges at once, and lr x weight decay above 1 would
+  // flip the sign of the weights.
+  auto within = [](double v, double lo, double hi, bool lo_open, const char* flag) {
+    if (!(std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi))
+      throw ConfigError(fmt::format("{} must be a number in {}{}, {}] (got {})", flag,
+                                    lo_open ? "(" : "[", lo, hi, v));
+  };
+  within(o.lr, 0, 1, true, "--lr");
+  within(o.weight_decay, 0, 1, false, "--weight-decay");
+  within(o.min_lr_ratio, 0, 1, false, "--min-lr-ratio");
+  within(o.max_grad_norm, 0, 1e30, false, "--max-grad-norm");
+  if (!(o.peak_gflops > 0))
+    throw ConfigError(fmt::format("--peak-gflops must be positive (got {})", o.peak_gflops));
+  if (o.seq > o.model.max_position_embeddings)
+    throw ConfigError(fmt::format("--seq {} exceeds the model's max_position_embeddings {}; "
+                                  "shorten --seq or raise max_position_embeddings in the config",
+                                  o.seq, o.model.max_position_embeddings));
+  validate(o.model);
+}
+
+// The data named by --data (the built-in corpus without it), refused unless every token fits
+// the vocabulary and it holds one window of --seq + 1 tokens.
+data::TokenDataset load_dataset(const TrainOptions& o) {
+  data::TokenDataset dataset = o.data_path.empty() ? data::TokenDataset::default_corpus()
+                                                   : data::TokenDataset::from_file(o.data_path);
+  dataset.check_vocab(o.model.vocab_size);
+  if (dataset.size() < o.seq + 1)
+    throw ConfigError(
+        fmt::format("the data ({}) has {} tokens, fewer than --seq + 1 = {}; "
+                    "use a shorter --seq or more data",
+                    dataset.label(), dataset.size(), o.seq + 1));
+  return dataset;
+}
 
 struct Shared {
   const TrainOptions* options;
@@ -107,10 +160,15 @@ void run_rank(Shared& sh, comm::Communicator& world) {
                   o.model.num_attention_heads, o.model.num_key_value_heads,
                   o.model.intermediate_size, o.model.vocab_size, sh.dataset->label(),
                   sh.dataset->size()));
-  log(fmt::format("run: {} steps of {} x {} sequences of {} tokens, {} kernel threads per rank",
-                  o.steps, o.grad_accum, o.batch, o.seq, sh.kernel_threads));
-  log(fmt::format("parallel: {} on {} ranks ({}), recompute {}", sh.plan.describe(), world.size(),
-                  world.transport().name(), o.recompute));
+  log(fmt::format("run: {} steps of {} x {} sequences of {} tokens, {} kernel threads per rank; "
+                  "MFU against a stated peak of {:.0f} GFLOP/s",
+                  o.steps, o.grad_accum, o.batch, o.seq, sh.kernel_threads, o.peak_gflops));
+  if (world.size() == 1)
+    log(fmt::format("layout: one device ({}), recompute {}", world.transport().name(),
+                    o.recompute));
+  else
+    log(fmt::format("parallel: {} on {} ranks ({}), recompute {}", sh.plan.describe(),
+                    world.size(), world.transport().name(), o.recompute));
   if (o.link.enabled) log(o.link.describe());
   for (std::int64_t step = done + 1; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
@@ -155,7 +213,8 @@ void run_rank(Shared& sh, comm::Communicator& world) {
           step, s.loss, s.lr, s.grad_norm, tokens_per_s, gflops, 100.0 * gflops / o.peak_gflops));
     }
     if (lead) sh.result.steps.push_back(s);
-    ckpt::after_step(o, &world, saved, step, sh.plan.describe(), log);
+    ckpt::after_step(o, &world, saved, step,
+                     world.size() == 1 ? std::string("single") : sh.plan.describe(), log);
   }
   // Every rank's peaks, gathered to all (works on both transports).
   const MemoryStats mine = tracker.stats();
@@ -196,8 +255,8 @@ bool run_rank_or_stop(Shared& sh, comm::Communicator& world) {
 
 }  // namespace
 
-TrainResult train_parallel(const TrainOptions& o,
-                           const std::function<void(const std::string&)>& log) {
+TrainResult train(const TrainOptions& o, const std::function<void(const std::string&)>& log) {
+  check_options(o);
   if (o.backend != "auto" && o.backend != "threads" && o.backend != "mpi")
     throw ConfigError(fmt::format("unknown --backend '{}'; use threads or mpi", o.backend));
   const bool mpi = launched_by_mpirun();
@@ -215,15 +274,10 @@ TrainResult train_parallel(const TrainOptions& o,
   sh.plan = parallel::make_parallel_config(o.strategy, o.degree, o.mesh, o.tp_sequence_parallel,
                                            parallel::parse_token_layout(o.layout));
   parse_recompute(o.recompute);
-  const data::TokenDataset dataset = o.data_path.empty()
-                                         ? data::TokenDataset::default_corpus()
-                                         : data::TokenDataset::from_file(o.data_path);
-  dataset.check_vocab(o.model.vocab_size);
-  if (dataset.size() < o.seq + 1)
-    throw ConfigError(
-        fmt::format("the data ({}) has {} tokens, fewer than --seq + 1 = {}; "
-                    "use a shorter --seq or more data",
-                    dataset.label(), dataset.size(), o.seq + 1));
+  if (o.link.enabled && sh.plan.world() == 1 && !mpi)
+    throw ConfigError("--link-model needs a parallel run (one device sends nothing): choose "
+                      "--strategy and --degree, or --mesh");
+  const data::TokenDataset dataset = load_dataset(o);
   sh.dataset = &dataset;
   if (mpi) {
     sh.kernel_threads = o.threads;
