@@ -22,13 +22,8 @@
 //   (* = with sequence-parallel regions, TP-SP: the stream holds rows [t*R/T, (t+1)*R/T))
 // clang-format on
 //
-// Reduction groups (assign_reduction_axes in plan.h, used by rank_model.h):
-//   loss numerator, unmasked count   sum over sp x dp (tp ranks hold the same tokens' loss)
-//   every weight gradient            sum over sp x dp (replicas see different tokens)
-//   RMSNorm weight gradients         sum over sp x dp, and over tp under TP-SP (each tp rank
-//                                    saw different rows); plain TP: identical on tp ranks
-//   gradient norm                    squares of tp-sharded tensors summed over tp; replicated
-//                                    tensors (norms) counted once
+// Reduction groups: stated once, by assign_reduction_axes (registry.h), and followed by
+// rank_model.h.
 #pragma once
 
 #include <vector>
