@@ -55,8 +55,9 @@ class TimedOps final : public BlockOps {
   void embed_backward(const float* dx) override {
     timed("embedding bwd", [&] { ops_.embed_backward(dx); });
   }
-  void attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x) override {
-    timed("attention fwd", [&] { ops_.attention_forward(l, n, s, x); });
+  void attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x,
+                         const ForwardStep& step) override {
+    timed("attention fwd", [&] { ops_.attention_forward(l, n, s, x, step); });
   }
   void attention_backward(std::int64_t l, const float* n, const AttentionSaved& s,
                           const float* dx, float* dn) override {

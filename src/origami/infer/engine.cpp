@@ -141,7 +141,8 @@ const Tensor& InferenceEngine::prefill(const std::vector<std::vector<std::int32_
     {
       kernels::rmsnorm_forward(R, h, x.f32(), L.input_norm.f32(), eps, n.f32(), rstd.f32());
       AttentionSaved s;  // the TSP forward's per-group tensors, dropped after the layer
-      ops.attention_forward(l, n.f32(), s, x.f32());
+      ops.attention_forward(l, n.f32(), s, x.f32(),
+                            {.next_attention_layer = l + 1 < c.num_hidden_layers ? l + 1 : -1});
     }
     cache_->spread_prefill(l);
     {

@@ -18,6 +18,14 @@
 
 namespace origami {
 
+// Where an attention forward sits in the driver's schedule, said by the driver so that a
+// strategy that moves weights can prefetch without guessing from hidden state: the layer
+// whose attention runs next (l + 1 in the forward; l itself when this forward is a full
+// recompute inside the backward, whose next attention call is l's backward; -1: none).
+struct ForwardStep {
+  std::int64_t next_attention_layer = -1;
+};
+
 class BlockOps {
  public:
   virtual ~BlockOps() = default;
@@ -28,7 +36,7 @@ class BlockOps {
   virtual void embed_backward(const float* dx) = 0;
 
   virtual void attention_forward(std::int64_t layer, const float* n, AttentionSaved& saved,
-                                 float* x) = 0;
+                                 float* x, const ForwardStep& step) = 0;
   virtual void attention_backward(std::int64_t layer, const float* n, const AttentionSaved& saved,
                                   const float* dx, float* dn) = 0;
 

@@ -30,7 +30,8 @@ ModelDriver::ModelDriver(const ModelConfig& config, ModelTensors& params, ModelT
       tracker_(tracker),
       recompute_(recompute) {}
 
-void ModelDriver::layer_forward(std::int64_t l, Tensor& x, LayerSaved& s, Save save) {
+void ModelDriver::layer_forward(std::int64_t l, Tensor& x, LayerSaved& s, Save save,
+                                const ForwardStep& step) {
   const std::int64_t rows = ops_.stream_rows(), h = config_.hidden_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
@@ -40,7 +41,7 @@ void ModelDriver::layer_forward(std::int64_t l, Tensor& x, LayerSaved& s, Save s
     Tensor rstd(tracker_, keep ? MemCategory::Activations : MemCategory::Workspace, {rows});
     Tensor n(tracker_, MemCategory::Workspace, {rows, h});
     kernels::rmsnorm_forward(rows, h, x.f32(), L.input_norm.f32(), eps, n.f32(), rstd.f32());
-    ops_.attention_forward(l, n.f32(), s.attention, x.f32());
+    ops_.attention_forward(l, n.f32(), s.attention, x.f32(), step);
     if (keep)
       s.rstd1 = std::move(rstd);
     else
@@ -64,7 +65,7 @@ void ModelDriver::layer_backward(std::int64_t l, LayerSaved& s, Tensor& dx) {
   if (!s.x_mid.defined()) {  // full recompute: re-run this layer's forward from its input
     Tensor x = s.x_in.clone(MemCategory::Workspace);
     LayerSaved again;
-    layer_forward(l, x, again, Save::All);
+    layer_forward(l, x, again, Save::All, {.next_attention_layer = l});
     s = std::move(again);
   }
   {  // MLP: dx holds the gradient of the block's output (the residual).
@@ -99,7 +100,8 @@ kernels::LossSum ModelDriver::run(bool backward, double grad_scale) {
                     : recompute_ == Recompute::Full ? Save::InputOnly
                                                     : Save::Policy;
   for (std::int64_t l = 0; l < layers; ++l)
-    layer_forward(l, x, saved[static_cast<std::size_t>(l)], save);
+    layer_forward(l, x, saved[static_cast<std::size_t>(l)], save,
+                  {.next_attention_layer = l + 1 < layers ? l + 1 : -1});
 
   Tensor rstd_f(tracker_, MemCategory::Activations, {rows});
   Tensor nf(tracker_, MemCategory::Workspace, {rows, h});

@@ -40,7 +40,8 @@ class ModelDriver {
   };
   // Runs layer l on x in place; keeps in s what `save` asks for.
   enum class Save { Nothing, InputOnly, Policy, All };
-  void layer_forward(std::int64_t l, Tensor& x, LayerSaved& s, Save save);
+  // `step` says what follows (block_ops.h): the next layer, or this layer's backward.
+  void layer_forward(std::int64_t l, Tensor& x, LayerSaved& s, Save save, const ForwardStep& step);
   void layer_backward(std::int64_t l, LayerSaved& s, Tensor& dx);
 
   const ModelConfig& config_;

@@ -62,7 +62,8 @@ void SingleOps::embed_backward(const float* dx) {
                               grads_.embed.f32());
 }
 
-void SingleOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x) {
+void SingleOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x,
+                                  const ForwardStep& /*step*/) {
   attention_block_forward(attention_dims(), n,
                           attention_weights(params_.layers[static_cast<std::size_t>(l)]),
                           positions_.data(), rope_, tracker_, s, x);

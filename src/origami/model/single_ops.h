@@ -22,7 +22,8 @@ class SingleOps final : public BlockOps {
   std::int64_t stream_rows() const override { return batch_ * seq_; }
   void embed_forward(float* x) override;
   void embed_backward(const float* dx) override;
-  void attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x) override;
+  void attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x,
+                         const ForwardStep& step) override;
   void attention_backward(std::int64_t l, const float* n, const AttentionSaved& s, const float* dx,
                           float* dn) override;
   void mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) override;

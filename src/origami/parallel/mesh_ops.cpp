@@ -96,7 +96,8 @@ void MeshOps::embed_backward(const float* dx) {
                               vocab_rows_, grads_.embed.f32());
 }
 
-void MeshOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x) {
+void MeshOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x,
+                                const ForwardStep& /*step*/) {
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
   Tensor in_holder, out_holder;
   const float* in = gather_rows(n, in_holder);

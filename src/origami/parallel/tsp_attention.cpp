@@ -105,7 +105,8 @@ TspOps::~TspOps() {
   }
 }
 
-void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x) {
+void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x,
+                               const ForwardStep& step) {
   const AttentionDims d = attention_dims();
   const std::int64_t R = rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
   const int D = size_;
@@ -121,8 +122,8 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   // needed only to project its group (W_O,j is kept aside for the output projection, which
   // is deferred into the next group's gather window), so its buffer then receives the shard
   // two ahead: P_{k+2} after projecting k, or, when k+2 >= D, the next attention call's P_0
-  // and P_1 (layer l+1 in a forward, l itself when this is full recompute inside backward),
-  // which run behind the last groups and the MLP. Projections still add into x in group order.
+  // and P_1 (the driver's step.next_attention_layer), which run behind the last groups and
+  // the MLP. Projections still add into x in group order.
   Tensor buf[2];
   comm::Handle shard[2];
   first_attention_shards(l, buf, shard);
@@ -144,7 +145,7 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
     if (k + 2 < D)
       shard[b] = broadcast_attention_shard(l, k + 2, buf[b]);
     else  // P_0 (k = D-2), then P_1 (k = D-1) of the next attention call
-      prefetch_attention_shard(in_backward_ ? l : l + 1, k + 2 - D, std::move(buf[b]));
+      prefetch_attention_shard(step.next_attention_layer, k + 2 - D, std::move(buf[b]));
   };
   auto project_out = [&](int j) {
     kernels::linear_forward(R, qd, d.hidden, float_at(s.out.f32(), j * R * qd), wo[j % 2].f32(), x,

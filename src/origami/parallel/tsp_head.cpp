@@ -57,7 +57,6 @@ kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {
   const kernels::LossSum loss = kernels::softmax_stats_finish(
       R, run_max, run_sum, target, batch_->labels.data(), head_lse_.f32());
   head_input_ = nf;
-  in_backward_ = with_backward;
   if (!with_backward) {
     head_lse_ = Tensor();
     head_input_ = nullptr;

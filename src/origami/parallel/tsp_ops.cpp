@@ -48,7 +48,6 @@ TspOps::Hop TspOps::ring_hop(const float* cur, float* next, std::int64_t count, 
 }
 
 void TspOps::embed_forward(float* x) {
-  in_backward_ = false;
   const std::int64_t R = rows(), h = config_.hidden_size;
   // Group the rank's ids by the rank owning their table row (a counting sort: stable).
   emb_send_.assign(static_cast<std::size_t>(size_), 0);
@@ -90,7 +89,6 @@ void TspOps::embed_forward(float* x) {
 }
 
 void TspOps::embed_backward(const float* dx) {
-  in_backward_ = false;
   const std::int64_t R = rows(), h = config_.hidden_size;
   Tensor out(tracker_, MemCategory::CommBuffers, {R, h});
   for (std::int64_t i = 0; i < R; ++i)

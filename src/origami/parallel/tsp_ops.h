@@ -63,7 +63,8 @@ class TspOps final : public StrategyContext {
   std::int64_t stream_rows() const override;
   void embed_forward(float* x) override;
   void embed_backward(const float* dx) override;
-  void attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x) override;
+  void attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x,
+                         const ForwardStep& step) override;
   void attention_backward(std::int64_t l, const float* n, const AttentionSaved& s, const float* dx,
                           float* dn) override;
   void mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) override;
@@ -129,9 +130,6 @@ class TspOps final : public StrategyContext {
     comm::Handle handle[2];
   };
   ShardPrefetch prefetch_;
-  // Between head_forward(with_backward) and embed_backward: an attention_forward then is the
-  // full-recompute re-run of its layer, and the next attention call is that layer's backward.
-  bool in_backward_ = false;
   std::int64_t vocab_rows_;   // Vp / D
   // Vocabulary rows per LM-head ring message (tsp_head.cpp): at most kHeadRingChunkFloats.
   std::int64_t head_chunk_rows() const;
