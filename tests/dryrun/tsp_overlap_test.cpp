@@ -1,4 +1,4 @@
-// TSP's overlap (DESIGN.md §3-4, issue 5's target), measured where it is deterministic: in the
+// TSP's overlap (docs/design.md §3-4, issue 5's target), measured where it is deterministic: in the
 // dry run's virtual time. With the link model set so that each shard's transfer takes less
 // time than its GEMMs, at most 10% of TSP's communication time may be exposed (waited for)
 // on any rank. Wall-clock figures of the same schedule are in docs/tsp.md.

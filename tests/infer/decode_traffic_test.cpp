@@ -1,4 +1,4 @@
-// Decode moves no weight bytes (DESIGN.md §6): from the communicators' accounting, one decode
+// Decode moves no weight bytes (docs/design.md §6): from the communicators' accounting, one decode
 // step with greedy sampling is exactly
 //   all_reduce          1 + 2L calls of B*h floats (embedding; per layer W_O and W_down)
 //   all_reduce_maxloc   1 call of B (value, index) pairs (16 bytes each)

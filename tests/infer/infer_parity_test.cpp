@@ -1,4 +1,4 @@
-// Inference parity (DESIGN.md §6): the TSP prefill and the weight-stationary decode at D = 1,
+// Inference parity (docs/design.md §6): the TSP prefill and the weight-stationary decode at D = 1,
 // 2, 4 over the threads transport against the single device, with grouped-query attention
 // (8 heads / 4 kv heads), an odd vocabulary (97: padded rows at D = 2, 4) and a batch of
 // prompts of different lengths. Teacher-forced logits per step <= 1e-5; generated tokens

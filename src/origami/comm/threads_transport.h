@@ -14,7 +14,7 @@
 // no zero-copy aliasing of it is ever handed to the receiver.
 // A rank whose function returned (rank_finished) can match nothing more: operations waiting
 // on it fail at once with a message saying so.
-// Virtual time (the dry run, DESIGN.md §10): nothing sleeps and no progress thread is used;
+// Virtual time (the dry run, docs/design.md §10): nothing sleeps and no progress thread is used;
 // a matched message is completed at once by the posting thread, its bytes copied only when
 // both buffers are backed, and both sides get the virtual completion time
 // t = (sender's clock when it posted) + alpha + accounted bytes / beta of the link class

@@ -1,4 +1,4 @@
-// The dry run's per-thread state (DESIGN.md §10): when installed on a thread, kernels charge
+// The dry run's per-thread state (docs/design.md §10): when installed on a thread, kernels charge
 // their FLOPs to a virtual clock and return without computing, and communication advances
 // the clock by the link model instead of moving bytes. Kernels only call skip_kernel(); they
 // know nothing of ranks or transports.

@@ -1,5 +1,5 @@
 // Bulk moves of float data between tensors, for the strategy, model and training code. They
-// exist for the dry run (DESIGN.md §10): an unbacked tensor has a null data pointer, and a
+// exist for the dry run (docs/design.md §10): an unbacked tensor has a null data pointer, and a
 // move into or out of one is accounted by the tracker but performs nothing. In a real run
 // every pointer is backed and these are plain memcpy / memset / +=.
 #pragma once

@@ -1,5 +1,5 @@
 // Element sizes by kind of tensor: the precision profile of a run. The engine computes in
-// fp32 today; the dry run (DESIGN.md §10) and the planner account bytes with a profile, so that
+// fp32 today; the dry run (docs/design.md §10) and the planner account bytes with a profile, so that
 // a bf16 run's memory and traffic are measurable without bf16 kernels.
 #pragma once
 

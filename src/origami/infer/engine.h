@@ -1,4 +1,4 @@
-// Inference on one axis of D ranks holding the TSP shards (DESIGN.md §6; docs/inference.md).
+// Inference on one axis of D ranks holding the TSP shards (docs/design.md §6; docs/inference.md).
 // D = 1 is the single device, running the same code.
 //
 // clang-format off

@@ -1,4 +1,4 @@
-// The KV cache of one rank (DESIGN.md §6). Rank j owns head group j (Kv/D kv heads of width
+// The KV cache of one rank (docs/design.md §6.1). Rank j owns head group j (Kv/D kv heads of width
 // d): for every layer and sequence it keeps those heads' keys (after RoPE) and values,
 // [B, capacity, Kv/D*d]. Slots [0, S) hold the prompt padded to S in the order the TSP
 // prefill gathered it (every rank's layout positions, rank order; SequenceAxis::keep_k);

@@ -1,5 +1,5 @@
 // Sampling the next token from logits sharded by vocabulary rows, without gathering them
-// (DESIGN.md §6). Rank r holds the logits of ids [first_id, first_id + rows); ids >= vocab are
+// (docs/design.md §6). Rank r holds the logits of ids [first_id, first_id + rows); ids >= vocab are
 // padding and never drawn. Every step is a function of the logits and (seed, step, sequence,
 // global id) only, so a rank layout draws exactly the token one device draws:
 //   greedy       temperature 0: arg-max of the logits (ties: the smaller id), one all-reduce

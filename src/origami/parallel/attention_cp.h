@@ -5,13 +5,13 @@
 // Backward re-gathers K/V (they are not saved: the saved K/V stay 1/Σ of the sequence),
 // computes dK/dV for all keys and reduce-scatters them to their owners.
 //
-// Overlap (DESIGN.md §3 (b)): the gathers are asynchronous. Forward attends the rank's own
+// Overlap (docs/design.md §3.1 (b)): the gathers are asynchronous. Forward attends the rank's own
 // K/V rows while they run, then the other ranks' rows, and merges the two partial outputs
 // exactly by log-sum-exp. Backward runs the output projection's backward and the local rows'
 // attention backward while the re-gather runs, then the remote rows'; the dK/dV
 // reduce-scatters are posted together and the query half of the projection backward (RoPE,
 // dW_Q, dN += dQ W_Q) runs while they are in flight. A caller that pipelines head groups
-// (TSP, §3 (a)) uses the split entry points below to start the next group's gathers early
+// (TSP, §3.1 (a)) uses the split entry points below to start the next group's gathers early
 // and to finish a group's K/V half later.
 //
 //   per rank   q, out [B, Sl, Hl*d]   k, v [B, Sl, Kl*d]   gathered K/V [B, Σ*Sl, Kl*d]

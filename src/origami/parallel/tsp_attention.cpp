@@ -116,7 +116,7 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   s.out = Tensor(tracker_, MemCategory::Activations, {D, R, qd});
   s.lse = Tensor(tracker_, MemCategory::Activations, {D, d.batch, d.heads, d.seq});
   const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_};
-  // Pipelined over head groups (DESIGN.md §3 (a) with (b)): group j+1 is projected and its
+  // Pipelined over head groups (docs/design.md §3.1 (a) with (b)): group j+1 is projected and its
   // K/V gathers started while group j's are still in flight (after j's local rows), so each
   // gather runs behind the rest of one group and the local rows of the next. A shard is
   // needed only to project its group (W_O,j is kept aside for the output projection, which

@@ -1,4 +1,4 @@
-// The backward ring of TSP's MLP and LM head (DESIGN.md §4): shard s's weights and its
+// The backward ring of TSP's MLP and LM head (docs/design.md §4.2): shard s's weights and its
 // gradient accumulator both travel rank -> rank-1, but as separate messages, so that a rank's
 // computation at step t never waits for the accumulator of step t -- only the add does:
 //   * weights: the hop to rank-1 is posted at the start of the step (the weights are final, so

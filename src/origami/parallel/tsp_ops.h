@@ -1,4 +1,4 @@
-// TSP (DESIGN.md §3-5): folded tensor and sequence parallelism on ONE axis of D ranks. Rank r
+// TSP (docs/design.md §3-5): folded tensor and sequence parallelism on ONE axis of D ranks. Rank r
 // holds 1/D of every weight (the same blocks a tensor-parallel rank r would hold) AND 1/D of
 // the tokens (the sequence layout of rank r, zigzag or contiguous). Blocks reach the weights
 // they do not hold by moving the weights, never the activations of other ranks' tokens
@@ -97,7 +97,7 @@ class TspOps final : public StrategyContext {
   // (buf is allocated, as CommBuffers, when empty.)
   comm::Handle broadcast_attention_shard(std::int64_t l, int owner, Tensor& buf);
   // Layer l's P_0 and P_1 (D > 1) into buf[0], buf[1] with their handles: the prefetched ones
-  // (DESIGN.md §3: "P_0 was prefetched during the previous block's MLP"), the others broadcast
+  // (docs/design.md §3: "P_0 was prefetched during the previous block's MLP"), the others broadcast
   // now.
   void first_attention_shards(std::int64_t l, Tensor (&buf)[2], comm::Handle (&handle)[2]);
   // Starts the broadcast of layer l's P_j (j = 0, then 1) into buf, kept until that layer's

@@ -1,4 +1,4 @@
-// Inference rows (DESIGN.md §6; docs/inference.md): prefill of B prompts of S tokens with the
+// Inference rows (docs/design.md §6; docs/inference.md): prefill of B prompts of S tokens with the
 // TSP forward, each rank keeping its head group's K/V (a head-sharded cache); decode
 // weight-stationary on the resident shards (tensor parallel): 1 + 2L all-reduces of [B, h]
 // per step (embedding; per layer W_O and W_down) and the sampling's (max, index) all-reduce.

@@ -1,4 +1,4 @@
-// The engine's dry run (DESIGN.md §10, docs/planner.md "Dry run"): the real training step of
+// The engine's dry run (docs/design.md §10, docs/planner.md "Dry run"): the real training step of
 // any strategy over in-process ranks, with every fp32 tensor above a few hundred elements
 // accounted but not backed, kernels skipped (their FLOPs charged to a per-rank virtual clock
 // at a given rate), and messages matched and accounted but not copied (each hop advancing the
