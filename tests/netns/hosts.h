@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -53,19 +54,25 @@ class Hosts {
   explicit Hosts(int n) : n_(n) {
     for (int k = 0; k < 250 && lock_ < 0; ++k) {
       const int id = 1 + (static_cast<int>(::getpid()) + k) % 250;
-      const std::string path = "/tmp/origami-netns-" + std::to_string(id) + ".lock";
+      const std::string path = lock_path(id);
       const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-      if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      if (fd < 0) continue;
+      // Ours if locked and still the file at that path (its last holder unlinks it).
+      struct stat held {}, named {};
+      if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &held) == 0 &&
+          ::stat(path.c_str(), &named) == 0 && held.st_ino == named.st_ino) {
         id_ = id;
         lock_ = fd;
-      } else if (fd >= 0) {
+      } else {
         ::close(fd);
       }
     }
   }
   ~Hosts() {
-    if (id_ > 0) shell(kScript + " down " + std::to_string(id_));
-    if (lock_ >= 0) ::close(lock_);
+    if (id_ < 0) return;
+    shell(kScript + " down " + std::to_string(id_));
+    ::unlink(lock_path(id_).c_str());
+    ::close(lock_);
   }
   Hosts(const Hosts&) = delete;
   Hosts& operator=(const Hosts&) = delete;
@@ -108,6 +115,9 @@ class Hosts {
   }
 
  private:
+  // A set's claim: an flock on this file, held for the Hosts' lifetime (a killed test's set
+  // is free again at once; its namespaces are replaced by the next up()).
+  static std::string lock_path(int id) { return "/tmp/origami-netns-" + std::to_string(id) + ".lock"; }
   static std::vector<std::string> words(const std::string& text) {
     std::istringstream in(text);
     std::vector<std::string> out;

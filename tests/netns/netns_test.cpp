@@ -62,7 +62,8 @@ class Netns : public ::testing::Test {
     hosts_.reset();  // the namespaces go before the folder
     if (!dir_.empty()) fs::remove_all(dir_);
   }
-  // `n` hosts, made now (a failure to make them, once the check said they can be, fails).
+  // `n` hosts, made now; failing to make them, once the check said they can be, is a failure
+  // (callers stop on HasFailure()).
   const Hosts& make_hosts(int n) {
     hosts_ = std::make_unique<Hosts>(n);
     const Shell up = hosts_->up();
@@ -78,8 +79,16 @@ class Netns : public ::testing::Test {
     EXPECT_EQ(e.code, 0) << p.output();
     return metrics;
   }
-  // Every host's processes are gone within 5 s (mpirun has exited by then).
-  void expect_no_process_left(const Hosts& hosts, int n) {
+  // Every host's processes are gone within 5 s of mpirun's exit (the Open MPI daemons leave
+  // mpirun's process group, so each namespace is searched), and so is every process of the
+  // job's group.
+  void expect_no_process_left(const Hosts& hosts, int n, const Process& job) {
+    bool group_left = ::kill(-job.pid(), 0) == 0;
+    for (int i = 0; i < 250 && group_left; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      group_left = ::kill(-job.pid(), 0) == 0;
+    }
+    EXPECT_FALSE(group_left) << "a process of mpirun's group is still running";
     for (int h = 1; h <= n; ++h) {
       std::vector<pid_t> left = hosts.pids(h);
       for (int i = 0; i < 250 && !left.empty(); ++i) {
@@ -107,6 +116,7 @@ TEST_F(Netns, TrainingAcrossHostsOverTcpEqualsInProcessRanks) {
     const std::string tag = "slots" + std::to_string(c.slots);
     const std::string reference = threads_run(std::string(c.flags) + " --steps 4", tag + "_threads");
     const Hosts& hosts = make_hosts(c.hosts);
+    ASSERT_FALSE(HasFailure());
     const std::string metrics = dir_ + "/" + tag + "_hosts.jsonl";
     Process p(hosts.mpirun(c.slots,
                            fault_test::origami_bin() + " " + kRun + c.flags + " --steps 4 --metrics " + metrics,
@@ -137,6 +147,7 @@ TEST_F(Netns, TrainingAcrossHostsOverTcpEqualsInProcessRanks) {
 // the hosts and ends at the uninterrupted run's loss.
 TEST_F(Netns, LinkDownMidRunEndsEveryRankAndTheRunResumes) {
   const Hosts& hosts = make_hosts(2);
+  ASSERT_FALSE(HasFailure());
   const std::string run = dir_ + "/run";
   const std::string job = fault_test::origami_bin() + " " + kRun +
                           "--strategy tsp --degree 2 --steps 20 --save-every 1 --save-dir " + run;
@@ -163,7 +174,7 @@ TEST_F(Netns, LinkDownMidRunEndsEveryRankAndTheRunResumes) {
       std::sregex_iterator(out.begin(), out.end(), timed_out), std::sregex_iterator()));
   std::printf("[ measured ] %d of 2 ranks reported the timeout before the job ended\n", reported);
   EXPECT_GE(reported, 1) << out;
-  expect_no_process_left(hosts, 2);
+  expect_no_process_left(hosts, 2, p);
 
   // The newest complete checkpoint.
   int newest = 0;
@@ -173,6 +184,7 @@ TEST_F(Netns, LinkDownMidRunEndsEveryRankAndTheRunResumes) {
       newest = std::max(newest, std::stoi(name.substr(5)));
   }
   ASSERT_GE(newest, 1);
+  std::printf("[ measured ] newest complete checkpoint: step %d of 20\n", newest);
   char name[32];
   std::snprintf(name, sizeof name, "/step-%08d", newest);
   const std::string checkpoint = run + name;
