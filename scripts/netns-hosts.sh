@@ -109,7 +109,16 @@ link() {
 up() {
   id=$1 n=$2
   down "$id"
-  trap 'down "$id"' EXIT  # a failure half-way leaves nothing behind
+  # The machine's own networks come first: refuse a set whose subnets it already routes.
+  for net in 231 232; do
+    if taken=$(ip -4 route show match "10.${net}.${id}.1" | grep -v '^default') && [ -n "$taken" ]; then
+      echo "netns-hosts.sh: this machine already routes 10.${net}.${id}.0/24 ($taken); choose another ID" >&2
+      exit 2
+    fi
+  done
+  # A failure or a signal half-way leaves nothing behind.
+  trap 'down "$id"' EXIT
+  trap 'exit 1' INT TERM HUP
   sw="og${id}sw"
   ip netns add "$sw"
   ip -n "$sw" link set lo up
@@ -137,7 +146,7 @@ up() {
     i=$((i + 1))
   done
   wait_forwarding "$id"
-  trap - EXIT
+  trap - EXIT INT TERM HUP
 }
 
 hosts() {
@@ -149,7 +158,7 @@ hosts() {
   echo "$list"
 }
 
-# The flags: one slot per host, the rsh agent that enters the namespace, daemons launched
+# The flags: S slots per host, the rsh agent that enters the namespace, daemons launched
 # straight from mpirun (no tree spawn: a daemon would need the agent on its host), and TCP
 # only: btl tcp,self (no shared memory between the namespaces, which share /dev/shm) with
 # the MPI traffic on the data network and the daemons' on the management network.
