@@ -7,7 +7,7 @@
 # stay out of it); the machine itself joins the management network as 10.231.ID.254, the
 # address mpirun listens on. Host i is namespace og<ID>h<i> with management address
 # 10.231.ID.i (its name for mpirun --host) on interface mgmt0 and data address 10.232.ID.i on
-# interface data0. Taking a host's data0 down cuts its MPI traffic while mpirun still reaches
+# interface data0; netns-rsh.sh starts its processes under the host name og<ID>h<i>. Taking a host's data0 down cuts its MPI traffic while mpirun still reaches
 # its daemon, so the ranks' own failure (the communication timeout) is what ends the job.
 #
 #   netns-hosts.sh check            exit 0 if namespaces can be made here, else 77 and why
@@ -44,6 +44,9 @@ check() {
   ok=0
   if ! err=$(ip netns exec "$probe" true 2>&1); then
     echo "cannot enter a network namespace (no CAP_SYS_ADMIN?): $err"
+    ok=77
+  elif ! err=$(ip netns exec "$probe" unshare --uts true 2>&1); then
+    echo "cannot give a host its own host name (unshare --uts, util-linux): $err"
     ok=77
   elif ! err=$(ip link add "${probe}a" type veth peer name "${probe}b" netns "$probe" 2>&1); then
     echo "cannot create a veth pair (no CAP_NET_ADMIN, or no veth module?): $err"
