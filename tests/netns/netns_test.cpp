@@ -99,6 +99,7 @@ class Netns : public ::testing::Test {
                                 << ", e.g. PID " << left.front();
     }
   }
+  void link_down_and_resume(const std::string& layout, int slots);
   std::string dir_;
   std::unique_ptr<Hosts> hosts_;
 };
@@ -144,21 +145,22 @@ TEST_F(Netns, TrainingAcrossHostsOverTcpEqualsInProcessRanks) {
 // Host 2's data cable is pulled after the first checkpoint: the ranks wait on each other
 // until the timeout, report the operation and the peer, and the job ends with no process left;
 // the newest complete checkpoint loads; with the cable back, the run resumes from it across
-// the hosts and ends at the uninterrupted run's loss.
-TEST_F(Netns, LinkDownMidRunEndsEveryRankAndTheRunResumes) {
+// the hosts and ends at the uninterrupted run's loss. `slots` ranks run on each of 2 hosts.
+void Netns::link_down_and_resume(const std::string& layout, int slots) {
+  const int ranks = 2 * slots;
   const Hosts& hosts = make_hosts(2);
   ASSERT_FALSE(HasFailure());
   const std::string run = dir_ + "/run";
-  const std::string job = fault_test::origami_bin() + " " + kRun +
-                          "--strategy tsp --degree 2 --steps 20 --save-every 1 --save-dir " + run;
-  Process p(hosts.mpirun(1, job), dir_ + "/cut.log");
+  const std::string job = fault_test::origami_bin() + " " + kRun + layout +
+                          " --steps 20 --save-every 1 --save-dir " + run;
+  Process p(hosts.mpirun(slots, job), dir_ + "/cut.log");
   ASSERT_TRUE(p.wait_until([&] { return fs::exists(run + "/step-00000001/COMPLETE"); }, 60)) << p.output();
   const Shell cut = hosts.link(2, false);
   ASSERT_EQ(cut.code, 0) << cut.out;
   p.mark();
   const Exit e = p.wait(60);
   const std::string out = p.output();
-  fault_test::report_exit("mpi tsp 2 across hosts, host 2's data link down", e);
+  fault_test::report_exit("mpi " + layout + " across hosts, host 2's data link down", e);
   EXPECT_FALSE(e.timed_out) << out;
   EXPECT_NE(e.code, 0) << out;
   EXPECT_LT(e.seconds, kTimeoutS + 20) << out;
@@ -166,13 +168,13 @@ TEST_F(Netns, LinkDownMidRunEndsEveryRankAndTheRunResumes) {
   // Each rank that got to report names the operation it waited in and its peer's world rank;
   // the first to time out aborts the job, so a later one may be killed before it reports.
   const std::regex timed_out(
-      "origami: rank ([01]) failed: communication timeout after " + std::to_string(kTimeoutS) +
-      " s: rank [01] of communicator "
-      "'[a-z-]+' \\(world rank [01]\\) waited in [a-z_]+ \\((recv from|send to) peer [01] of "
-      "'[a-z-]+' \\(world rank [01]\\)");
-  const int reported = static_cast<int>(std::distance(
-      std::sregex_iterator(out.begin(), out.end(), timed_out), std::sregex_iterator()));
-  std::printf("[ measured ] %d of 2 ranks reported the timeout before the job ended\n", reported);
+      "origami: rank [0-9] failed: communication timeout after " + std::to_string(kTimeoutS) +
+      " s: rank [0-9] of communicator '[a-z-]+' \\(world rank [0-9]\\) waited in [a-z_]+ "
+      "\\((recv from|send to) peer [0-9] of '[a-z-]+' \\(world rank [0-9]\\)");
+  int reported = 0;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), timed_out); it != std::sregex_iterator(); ++it, ++reported)
+    std::printf("[ reported ] %s\n", it->str().c_str());
+  std::printf("[ measured ] %d of %d ranks reported the timeout before the job ended\n", reported, ranks);
   EXPECT_GE(reported, 1) << out;
   expect_no_process_left(hosts, 2, p);
 
@@ -196,20 +198,29 @@ TEST_F(Netns, LinkDownMidRunEndsEveryRankAndTheRunResumes) {
   // The cable back, the same job resumes from it across the hosts.
   const Shell plug = hosts.link(2, true);
   ASSERT_EQ(plug.code, 0) << plug.out;
-  Process resumed(hosts.mpirun(1, job + " --resume " + checkpoint + " --metrics " + dir_ + "/resumed.jsonl"),
+  Process resumed(hosts.mpirun(slots, job + " --resume " + checkpoint + " --metrics " + dir_ + "/resumed.jsonl"),
                   dir_ + "/resumed.log");
   const Exit r = resumed.wait(120);
   ASSERT_EQ(r.code, 0) << resumed.output();
   EXPECT_THAT(resumed.output(), HasSubstr("resumed from " + checkpoint));
   EXPECT_TRUE(fs::exists(run + "/step-00000020/COMPLETE"));
-  const std::vector<std::string> reference =
-      metric_losses(threads_run("--strategy tsp --degree 2 --steps 20", "uninterrupted"));
+  const std::vector<std::string> reference = metric_losses(threads_run(layout + " --steps 20", "uninterrupted"));
   const std::vector<std::string> after = metric_losses(dir_ + "/resumed.jsonl");
   ASSERT_EQ(reference.size(), 20u);
   ASSERT_EQ(after.size(), static_cast<std::size_t>(20 - newest));
   EXPECT_EQ(after.back(), reference.back()) << "final loss";
   // Every step after the checkpoint, not only the last, is the uninterrupted run's.
   EXPECT_EQ(after, std::vector<std::string>(reference.begin() + newest, reference.end()));
+}
+
+// One rank per host: the TSP pair's own traffic crosses the cut.
+TEST_F(Netns, LinkDownMidRunEndsEveryRankAndTheRunResumes) {
+  link_down_and_resume("--strategy tsp --degree 2", 1);
+}
+
+// dp=2 x tsp=2, a TSP pair per host: the data-parallel all-reduce crosses the cut.
+TEST_F(Netns, LinkDownMidRunEndsEveryRankAndTheRunResumesDpTimesTsp) {
+  link_down_and_resume("--strategy tsp --mesh dp=2,tsp=2", 2);
 }
 
 }  // namespace
