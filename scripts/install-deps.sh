@@ -7,6 +7,7 @@ packages=(
   libdnnl-dev libopenblas-dev                 # matrix products (oneDNN chosen by measurement; OpenBLAS for comparison)
   libhwy-dev                                  # portable SIMD with run-time dispatch (Google Highway)
   libopenmpi-dev openmpi-bin                  # the mpi transport
+  iproute2                                    # ip, bridge: hosts as network namespaces (tests/netns)
   nlohmann-json3-dev libcli11-dev libfmt-dev  # configuration, command line, formatting
   libgtest-dev libgmock-dev libbenchmark-dev  # tests and benchmarks
   libsentencepiece-dev sentencepiece          # SentencePiece .model tokenizers (spm_train for their test)
