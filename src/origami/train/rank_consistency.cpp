@@ -11,13 +11,18 @@ namespace origami {
 
 std::vector<std::pair<std::string, std::string>> agreed_fields(const TrainOptions& o,
                                                                const data::TokenDataset& data) {
-  const std::vector<std::int32_t>& t = data.tokens();
-  const std::string fingerprint = fmt::format(
-      "{} tokens, fnv1a64 {:016x}", t.size(), ckpt::fnv1a64(t.data(), t.size() * sizeof(t[0])));
+  // Every source's tokens as stored, and its weight (a mapped file is read through once).
+  std::string fingerprint;
+  for (const data::TokenSource& s : data.sources())
+    fingerprint += fmt::format(
+        "{}{} tokens of {} bytes, weight {}, fnv1a64 {:016x}", fingerprint.empty() ? "" : "; ",
+        s.tokens.count, s.tokens.width, s.weight,
+        ckpt::fnv1a64(s.tokens.data, static_cast<std::size_t>(s.tokens.count * s.tokens.width)));
   // What decides the model, the batches, the schedule, the layout and the checkpoints.
   // (--threads, --metrics and --peak-gflops are a rank's own.)
   return {{"--config/--model", model_config_to_json(o.model)},
           {"--data", fingerprint},
+          {"--data-dtype", o.data_dtype},
           {"--seq", std::to_string(o.seq)},
           {"--batch", std::to_string(o.batch)},
           {"--grad-accum", std::to_string(o.grad_accum)},

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "origami/data/prefetch.h"
 #include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/shard_spec.h"
@@ -121,14 +122,8 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
                       "--strategy and --degree, or --mesh");
   if (o.backend != "auto" && o.backend != "threads")
     throw ConfigError(fmt::format("unknown --backend '{}'; use threads or mpi", o.backend));
-  const data::TokenDataset dataset =
-      o.data_path.empty() ? data::TokenDataset::default_corpus()
-                          : data::TokenDataset::from_file(o.data_path);
-  dataset.check_vocab(o.model.vocab_size);
-  if (dataset.size() < o.seq + 1)
-    throw ConfigError(fmt::format("the data ({}) has {} tokens, fewer than --seq + 1 = {}; "
-                                  "use a shorter --seq or more data",
-                                  dataset.label(), dataset.size(), o.seq + 1));
+  const data::TokenDataset dataset = data::open_for_training(
+      o.data_path, data::parse_data_format(o.data_dtype), o.model.vocab_size, o.seq);
   std::ofstream metrics = open_metrics(o.metrics_path);
 
   check_run_memory(o, parallel::ParallelConfig{}, 1);  // before the first allocation
@@ -143,7 +138,10 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
   const std::vector<parallel::ShardSpec> specs = parallel::make_shard_specs(o.model, 1, 0);
   const ckpt::RankState saved{&specs, &model.params(), &optimizer};
   const std::int64_t done = ckpt::begin_run(o, nullptr, saved, log);
-  data::BatchSampler sampler(dataset, o.seed, done * o.grad_accum);
+  data::BatchPrefetcher batches(dataset, o.seed,
+                               {.batch = o.batch, .seq = o.seq, .per_step = o.grad_accum,
+                                .first_row = 0, .rows = o.batch},
+                               done + 1, o.steps, tracker);
   const double flops_per_step = training_flops(o.model, o.batch, o.seq) * static_cast<double>(o.grad_accum);
 
   log(fmt::format("model: {} parameters (h {}, {} layers, {} heads, {} kv heads, intermediate {}, "
@@ -157,15 +155,13 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
 
   TrainResult result;
   for (std::int64_t step = done + 1; step <= o.steps; ++step) {
-    std::vector<data::Batch> owned;
+    const data::BatchPrefetcher::Step owned = batches.next();
     std::vector<TokenBatch> micro;
-    for (std::int64_t m = 0; m < o.grad_accum; ++m) {
-      owned.push_back(sampler.next_batch(o.batch, o.seq, tracker));
-    }
-    for (const data::Batch& b : owned)
+    for (const data::Batch& b : owned.micro)
       micro.push_back({o.batch, o.seq, b.input_ids.data<std::int32_t>(), b.labels.data<std::int32_t>()});
     const float lr = learning_rate(step, o.steps, o.warmup, o.lr, o.min_lr_ratio);
-    const StepStats s = train_step(model, optimizer, micro, lr, o.max_grad_norm);
+    StepStats s = train_step(model, optimizer, micro, lr, o.max_grad_norm);
+    s.data_wait_seconds = owned.wait_seconds;
     const double tokens_per_s = static_cast<double>(s.tokens) / s.seconds;
     const double gflops = flops_per_step / s.seconds / 1e9;
     if (metrics.is_open()) {
@@ -174,14 +170,15 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
                           {"seconds", s.seconds}, {"tokens_per_s", tokens_per_s},
                           {"gflops", gflops}, {"mfu", gflops / o.peak_gflops},
                           {"simd", kernels::simd_target()},
-                          {"peak_bytes", tracker.peak_total()}};
+                          {"peak_bytes", tracker.peak_total()},
+                          {"data_wait_s", s.data_wait_seconds}};
       metrics << j.dump() << "\n";
     }
     if (step == 1 || step % o.log_every == 0 || step == o.steps) {
       log(fmt::format("step {:>5}  loss {:.4f}  lr {:.2e}  grad norm {:.3f}  {:>8.0f} tokens/s  "
-                      "{:>6.1f} GFLOP/s  MFU {:.1f}%",
+                      "{:>6.1f} GFLOP/s  MFU {:.1f}%  data wait {:.2f} ms",
                       step, s.loss, s.lr, s.grad_norm, tokens_per_s, gflops,
-                      100.0 * gflops / o.peak_gflops));
+                      100.0 * gflops / o.peak_gflops, 1e3 * s.data_wait_seconds));
     }
     result.steps.push_back(s);
     ckpt::after_step(o, nullptr, saved, step, "single", log);
