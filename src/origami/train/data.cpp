@@ -154,7 +154,7 @@ TokenDataset TokenDataset::default_corpus() {
 TokenDataset TokenDataset::open(const std::string& spec, const DataFormat& format) {
   if (spec.empty()) return default_corpus();
   std::vector<TokenSource> sources;
-  if (spec.find(',') == std::string::npos && is_file(spec)) {
+  if (is_file(spec)) {
     sources.push_back(open_source(spec, format));  // a path with ':' in it, as given
   } else {
     std::size_t begin = 0;

@@ -84,7 +84,7 @@ class TokenDataset {
   static TokenDataset from_text(std::string_view text, std::string label);
   static TokenDataset default_corpus();
   // The data of a --data spec: PATH[:WEIGHT][,PATH[:WEIGHT]...] (weights > 0, default 1;
-  // a spec without a comma or weight is one path as given). Each PATH is, in this order:
+  // a spec that is an existing file is that one path as given). Each PATH is, in this order:
   // an Origami token file prefix (PATH.index exists; PATH.tokens / PATH.index name it too), a
   // Megatron prefix (PATH.idx and PATH.bin exist), a flat or llm.c file ending in .bin, or a
   // text file of byte tokens.
