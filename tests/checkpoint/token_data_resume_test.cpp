@@ -96,6 +96,45 @@ TEST(TokenFileResume, UnderAnotherStrategy) {
   std::filesystem::remove_all(a);
 }
 
+// The epoch order resumes as exactly: bitwise on one device, to rounding under TSP 2; and a
+// resume with the other order is refused.
+TEST(TokenFileResume, EpochOrder) {
+  const std::string d = fresh_dir("tokdata"), a = fresh_dir("a");
+  const std::string data = token_blend(d);
+  TrainOptions oa = options({"single", 1, ""}, data, 5);
+  oa.data_order = "epoch";
+  oa.checkpoint.save_dir = a;
+  oa.checkpoint.save_every = 3;
+  const TrainResult ra = quiet_train(oa);
+  TrainOptions random = options({"single", 1, ""}, data, 1);
+  EXPECT_NE(quiet_train(random).steps[0].loss, ra.steps[0].loss);  // other windows
+  for (const Layout& to : {Layout{"single", 1, ""}, Layout{"tsp", 2, ""}}) {
+    TrainOptions ob = options(to, data, 5);
+    ob.data_order = "epoch";
+    ob.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
+    const TrainResult rb = quiet_train(ob);
+    ASSERT_EQ(rb.steps.size(), 2u);
+    for (std::size_t k = 0; k < 2; ++k) {
+      const double want = ra.steps[3 + k].loss;
+      if (to.strategy == "single")
+        EXPECT_EQ(rb.steps[k].loss, want);
+      else
+        EXPECT_NEAR(rb.steps[k].loss, want, 2e-5 * std::abs(want)) << to.name();
+    }
+  }
+  TrainOptions other = options({"single", 1, ""}, data, 5);
+  other.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
+  try {
+    quiet_train(other);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("saved with --data-order epoch"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(d);
+  std::filesystem::remove_all(a);
+}
+
 // A token file whose vocabulary exceeds the model's is refused before training, naming both.
 TEST(TokenFileResume, LargerVocabularyIsRefusedBeforeTraining) {
   const std::string d = fresh_dir("vocab");

@@ -69,9 +69,10 @@ TEST(TokenDataset, OpensEachFormatByWhatIsOnDisk) {
   }
   const std::string flat = temp_prefix("flat") + ".bin";
   write_bytes(flat, le_all<std::uint32_t>({70000, 9}));
-  EXPECT_EQ(TokenDataset::open(flat, data::parse_data_format("uint32")).token(0), 70000);
-  EXPECT_EQ(TokenDataset::open(flat, data::parse_data_format("uint16")).size(), 4);
-  EXPECT_THROW(data::parse_data_format("int8"), ConfigError);
+  EXPECT_EQ(TokenDataset::open(flat, data::data_options("uint32", "random")).token(0), 70000);
+  EXPECT_EQ(TokenDataset::open(flat, data::data_options("uint16", "random")).size(), 4);
+  EXPECT_THROW(data::data_options("int8", "random"), ConfigError);
+  EXPECT_THROW(data::data_options("uint16", "sorted"), ConfigError);
   const std::string text = temp_prefix("text") + ".txt";
   write_bytes(text, {'h', 'i', '!'});
   EXPECT_EQ(TokenDataset::open(text).sources()[0].format, "text (byte tokens)");

@@ -8,6 +8,7 @@
 #include "origami/core/error.h"
 #include "origami/core/rng.h"
 #include "origami/data/foreign_token_files.h"
+#include "origami/data/permutation.h"
 #include "origami/data/token_file.h"
 #include "origami/io/text_file.h"
 
@@ -30,11 +31,18 @@ std::string ByteTokenizer::decode(std::span<const std::int32_t> ids) {
   return text;
 }
 
-DataFormat parse_data_format(const std::string& data_dtype) {
-  if (data_dtype == "uint16") return {.flat_width = 2};
-  if (data_dtype == "uint32") return {.flat_width = 4};
-  throw ConfigError(fmt::format("--data-dtype '{}': use uint16 (nanoGPT's) or uint32",
-                                data_dtype));
+DataOptions data_options(const std::string& data_dtype, const std::string& data_order) {
+  DataOptions o;
+  if (data_dtype == "uint32") o.flat_width = 4;
+  else if (data_dtype != "uint16")
+    throw ConfigError(fmt::format("--data-dtype '{}': use uint16 (nanoGPT's) or uint32",
+                                  data_dtype));
+  if (data_order == "epoch") o.order = DataOrder::Epoch;
+  else if (data_order != "random")
+    throw ConfigError(fmt::format("--data-order '{}': use random (windows drawn anywhere) or "
+                                  "epoch (each window once per epoch)",
+                                  data_order));
+  return o;
 }
 
 namespace {
@@ -77,7 +85,7 @@ TokenSource from_foreign(ForeignTokenFile f, const std::string& label) {
 }
 
 // One PATH of a --data spec, its format found as TokenDataset::open says.
-TokenSource open_source(const std::string& path, const DataFormat& format) {
+TokenSource open_source(const std::string& path, const DataOptions& format) {
   for (const std::string_view tail : {".index", ".tokens"})
     if (ends_with(path, tail) && is_token_file_prefix(strip(path, tail)))
       return open_source(strip(path, tail), format);
@@ -125,9 +133,45 @@ std::pair<std::string, double> path_and_weight(const std::string& item) {
 
 }  // namespace
 
-TokenDataset::TokenDataset(std::vector<TokenSource> sources) : sources_(std::move(sources)) {
+// Key of a (stream, a, b) triple under the seed: one Philox draw.
+static rng::Key derived_key(std::uint64_t seed, std::string_view stream, std::uint64_t a,
+                     std::uint32_t b) {
+  const rng::Counter c = rng::philox4x32_10(
+      {static_cast<std::uint32_t>(a), static_cast<std::uint32_t>(a >> 32), b, 0},
+      rng::make_key(seed, stream));
+  return {c[0], c[1]};
+}
+
+TokenDataset::TokenDataset(std::vector<TokenSource> sources, DataOrder order)
+    : sources_(std::move(sources)), order_(order) {
   double sum = 0;
   for (const TokenSource& s : sources_) cumulative_.push_back(sum += s.weight);
+  if (order_ != DataOrder::Epoch) return;
+  // The rows of a block by largest remainder: floor of each share, then one more to the
+  // largest remainders (the earlier source on a tie) until the block is full.
+  std::vector<std::int64_t> rows(sources_.size());
+  std::vector<double> rest(sources_.size());
+  std::int64_t dealt = 0;
+  for (std::size_t i = 0; i < sources_.size(); ++i) {
+    const double share = sources_[i].weight / sum * static_cast<double>(kBlendBlock);
+    rows[i] = static_cast<std::int64_t>(std::floor(share));
+    rest[i] = share - static_cast<double>(rows[i]);
+    dealt += rows[i];
+  }
+  for (; dealt < kBlendBlock; ++dealt) {
+    const auto most = std::max_element(rest.begin(), rest.end()) - rest.begin();
+    ++rows[static_cast<std::size_t>(most)];
+    rest[static_cast<std::size_t>(most)] = -1;
+  }
+  std::int64_t running = 0;
+  for (std::size_t i = 0; i < sources_.size(); ++i) {
+    if (rows[i] == 0)
+      throw ConfigError(fmt::format(
+          "--data: the weight {} of '{}' earns no row of the epoch order's blocks of {} rows; "
+          "raise it to at least {:.3g} of the total or use --data-order random",
+          sources_[i].weight, sources_[i].label, kBlendBlock, 1.0 / kBlendBlock));
+    block_rows_.push_back(running += rows[i]);
+  }
 }
 
 TokenDataset TokenDataset::from_file(const std::string& path) {
@@ -144,15 +188,19 @@ TokenDataset TokenDataset::from_text(std::string_view text, std::string label) {
   if (text.empty()) throw ConfigError(fmt::format("data: the text '{}' is empty", label));
   std::vector<TokenSource> one;
   one.push_back(text_source(ByteTokenizer::encode(text), std::move(label)));
-  return TokenDataset(std::move(one));
+  return TokenDataset(std::move(one), DataOrder::Random);
 }
 
 TokenDataset TokenDataset::default_corpus() {
   return from_text(default_corpus_text(), "built-in corpus");
 }
 
-TokenDataset TokenDataset::open(const std::string& spec, const DataFormat& format) {
-  if (spec.empty()) return default_corpus();
+TokenDataset TokenDataset::open(const std::string& spec, const DataOptions& format) {
+  if (spec.empty()) {
+    TokenDataset d = default_corpus();
+    d.order_ = format.order;
+    return d;
+  }
   std::vector<TokenSource> sources;
   if (is_file(spec)) {
     sources.push_back(open_source(spec, format));  // a path with ':' in it, as given
@@ -172,7 +220,7 @@ TokenDataset TokenDataset::open(const std::string& spec, const DataFormat& forma
       begin = comma + 1;
     }
   }
-  return TokenDataset(std::move(sources));
+  return TokenDataset(std::move(sources), format.order);
 }
 
 std::string TokenDataset::label() const {
@@ -207,7 +255,7 @@ void TokenDataset::check_vocab(std::int64_t vocab_size) const {
   }
 }
 
-TokenDataset open_for_training(const std::string& spec, const DataFormat& format,
+TokenDataset open_for_training(const std::string& spec, const DataOptions& format,
                                std::int64_t vocab_size, std::int64_t seq) {
   TokenDataset d = TokenDataset::open(spec, format);
   d.check_vocab(vocab_size);
@@ -233,6 +281,7 @@ Window TokenDataset::window(std::uint64_t seed, std::int64_t step, std::int64_t 
                 step, B);
   const std::uint64_t index = static_cast<std::uint64_t>(step) * static_cast<std::uint64_t>(B) +
                               static_cast<std::uint64_t>(b);
+  if (order_ == DataOrder::Epoch) return epoch_window(seed, index, S);
   Window w;
   if (sources_.size() > 1) {
     static constexpr std::string_view kBlend = "data.blend";
@@ -249,6 +298,29 @@ Window TokenDataset::window(std::uint64_t seed, std::int64_t step, std::int64_t 
   const auto start =
       static_cast<std::int64_t>(std::floor(rng::uniform(key, index) * static_cast<double>(starts)));
   w.start = std::min(start, starts - 1);
+  return w;
+}
+
+Window TokenDataset::epoch_window(std::uint64_t seed, std::uint64_t row, std::int64_t S) const {
+  Window w;
+  std::uint64_t sample = row;  // the row's sample number within its source
+  if (sources_.size() > 1) {
+    const std::uint64_t block = row / kBlendBlock;
+    const std::uint64_t slot = permute(row % kBlendBlock, kBlendBlock,
+                                       derived_key(seed, "data.blend.block", block, 0));
+    const auto it = std::upper_bound(block_rows_.begin(), block_rows_.end(),
+                                     static_cast<std::int64_t>(slot));
+    w.source = static_cast<int>(it - block_rows_.begin());
+    const std::int64_t before = w.source == 0 ? 0 : block_rows_[static_cast<std::size_t>(w.source - 1)];
+    const std::int64_t rows = block_rows_[static_cast<std::size_t>(w.source)] - before;
+    sample = block * static_cast<std::uint64_t>(rows) + (slot - static_cast<std::uint64_t>(before));
+  }
+  const std::int64_t n = sources_[static_cast<std::size_t>(w.source)].tokens.count;
+  const auto windows = static_cast<std::uint64_t>((n - 1) / S);  // >= 1: n >= S + 1
+  const std::uint64_t epoch = sample / windows;
+  const rng::Key key =
+      derived_key(seed, "data.epoch", epoch, static_cast<std::uint32_t>(w.source));
+  w.start = S * static_cast<std::int64_t>(permute(sample % windows, windows, key));
   return w;
 }
 

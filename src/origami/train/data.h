@@ -3,15 +3,22 @@
 // Megatron's indexed datasets) or a built-in corpus, and deterministic batches.
 //
 // A dataset is one or more sources, each a stream of tokens with a weight (a blend). Batch
-// sequence b of step t is a window of S + 1 tokens of one source:
-//   index  = t * B + b
-//   source = the first i with v * sum(w) < w_0 + ... + w_i,  v = rng::uniform(blend key, index)
-//            (one source: 0, and no draw)
-//   start  = floor(u * (N_i - S)),  u = rng::uniform(make_key(seed, "data.windows"), index)
-// (Philox, origami/core/rng.h): a pure function of (seed, step, b), so any rank can compute
-// any batch or any part of one without communicating, and a run resumed at step t sees
-// exactly the batches it would have seen (the checkpoint's step is the whole cursor).
-// A window may span documents: their end-of-text tokens separate them, as in nanoGPT.
+// sequence b of step t, row index r = t * B + b, is a window of S + 1 tokens of one source,
+// in one of two orders (--data-order):
+//   random (the default): windows drawn with replacement at any offset, as nanoGPT does:
+//     source = the first i with v * sum(w) < w_0 + ... + w_i,  v = uniform(seed "data.blend", r)
+//              (one source: 0, and no draw)
+//     start  = floor(u * (N_i - S)),  u = uniform(seed "data.windows", r)
+//   epoch: each source cut into M_i = floor((N_i - 1) / S) windows starting at multiples of S,
+//     each seen once per epoch, in an order keyed by (seed, source, epoch):
+//     rows are dealt to sources in blocks of kBlendBlock, n_i of each block to source i (the
+//     weights by largest remainder), at slots permuted per block; the row is sample j of its
+//     source, epoch e = j / M_i, start = S * permute(j mod M_i, M_i, key(seed, i, e)).
+// Both are pure functions of (seed, step, b) (Philox, origami/core/rng.h; data/permutation.h),
+// so any rank computes any batch or any part of one without communicating, and a run resumed
+// at step t sees exactly the batches it would have seen: the checkpoint's batches_drawn is
+// the whole cursor. A window may span documents: their end-of-text tokens separate them, as in
+// nanoGPT and Megatron.
 #pragma once
 
 #include <cstdint>
@@ -57,12 +64,18 @@ struct TokenSource {
   LargestId largest;
 };
 
-// How --data files without a header are read.
-struct DataFormat {
+enum class DataOrder { Random, Epoch };
+
+// How --data is read and walked.
+struct DataOptions {
   int flat_width = 2;  // --data-dtype of a flat .bin: 2 (uint16, nanoGPT's) or 4 (uint32)
+  DataOrder order = DataOrder::Random;
 };
-// --data-dtype "uint16" or "uint32"; ConfigError otherwise.
-DataFormat parse_data_format(const std::string& data_dtype);
+// --data-dtype "uint16" or "uint32" and --data-order "random" or "epoch"; ConfigError otherwise.
+DataOptions data_options(const std::string& data_dtype, const std::string& data_order);
+
+// Rows per block of the epoch order's blend (a weight must earn at least one row of it).
+inline constexpr std::int64_t kBlendBlock = 4096;
 
 struct Window {
   int source = 0;
@@ -73,7 +86,7 @@ class TokenDataset;
 // The dataset of a run (TokenDataset::open of `spec`; the built-in corpus when it is empty),
 // refused before anything is allocated unless every source fits the model's vocabulary and
 // holds a window of seq + 1 tokens.
-TokenDataset open_for_training(const std::string& spec, const DataFormat& format,
+TokenDataset open_for_training(const std::string& spec, const DataOptions& options,
                                std::int64_t vocab_size, std::int64_t seq);
 
 class TokenDataset {
@@ -88,10 +101,12 @@ class TokenDataset {
   // an Origami token file prefix (PATH.index exists; PATH.tokens / PATH.index name it too), a
   // Megatron prefix (PATH.idx and PATH.bin exist), a flat or llm.c file ending in .bin, or a
   // text file of byte tokens.
-  static TokenDataset open(const std::string& spec, const DataFormat& format = {});
+  // A blend in the epoch order is refused when a weight earns no row of kBlendBlock.
+  static TokenDataset open(const std::string& spec, const DataOptions& options = {});
 
-  // "PATH" for one source, "PATH (w 0.7) + PATH (w 0.3)" for a blend.
+  // "PATH" for one source, "PATH (weight 0.7) + PATH (weight 0.3)" for a blend.
   std::string label() const;
+  DataOrder order() const { return order_; }
   // Tokens of all sources together.
   std::int64_t size() const;
   const std::vector<TokenSource>& sources() const { return sources_; }
@@ -122,9 +137,12 @@ class TokenDataset {
   }
 
  private:
-  explicit TokenDataset(std::vector<TokenSource> sources);
+  TokenDataset(std::vector<TokenSource> sources, DataOrder order);
+  Window epoch_window(std::uint64_t seed, std::uint64_t row, std::int64_t S) const;
   std::vector<TokenSource> sources_;
-  std::vector<double> cumulative_;  // weights' running sums
+  DataOrder order_;
+  std::vector<double> cumulative_;        // weights' running sums
+  std::vector<std::int64_t> block_rows_;  // epoch order: running sums of n_i over the sources
 };
 
 // Walks the steps of a run: next_batch returns the batch of step() and advances. Construct

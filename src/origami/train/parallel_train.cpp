@@ -221,7 +221,7 @@ TrainResult train_parallel(const TrainOptions& o,
                                            parallel::parse_token_layout(o.layout));
   parse_recompute(o.recompute);
   const data::TokenDataset dataset = data::open_for_training(
-      o.data_path, data::parse_data_format(o.data_dtype), o.model.vocab_size, o.seq);
+      o.data_path, data::data_options(o.data_dtype, o.data_order), o.model.vocab_size, o.seq);
   sh.dataset = &dataset;
   if (mpi) {
     sh.kernel_threads = o.threads;

@@ -23,6 +23,7 @@ std::vector<std::pair<std::string, std::string>> agreed_fields(const TrainOption
   return {{"--config/--model", model_config_to_json(o.model)},
           {"--data", fingerprint},
           {"--data-dtype", o.data_dtype},
+          {"--data-order", o.data_order},
           {"--seq", std::to_string(o.seq)},
           {"--batch", std::to_string(o.batch)},
           {"--grad-accum", std::to_string(o.grad_accum)},

@@ -123,7 +123,7 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
   if (o.backend != "auto" && o.backend != "threads")
     throw ConfigError(fmt::format("unknown --backend '{}'; use threads or mpi", o.backend));
   const data::TokenDataset dataset = data::open_for_training(
-      o.data_path, data::parse_data_format(o.data_dtype), o.model.vocab_size, o.seq);
+      o.data_path, data::data_options(o.data_dtype, o.data_order), o.model.vocab_size, o.seq);
   std::ofstream metrics = open_metrics(o.metrics_path);
 
   check_run_memory(o, parallel::ParallelConfig{}, 1);  // before the first allocation
