@@ -86,7 +86,8 @@ TEST_F(TokenDataCli, TokenizeThenTrainOnTheTokenFile) {
                            "--strategy single --metrics " + metrics);
   ASSERT_EQ(r.code, 0) << r.all();
   EXPECT_THAT(r.out, HasSubstr("data wait"));
-  EXPECT_THAT(r.out, HasSubstr("data: " + dir_ + "/corpus ("));
+  EXPECT_THAT(r.out, HasSubstr("data: " + dir_ + "/corpus (Origami token file (uint16), "));
+  EXPECT_THAT(r.out, HasSubstr(", 40 documents), random order"));
   std::ifstream in(metrics);
   std::string line;
   int lines = 0;
@@ -101,7 +102,7 @@ TEST_F(TokenDataCli, TokenizeThenTrainOnTheTokenFile) {
                            dir_ + "/text.txt:0.5 --seq 16 --batch 2 --steps 2 --threads 2 "
                            "--strategy tsp --degree 2");
   ASSERT_EQ(p.code, 0) << p.all();
-  EXPECT_THAT(p.out, HasSubstr("(weight 0.5) + "));
+  EXPECT_THAT(p.out, HasSubstr("40 documents, weight 0.5) + "));
 }
 
 TEST_F(TokenDataCli, LargerVocabularyAndCorruptedFilesExitTwo) {
@@ -133,7 +134,7 @@ TEST_F(TokenDataCli, TrainsOnAnLlmcFile) {
   const CliRun r = origami("train --model tiny --data " + dir_ + "/train.bin --seq 16 --batch 2 "
                            "--steps 2 --threads 1 --strategy single");
   EXPECT_EQ(r.code, 0) << r.all();
-  EXPECT_THAT(r.out, HasSubstr("(300 tokens)"));
+  EXPECT_THAT(r.out, HasSubstr("train.bin (llm.c .bin (uint16), 300 tokens), random order"));
 }
 
 TEST_F(TokenDataCli, TokenizeFlagsAreCheckedTogether) {

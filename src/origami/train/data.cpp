@@ -232,6 +232,18 @@ std::string TokenDataset::label() const {
   return out;
 }
 
+std::string TokenDataset::describe() const {
+  std::string out;
+  for (const TokenSource& s : sources_) {
+    out += fmt::format("{}{} ({}, {} tokens", out.empty() ? "" : " + ", s.label, s.format,
+                       s.tokens.count);
+    if (s.documents > 0) out += fmt::format(", {} documents", s.documents);
+    if (sources_.size() > 1) out += fmt::format(", weight {:.3g}", s.weight / cumulative_.back());
+    out += ")";
+  }
+  return out + (order_ == DataOrder::Epoch ? ", epoch order" : ", random order");
+}
+
 std::int64_t TokenDataset::size() const {
   std::int64_t n = 0;
   for (const TokenSource& s : sources_) n += s.tokens.count;

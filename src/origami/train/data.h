@@ -106,6 +106,9 @@ class TokenDataset {
 
   // "PATH" for one source, "PATH (weight 0.7) + PATH (weight 0.3)" for a blend.
   std::string label() const;
+  // For the training log: each source's label, format, tokens, documents and share, and the
+  // order, e.g. "corpus (Origami token file (uint16), 6892 tokens, 200 documents), random order".
+  std::string describe() const;
   DataOrder order() const { return order_; }
   // Tokens of all sources together.
   std::int64_t size() const;

@@ -106,11 +106,10 @@ void run_rank(Shared& sh, comm::Communicator& world) {
       training_flops(o.model, o.batch, o.seq) * static_cast<double>(o.grad_accum);
   std::ofstream metrics = open_metrics(lead ? o.metrics_path : std::string());
   log(fmt::format("model: {} parameters (h {}, {} layers, {} heads, {} kv heads, intermediate {}, "
-                  "vocabulary {}); data: {} ({} tokens)",
+                  "vocabulary {}); data: {}",
                   o.model.num_parameters(), o.model.hidden_size, o.model.num_hidden_layers,
                   o.model.num_attention_heads, o.model.num_key_value_heads,
-                  o.model.intermediate_size, o.model.vocab_size, sh.dataset->label(),
-                  sh.dataset->size()));
+                  o.model.intermediate_size, o.model.vocab_size, sh.dataset->describe()));
   log(fmt::format("run: {} steps of {} x {} sequences of {} tokens, {} kernel threads per rank",
                   o.steps, o.grad_accum, o.batch, o.seq, sh.kernel_threads));
   log(fmt::format("parallel: {} on {} ranks ({}), recompute {}", sh.plan.describe(), world.size(),

@@ -145,10 +145,10 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
   const double flops_per_step = training_flops(o.model, o.batch, o.seq) * static_cast<double>(o.grad_accum);
 
   log(fmt::format("model: {} parameters (h {}, {} layers, {} heads, {} kv heads, intermediate {}, "
-                  "vocabulary {}); data: {} ({} tokens)",
+                  "vocabulary {}); data: {}",
                   o.model.num_parameters(), o.model.hidden_size, o.model.num_hidden_layers,
                   o.model.num_attention_heads, o.model.num_key_value_heads,
-                  o.model.intermediate_size, o.model.vocab_size, dataset.label(), dataset.size()));
+                  o.model.intermediate_size, o.model.vocab_size, dataset.describe()));
   log(fmt::format("run: {} steps of {} x {} sequences of {} tokens, {} threads; MFU against a "
                   "stated peak of {:.0f} GFLOP/s",
                   o.steps, o.grad_accum, o.batch, o.seq, o.threads, o.peak_gflops));
