@@ -12,8 +12,9 @@ BatchPrefetcher::BatchPrefetcher(const TokenDataset& dataset, std::uint64_t seed
     : dataset_(dataset),
       seed_(seed),
       shape_(shape),
-      next_step_(first_step),
+      first_step_(first_step),
       last_step_(last_step),
+      next_step_(first_step),
       tracker_(tracker),
       thread_([this] { run(); }) {}
 
@@ -27,9 +28,8 @@ BatchPrefetcher::~BatchPrefetcher() {
 }
 
 void BatchPrefetcher::run() {
-  std::int64_t step = next_step_;
   try {
-    for (; step <= last_step_; ++step) {
+    for (std::int64_t step = first_step_; step <= last_step_; ++step) {
       // The batches are made outside the lock: reading them is the work that overlaps.
       std::vector<Batch> micro;
       BatchSampler sampler(dataset_, seed_, (step - 1) * shape_.per_step);

@@ -48,8 +48,8 @@ class BatchPrefetcher {
   const TokenDataset& dataset_;
   const std::uint64_t seed_;
   const BatchShape shape_;
-  std::int64_t next_step_;     // the step next() returns
-  const std::int64_t last_step_;
+  const std::int64_t first_step_, last_step_;
+  std::int64_t next_step_;  // the step next() returns (the caller's thread only)
   MemoryTracker& tracker_;
   std::mutex mutex_;
   std::condition_variable changed_;
