@@ -122,6 +122,26 @@ TEST_F(TokenDataCli, LargerVocabularyAndCorruptedFilesExitTwo) {
   EXPECT_THAT(r.err, HasSubstr("--data-dtype 'int8'"));
 }
 
+// Under mpirun every process maps the files itself and reads its rows: the printed losses are
+// the single device's (as tests/cli/parallel_cli_test.cpp compares them).
+TEST_F(TokenDataCli, DataParallelUnderMpirunEqualsOneDevice) {
+  tokenize_corpus();
+  std::ofstream(dir_ + "/text.txt") << std::string(300, 'b') + "the end";
+  const std::string job = "train --config " + config(260) + " --data " + dir_ + "/corpus:2," +
+                          dir_ + "/text.txt:1 --data-order epoch --seq 16 --batch 4 --steps 3 "
+                          "--log-every 1 --threads 1 ";
+  const CliRun single = origami(job + "--strategy single");
+  ASSERT_EQ(single.code, 0) << single.all();
+  const CliRun r = origami(job + "--strategy dp --degree 2",
+                           "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
+                               "/tests/comm/origami_mpirun 2 ");
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("on 2 ranks (mpi)"));
+  EXPECT_THAT(r.all(), HasSubstr("epoch order"));
+  ASSERT_EQ(origami::cli_test::losses(single.all()).size(), 3u);
+  EXPECT_EQ(origami::cli_test::losses(r.all()), origami::cli_test::losses(single.all()));
+}
+
 TEST_F(TokenDataCli, TrainsOnAnLlmcFile) {
   std::ofstream out(dir_ + "/train.bin", std::ios::binary);
   std::int32_t header[256] = {20240520, 1, 300};
