@@ -18,12 +18,27 @@ namespace origami::data_test {
 
 using Bytes = std::vector<std::uint8_t>;
 
-// A fresh path prefix in the test's temporary directory.
+// What every temporary path of this test program starts with.
+inline std::string temp_stem() { return "origami_data_" + std::to_string(::getpid()) + "_"; }
+
+// A fresh path prefix in the test's temporary directory (removed when the program ends).
 inline std::string temp_prefix(const std::string& tag) {
   static int counter = 0;
-  return ::testing::TempDir() + "origami_data_" + std::to_string(::getpid()) + "_" + tag + "_" +
-         std::to_string(counter++);
+  return ::testing::TempDir() + temp_stem() + tag + "_" + std::to_string(counter++);
 }
+
+// Removes the program's temporary files once every test has run.
+class RemoveTempFiles : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(::testing::TempDir(), ec))
+      if (e.path().filename().string().rfind(temp_stem(), 0) == 0)
+        std::filesystem::remove_all(e.path(), ec);
+  }
+};
+inline const bool kRemoveTempFilesRegistered =
+    (::testing::AddGlobalTestEnvironment(new RemoveTempFiles), true);
 
 inline void write_bytes(const std::string& path, const Bytes& b) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
