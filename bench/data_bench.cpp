@@ -24,12 +24,13 @@ namespace data = origami::data;
 
 constexpr std::int64_t kTokens = std::int64_t{64} << 20;
 
-const std::string& token_file() {
-  static const std::string prefix = [] {
+// The file, written on first use and removed when the program ends.
+struct TempTokenFile {
+  std::string prefix;
+  TempTokenFile() {
     const char* tmp = std::getenv("TMPDIR");
-    const std::string p = std::string(tmp ? tmp : "/tmp") + "/origami_data_bench_" +
-                          std::to_string(::getpid());
-    data::TokenFileWriter w(p, 50257, 0);
+    prefix = std::string(tmp ? tmp : "/tmp") + "/origami_data_bench_" + std::to_string(::getpid());
+    data::TokenFileWriter w(prefix, 50257, 0);
     std::vector<std::int32_t> doc(1 << 16);
     std::uint32_t x = 12345;
     for (std::int64_t done = 0; done < kTokens; done += std::ssize(doc)) {
@@ -37,13 +38,16 @@ const std::string& token_file() {
       w.add_document(doc);
     }
     w.finish();
-    std::atexit([] {
-      std::filesystem::remove(token_file() + ".tokens");
-      std::filesystem::remove(token_file() + ".index");
-    });
-    return p;
-  }();
-  return prefix;
+  }
+  ~TempTokenFile() {
+    std::filesystem::remove(prefix + ".tokens");
+    std::filesystem::remove(prefix + ".index");
+  }
+};
+
+const std::string& token_file() {
+  static const TempTokenFile file;
+  return file.prefix;
 }
 
 void OpenTokenFile(benchmark::State& state) {
