@@ -61,7 +61,7 @@ TEST(TokenizeCli, BadInputExitsTwoNamingTheProblem) {
   EXPECT_THAT(r.err, HasSubstr("token id 256 (at position 0) is outside the vocabulary"));
   r = tokenize("--tokenizer byte", "x");
   EXPECT_EQ(r.code, 2);
-  EXPECT_THAT(r.err, HasSubstr("give --print"));
+  EXPECT_THAT(r.err, HasSubstr("give one of --print"));
   r = tokenize("--tokenizer /no/such/tokenizer.json --print", "x");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("'/no/such/tokenizer.json' is no file"));

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "origami/core/error.h"
+#include "origami/data/tokenize_corpus.h"
 #include "origami/tokenizer/tokenizer.h"
 
 namespace origami::cli {
@@ -40,10 +41,29 @@ std::vector<std::int32_t> parse_ids(const std::string& text) {
 }  // namespace
 
 void tokenize(const TokenizeOptions& o, std::istream& in, std::ostream& out) {
-  if (o.print == o.decode)
+  const bool corpus = !o.input.empty() || !o.out.empty();
+  if (corpus + o.print + o.decode != 1)
     throw ConfigError(
-        "tokenize: give --print (text in, token ids out) or --decode (token ids in, text out)");
+        "tokenize: give one of --print (text in, token ids out), --decode (token ids in, text "
+        "out) or --input FILE --out PREFIX (a corpus into a token file)");
+  if (corpus && (o.input.empty() || o.out.empty()))
+    throw ConfigError("tokenize: --input FILE and --out PREFIX go together");
+  if (corpus && o.add_special_tokens)
+    throw ConfigError("tokenize: --add-special-tokens goes with --print; --input adds the "
+                      "tokenizer's eos after each document");
   const auto tokenizer = tokenizer::load(o.tokenizer);
+  if (corpus) {
+    const data::CorpusStats s = data::tokenize_corpus(
+        *tokenizer, data::tokenizer_identity(o.tokenizer), o.input, o.out);
+    out << fmt::format(
+        "tokenize: {} documents ({} empty, skipped), {} tokens of uint{} from {} bytes of text in "
+        "{:.2f} s: {:.2f} MB/s, {:.0f} tokens/s; wrote {}.tokens and {}.index\n",
+        s.documents, s.skipped, s.tokens, 8 * s.width, s.bytes, s.seconds,
+        static_cast<double>(s.bytes) / 1e6 / s.seconds,
+        static_cast<double>(s.tokens) / s.seconds, o.out, o.out);
+    out.flush();
+    return;
+  }
   if (o.print) {
     const std::vector<std::int32_t> ids = tokenizer->encode(read_all(in), o.add_special_tokens);
     std::string line;
@@ -60,7 +80,7 @@ void tokenize(const TokenizeOptions& o, std::istream& in, std::ostream& out) {
 TokenizeCommand::TokenizeCommand(CLI::App& app) {
   command_ = app.add_subcommand(
       "tokenize", "Text to token ids (--print) or token ids to text (--decode), on standard "
-                  "input and output");
+                  "input and output; or a corpus into a token file (--input, --out)");
   command_
       ->add_option("--tokenizer", options_.tokenizer,
                    "\"byte\", a tokenizer.json, a SentencePiece .model, or a folder holding one "
@@ -71,6 +91,11 @@ TokenizeCommand::TokenizeCommand(CLI::App& app) {
   auto* decode = command_->add_flag("--decode", options_.decode,
                                     "read token ids separated by whitespace, write their text");
   print->excludes(decode);
+  command_->add_option("--input", options_.input,
+                       "a corpus to write as a token file: .jsonl (a \"text\" per line) or text "
+                       "(documents separated by blank lines)");
+  command_->add_option("--out", options_.out,
+                       "with --input: write PREFIX.tokens and PREFIX.index (docs/data.md)");
   command_->add_flag("--add-special-tokens", options_.add_special_tokens,
                      "with --print: add the tokenizer's special tokens (bos, ...) around the text");
 }

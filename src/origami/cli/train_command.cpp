@@ -60,7 +60,16 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_->add_option("--model", preset_, "built-in model preset (tiny, small, 1b, 7b, 13b, 70b)")
       ->capture_default_str();
   command_->add_option("--data", o.data_path,
-                       "text file, byte-level tokens (default: the built-in corpus)");
+                       "PATH[:WEIGHT][,PATH[:WEIGHT]...]: Origami token file prefixes, Megatron "
+                       ".bin/.idx prefixes, flat or llm.c .bin files, or text files of byte "
+                       "tokens, blended by weight (docs/data.md; default: the built-in corpus)");
+  command_->add_option("--data-dtype", o.data_dtype,
+                       "ids of a flat .bin without a header: uint16 (nanoGPT) or uint32")
+      ->capture_default_str();
+  command_->add_option("--data-order", o.data_order,
+                       "random (windows drawn anywhere, with replacement) or epoch (each "
+                       "S-token window once per epoch, shuffled by the seed)")
+      ->capture_default_str();
   command_->add_option("--seq", o.seq, "tokens per sequence")->capture_default_str();
   batch_option_ =
       command_->add_option("--batch", o.batch, "sequences per micro-batch (dry run: default 1)")

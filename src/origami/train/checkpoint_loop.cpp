@@ -75,6 +75,13 @@ std::int64_t begin_run(const TrainOptions& o, comm::Communicator* world, const R
   same("batch", o.batch, "--batch");
   same("seq", o.seq, "--seq");
   same("grad_accum", o.grad_accum, "--grad-accum");
+  // (Checkpoints from before --data-order existed were drawn in the random order.)
+  const std::string order = run.value("data_order", std::string("random"));
+  if (order != o.data_order)
+    throw ConfigError(fmt::format("{}: saved with --data-order {}, this run has --data-order {}; "
+                                  "a resumed run must draw the same batches (use --init-from "
+                                  "to start afresh)",
+                                  dir, order, o.data_order));
   const std::int64_t total = run.at("lr_schedule").at("total_steps").get<std::int64_t>();
   if (total != o.steps)
     log(fmt::format("note: {} was saved by a run of {} steps, this one has {}: the learning-rate "
@@ -116,8 +123,9 @@ void save_step(const TrainOptions& o, comm::Communicator* world, const RankState
       {"batch", o.batch},
       {"seq", o.seq},
       {"grad_accum", o.grad_accum},
-      // The data cursor: batches are a pure function of (seed, batch index).
+      // The data cursor: batches are a pure function of (seed, batch index) in either order.
       {"batches_drawn", step * o.grad_accum},
+      {"data_order", o.data_order},
       {"lr_schedule",
        {{"step", step},
         {"total_steps", o.steps},

@@ -1,6 +1,7 @@
 #include "origami/train/rank_consistency.h"
 
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -9,15 +10,40 @@
 
 namespace origami {
 
+namespace {
+
+// The hash of a source's tokens as stored: all of them up to 64 MiB; beyond, 1 MiB at each
+// end and 62 evenly spaced 64 KiB pieces, so that W ranks of a host do not each read a large
+// file through (the token count beside it tells files of other sizes apart).
+std::uint64_t tokens_hash(const data::TokenView& t) {
+  static constexpr std::size_t kWhole = 64u << 20, kEnd = 1u << 20, kPiece = 64u << 10;
+  static constexpr int kPieces = 62;
+  const auto bytes = static_cast<std::size_t>(t.count) * static_cast<std::size_t>(t.width);
+  if (bytes <= kWhole) return ckpt::fnv1a64(t.data, bytes);
+  std::vector<std::uint64_t> parts = {ckpt::fnv1a64(t.data, kEnd),
+                                      ckpt::fnv1a64(t.data + bytes - kEnd, kEnd)};
+  for (int k = 0; k < kPieces; ++k) {
+    const std::size_t at = kEnd + (bytes - 2 * kEnd - kPiece) / (kPieces - 1) * static_cast<std::size_t>(k);
+    parts.push_back(ckpt::fnv1a64(t.data + at, kPiece));
+  }
+  return ckpt::fnv1a64(parts.data(), parts.size() * sizeof(parts[0]));
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, std::string>> agreed_fields(const TrainOptions& o,
                                                                const data::TokenDataset& data) {
-  const std::vector<std::int32_t>& t = data.tokens();
-  const std::string fingerprint = fmt::format(
-      "{} tokens, fnv1a64 {:016x}", t.size(), ckpt::fnv1a64(t.data(), t.size() * sizeof(t[0])));
+  std::string fingerprint;
+  for (const data::TokenSource& s : data.sources())
+    fingerprint += fmt::format("{}{} tokens of {} bytes, weight {}, fnv1a64 {:016x}",
+                               fingerprint.empty() ? "" : "; ", s.tokens.count, s.tokens.width,
+                               s.weight, tokens_hash(s.tokens));
   // What decides the model, the batches, the schedule, the layout and the checkpoints.
   // (--threads, --metrics and --peak-gflops are a rank's own.)
   return {{"--config/--model", model_config_to_json(o.model)},
           {"--data", fingerprint},
+          {"--data-dtype", o.data_dtype},
+          {"--data-order", o.data_order},
           {"--seq", std::to_string(o.seq)},
           {"--batch", std::to_string(o.batch)},
           {"--grad-accum", std::to_string(o.grad_accum)},

@@ -18,6 +18,7 @@
 
 #include "origami/comm/mpi_transport.h"
 #include "origami/comm/run_ranks.h"
+#include "origami/data/prefetch.h"
 #include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/rank_model.h"
@@ -66,20 +67,6 @@ void check_options(const TrainOptions& o) {
                                   "shorten --seq or raise max_position_embeddings in the config",
                                   o.seq, o.model.max_position_embeddings));
   validate(o.model);
-}
-
-// The data named by --data (the built-in corpus without it), refused unless every token fits
-// the vocabulary and it holds one window of --seq + 1 tokens.
-data::TokenDataset load_dataset(const TrainOptions& o) {
-  data::TokenDataset dataset = o.data_path.empty() ? data::TokenDataset::default_corpus()
-                                                   : data::TokenDataset::from_file(o.data_path);
-  dataset.check_vocab(o.model.vocab_size);
-  if (dataset.size() < o.seq + 1)
-    throw ConfigError(
-        fmt::format("the data ({}) has {} tokens, fewer than --seq + 1 = {}; "
-                    "use a shorter --seq or more data",
-                    dataset.label(), dataset.size(), o.seq + 1));
-  return dataset;
 }
 
 struct Shared {
@@ -144,22 +131,25 @@ void run_rank(Shared& sh, comm::Communicator& world) {
                    .beta2 = o.beta2,
                    .eps = 1e-8f,
                    .weight_decay = o.weight_decay});
-  // Every rank draws the same global batches and keeps its share: data parallel rank p takes
-  // sequences [p*B/P, (p+1)*B/P) of each micro-batch, the layout its positions of them.
+  // Every rank reads its share of the same global batches, on a background thread: data
+  // parallel rank p reads sequences [p*B/P, (p+1)*B/P) of each micro-batch, and the layout
+  // keeps its positions of them.
   const ckpt::RankState saved{&model.specs(), &model.params(), &optimizer};
   const std::int64_t done = ckpt::begin_run(o, &world, saved, log);
-  data::BatchSampler sampler(*sh.dataset, o.seed, done * o.grad_accum);
   const int P = groups.dp().size(), p = groups.dp().rank();
   const std::int64_t per = o.batch / P;
+  data::BatchPrefetcher batches(*sh.dataset, o.seed,
+                                {.batch = o.batch, .seq = o.seq, .per_step = o.grad_accum,
+                                 .first_row = p * per, .rows = per},
+                                done + 1, o.steps, tracker);
   const double flops_per_step =
       training_flops(o.model, o.batch, o.seq) * static_cast<double>(o.grad_accum);
   std::ofstream metrics = open_metrics(lead ? o.metrics_path : std::string());
   log(fmt::format("model: {} parameters (h {}, {} layers, {} heads, {} kv heads, intermediate {}, "
-                  "vocabulary {}); data: {} ({} tokens)",
+                  "vocabulary {}); data: {}",
                   o.model.num_parameters(), o.model.hidden_size, o.model.num_hidden_layers,
                   o.model.num_attention_heads, o.model.num_key_value_heads,
-                  o.model.intermediate_size, o.model.vocab_size, sh.dataset->label(),
-                  sh.dataset->size()));
+                  o.model.intermediate_size, o.model.vocab_size, sh.dataset->describe()));
   log(fmt::format("run: {} steps of {} x {} sequences of {} tokens, {} kernel threads per rank; "
                   "MFU against a stated peak of {:.0f} GFLOP/s",
                   o.steps, o.grad_accum, o.batch, o.seq, sh.kernel_threads, o.peak_gflops));
@@ -173,12 +163,10 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   for (std::int64_t step = done + 1; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     std::vector<parallel::LocalBatch> micro;
-    for (std::int64_t m = 0; m < o.grad_accum; ++m) {
-      const data::Batch b = sampler.next_batch(o.batch, o.seq, tracker);
-      const TokenBatch mine{per, o.seq, b.input_ids.data<std::int32_t>() + p * per * o.seq,
-                            b.labels.data<std::int32_t>() + p * per * o.seq};
-      micro.push_back(model.localize(mine));
-    }
+    const data::BatchPrefetcher::Step mine = batches.next();
+    for (const data::Batch& b : mine.micro)
+      micro.push_back(model.localize(
+          {per, o.seq, b.input_ids.data<std::int32_t>(), b.labels.data<std::int32_t>()}));
     const float lr = learning_rate(step, o.steps, o.warmup, o.lr, o.min_lr_ratio);
     const parallel::ParallelStepStats st =
         parallel::parallel_train_step(model, optimizer, micro, lr, o.max_grad_norm);
@@ -189,6 +177,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     s.grad_norm = st.grad_norm;
     s.clip_coefficient = st.clip_coefficient;
     s.lr = lr;
+    s.data_wait_seconds = mine.wait_seconds;
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double tokens_per_s = static_cast<double>(s.tokens) / s.seconds;
     const double gflops = flops_per_step / s.seconds / 1e9;
@@ -203,14 +192,16 @@ void run_rank(Shared& sh, comm::Communicator& world) {
                           {"gflops", gflops},
                           {"mfu", gflops / o.peak_gflops},
                           {"simd", kernels::simd_target()},
-                          {"peak_bytes", tracker.peak_total()}};
+                          {"peak_bytes", tracker.peak_total()},
+                          {"data_wait_s", s.data_wait_seconds}};
       metrics << j.dump() << "\n";
     }
     if (step == 1 || step % o.log_every == 0 || step == o.steps) {
       log(fmt::format(
           "step {:>5}  loss {:.4f}  lr {:.2e}  grad norm {:.3f}  {:>8.0f} tokens/s  "
-          "{:>6.1f} GFLOP/s  MFU {:.1f}%",
-          step, s.loss, s.lr, s.grad_norm, tokens_per_s, gflops, 100.0 * gflops / o.peak_gflops));
+          "{:>6.1f} GFLOP/s  MFU {:.1f}%  data wait {:.2f} ms",
+          step, s.loss, s.lr, s.grad_norm, tokens_per_s, gflops, 100.0 * gflops / o.peak_gflops,
+          1e3 * s.data_wait_seconds));
     }
     if (lead) sh.result.steps.push_back(s);
     ckpt::after_step(o, &world, saved, step,
@@ -277,7 +268,8 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
   if (o.link.enabled && sh.plan.world() == 1 && !mpi)
     throw ConfigError("--link-model needs a parallel run (one device sends nothing): choose "
                       "--strategy and --degree, or --mesh");
-  const data::TokenDataset dataset = load_dataset(o);
+  const data::TokenDataset dataset = data::open_for_training(
+      o.data_path, data::data_options(o.data_dtype, o.data_order), o.model.vocab_size, o.seq);
   sh.dataset = &dataset;
   if (mpi) {
     sh.kernel_threads = o.threads;

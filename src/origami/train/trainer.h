@@ -27,6 +27,7 @@ struct StepStats {
   float clip_coefficient = 1;
   float lr = 0;
   double seconds = 0;
+  double data_wait_seconds = 0;  // how long the step waited for its batches (data/prefetch.h)
 };
 
 // One optimizer step over `micro_batches` (their losses are averaged over all their unmasked
@@ -42,7 +43,9 @@ float learning_rate(std::int64_t step, std::int64_t total, std::int64_t warmup, 
 
 struct TrainOptions {
   ModelConfig model;
-  std::string data_path;  // empty: the built-in corpus
+  std::string data_path;  // a --data spec (data.h TokenDataset::open); empty: the built-in corpus
+  std::string data_dtype = "uint16";  // ids of a flat .bin without a header
+  std::string data_order = "random";  // or "epoch" (data.h)
   std::int64_t seq = 256;
   std::int64_t batch = 8;        // sequences per micro-batch
   std::int64_t grad_accum = 1;   // micro-batches per step
