@@ -100,6 +100,7 @@ void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64
         fmt::format("the mesh {} needs {} ranks but the world has {}; make the "
                     "degrees multiply to {}",
                     p.mesh_spec(), p.world(), world_size, world_size));
+  if (p.world() > 1) require_derived_head_dim(model, "the parallel mesh " + p.mesh_spec());
   check_tensor_split(model, p.tp, "tensor-parallel (tp)");
   if (p.tsp) check_tensor_split(model, p.sp, "TSP (tsp)");
   check_token_split(p.sp > 1 ? p.layout : TokenLayoutKind::Full, seq, p.sp);

@@ -343,9 +343,10 @@ nlohmann::json read_index(const std::string& dir) {
 namespace {
 
 std::string shape_fields(const ModelConfig& c) {
-  return fmt::format("vocab {}, hidden {}, intermediate {}, {} layers, {} heads, {} kv heads",
-                     c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers,
-                     c.num_attention_heads, c.num_key_value_heads);
+  return fmt::format(
+      "vocab {}, hidden {}, intermediate {}, {} layers, {} heads, {} kv heads, head_dim {}",
+      c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers,
+      c.num_attention_heads, c.num_key_value_heads, c.head_dim());
 }
 
 void check_same_model(const ModelConfig& saved, const ModelConfig& mine, const std::string& what) {
