@@ -71,7 +71,17 @@ std::string TextStream::push(std::int32_t id) {
     stopped_ = true;
     return release_up_to(cut);
   }
-  std::size_t end = all.size() > hold_ ? all.size() - hold_ : 0;
+  // Hold back the longest tail that could be the start of a stop string.
+  std::size_t end = all.size();
+  for (std::size_t k = std::min(hold_, all.size()); k > 0; --k) {
+    const bool starts_stop = std::any_of(stops_.begin(), stops_.end(), [&](const std::string& s) {
+      return all.compare(all.size() - k, k, s, 0, k) == 0;
+    });
+    if (starts_stop) {
+      end = all.size() - k;
+      break;
+    }
+  }
   end = complete_utf8_prefix(all, end);
   if (end >= 3 && end == all.size() && all.compare(end - 3, 3, kReplacement) == 0) end -= 3;
   return release_up_to(end);
