@@ -59,7 +59,10 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_->add_option("--model", preset_, "built-in model preset (tiny, small, 1b, 7b, 13b, 70b)")
       ->capture_default_str();
   command_->add_option("--data", o.data_path,
-                       "text file, byte-level tokens (default: the built-in corpus)");
+                       "text file (default: the built-in corpus), tokenized by --tokenizer");
+  command_->add_option("--tokenizer", o.tokenizer_path,
+                       "tokenizer.json, SentencePiece .model, a folder holding one, or \"byte\" "
+                       "(default); its vocabulary must fit the model's vocab_size");
   command_->add_option("--seq", o.seq, "tokens per sequence")->capture_default_str();
   batch_option_ =
       command_->add_option("--batch", o.batch, "sequences per micro-batch (dry run: default 1)")

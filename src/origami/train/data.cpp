@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "origami/core/error.h"
 #include "origami/core/rng.h"
 #include "origami/io/text_file.h"
+#include "origami/tokenizer/tokenizer.h"
 
 namespace origami::data {
 
@@ -48,6 +50,27 @@ TokenDataset TokenDataset::from_text(std::string_view text, std::string label) {
 
 TokenDataset TokenDataset::default_corpus() {
   return from_text(default_corpus_text(), "built-in corpus");
+}
+
+TokenDataset TokenDataset::load(const std::string& data_path, const std::string& tokenizer_path,
+                                std::int64_t vocab_size) {
+  if (tokenizer_path.empty() || tokenizer_path == "byte")
+    return data_path.empty() ? default_corpus() : from_file(data_path);
+  const std::unique_ptr<tokenizer::Tokenizer> t = tokenizer::load(tokenizer_path);
+  if (t->vocab_size() > vocab_size)
+    throw ConfigError(fmt::format(
+        "--tokenizer {} has {} tokens but the model's vocab_size is {}: its ids would fall "
+        "outside the embedding; give a model with vocab_size >= {} or another tokenizer",
+        tokenizer_path, t->vocab_size(), vocab_size, t->vocab_size()));
+  const std::string text = data_path.empty()
+                               ? std::string(default_corpus_text())
+                               : io::read_text_file(data_path, io::kDataFileLimit, "--data");
+  const std::string label = data_path.empty() ? "built-in corpus" : data_path;
+  if (text.empty())
+    throw ConfigError(fmt::format("data: the data file '{}' is empty; give a text file with at "
+                                  "least one sequence of tokens",
+                                  label));
+  return TokenDataset(t->encode(text), label + " (" + t->kind() + ")");
 }
 
 void TokenDataset::check_vocab(std::int64_t vocab_size) const {

@@ -42,6 +42,12 @@ class TokenDataset {
   static TokenDataset from_file(const std::string& path);
   static TokenDataset from_text(std::string_view text, std::string label);
   static TokenDataset default_corpus();
+  // The training data of `origami train`: `data_path` (empty: the built-in corpus) encoded by
+  // the tokenizer at `tokenizer_path` (tokenizer/tokenizer.h; empty or "byte": bytes), with no
+  // special tokens added: the text is one token stream. A tokenizer whose vocabulary exceeds
+  // `vocab_size` is a ConfigError naming both numbers, before anything is read.
+  static TokenDataset load(const std::string& data_path, const std::string& tokenizer_path,
+                           std::int64_t vocab_size);
 
   const std::string& label() const { return label_; }
   std::int64_t size() const { return static_cast<std::int64_t>(tokens_.size()); }

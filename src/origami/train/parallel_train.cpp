@@ -214,9 +214,8 @@ TrainResult train_parallel(const TrainOptions& o,
   sh.plan = parallel::make_parallel_config(o.strategy, o.degree, o.mesh, o.tp_sequence_parallel,
                                            parallel::parse_token_layout(o.layout));
   parse_recompute(o.recompute);
-  const data::TokenDataset dataset = o.data_path.empty()
-                                         ? data::TokenDataset::default_corpus()
-                                         : data::TokenDataset::from_file(o.data_path);
+  const data::TokenDataset dataset =
+      data::TokenDataset::load(o.data_path, o.tokenizer_path, o.model.vocab_size);
   dataset.check_vocab(o.model.vocab_size);
   if (dataset.size() < o.seq + 1)
     throw ConfigError(

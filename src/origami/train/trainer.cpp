@@ -122,8 +122,7 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
   if (o.backend != "auto" && o.backend != "threads")
     throw ConfigError(fmt::format("unknown --backend '{}'; use threads or mpi", o.backend));
   const data::TokenDataset dataset =
-      o.data_path.empty() ? data::TokenDataset::default_corpus()
-                          : data::TokenDataset::from_file(o.data_path);
+      data::TokenDataset::load(o.data_path, o.tokenizer_path, o.model.vocab_size);
   dataset.check_vocab(o.model.vocab_size);
   if (dataset.size() < o.seq + 1)
     throw ConfigError(fmt::format("the data ({}) has {} tokens, fewer than --seq + 1 = {}; "

@@ -42,6 +42,7 @@ float learning_rate(std::int64_t step, std::int64_t total, std::int64_t warmup, 
 struct TrainOptions {
   ModelConfig model;
   std::string data_path;  // empty: the built-in corpus
+  std::string tokenizer_path;  // the data's tokenizer (tokenizer/tokenizer.h); empty: bytes
   std::int64_t seq = 256;
   std::int64_t batch = 8;        // sequences per micro-batch
   std::int64_t grad_accum = 1;   // micro-batches per step
