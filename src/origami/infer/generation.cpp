@@ -12,7 +12,7 @@
 #include "origami/comm/run_ranks.h"
 #include "origami/core/error.h"
 #include "origami/infer/engine.h"
-#include "origami/infer/generation_config.h"
+#include "origami/io/generation_config.h"
 #include "origami/infer/text_stream.h"
 #include "origami/io/hf_weights.h"
 #include "origami/kernels/threads.h"
@@ -121,7 +121,7 @@ GenerationSetup prepare_generation(const GenerateOptions& o) {
   }
   const std::string gen_config = o.model_dir + "/generation_config.json";
   if (!o.model_dir.empty() && fs::is_regular_file(gen_config))
-    setup.eos = read_eos_token_ids(gen_config, config.vocab_size);
+    setup.eos = io::read_eos_token_ids(gen_config, config.vocab_size);
   else if (setup.tokenizer != nullptr && setup.tokenizer->special_tokens().eos)
     setup.eos = {*setup.tokenizer->special_tokens().eos};
   return setup;

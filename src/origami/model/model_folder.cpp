@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "origami/core/error.h"
-#include "origami/infer/generation_config.h"
+#include "origami/io/generation_config.h"
 #include "origami/io/hf_weights.h"
 #include "origami/io/safetensors.h"
 #include "origami/io/text_file.h"
@@ -169,7 +169,7 @@ ModelFolderReport inspect_model_folder(const std::string& dir) {
   const std::string gen = dir + "/generation_config.json";
   if (fs::is_regular_file(gen) && r.config) {
     try {
-      r.eos = infer::read_eos_token_ids(gen, r.config->vocab_size);
+      r.eos = io::read_eos_token_ids(gen, r.config->vocab_size);
     } catch (const Error& e) {
       r.refusals.push_back(e.what());
     }

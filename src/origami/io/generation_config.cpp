@@ -1,11 +1,11 @@
-#include "origami/infer/generation_config.h"
+#include "origami/io/generation_config.h"
 
 #include <nlohmann/json.hpp>
 
 #include "origami/core/error.h"
 #include "origami/io/text_file.h"
 
-namespace origami::infer {
+namespace origami::io {
 
 std::vector<std::int32_t> read_eos_token_ids(const std::string& path, std::int64_t vocab_size) {
   const std::string text = io::read_text_file(path, io::kConfigFileLimit, "generation config");
@@ -35,4 +35,4 @@ std::vector<std::int32_t> read_eos_token_ids(const std::string& path, std::int64
   return ids;
 }
 
-}  // namespace origami::infer
+}  // namespace origami::io
