@@ -17,10 +17,10 @@
 
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using origami::cli_test::CliRun;
 using origami::cli_test::origami;
+using ::testing::HasSubstr;
+using ::testing::Not;
 namespace hf = origami::hf_test;
 
 std::string first_line(const std::string& s) {
@@ -33,8 +33,9 @@ class HfModelCli : public ::testing::Test {
     dir_ = ::testing::TempDir() + "origami_hf_cli_" + std::to_string(::getpid());
     ASSERT_NO_FATAL_FAILURE(hf::write_folder(hf::Folder(dir_ + "/f32")));
     ASSERT_NO_FATAL_FAILURE(hf::write_folder(
-        hf::Folder(dir_ + "/bf16").with_bf16_shards().with_generation_config(
-            R"({"bos_token_id": 1, "eos_token_id": [2]})")));
+        hf::Folder(dir_ + "/bf16")
+            .with_bf16_shards()
+            .with_generation_config(R"({"bos_token_id": 1, "eos_token_id": [2]})")));
   }
   static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
   static std::string dir_;
@@ -66,9 +67,9 @@ TEST_F(HfModelCli, InspectDescribesAnImportableFolder) {
 TEST_F(HfModelCli, InspectListsEveryRefusal) {
   const std::string bad = dir_ + "/refused";
   std::filesystem::create_directories(bad);
-  std::filesystem::copy(dir_ + "/f32", bad,
-                        std::filesystem::copy_options::recursive |
-                            std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy(
+      dir_ + "/f32", bad,
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
   nlohmann::json cfg = nlohmann::json::parse(origami::model_config_to_json(hf::small_config()));
   cfg["tie_word_embeddings"] = true;
   cfg["attention_bias"] = true;
@@ -108,7 +109,8 @@ TEST_F(HfModelCli, GenerateFromAFolderWithItsTokenizerEosAndStop) {
   ASSERT_GE(generated.size(), 6u) << a.out;
   const std::string stop = generated.substr(generated.size() / 2, 2);
   ASSERT_EQ(stop.find('\''), std::string::npos);
-  const CliRun s = origami("generate --model-dir " + dir_ + "/f32" + common + " --stop '" + stop + "'");
+  const CliRun s =
+      origami("generate --model-dir " + dir_ + "/f32" + common + " --stop '" + stop + "'");
   ASSERT_EQ(s.code, 0) << s.all();
   EXPECT_EQ(first_line(s.out), "Once upon a time" + generated.substr(0, generated.find(stop)));
   EXPECT_THAT(s.out, HasSubstr("finished: stop"));
@@ -122,7 +124,8 @@ TEST_F(HfModelCli, TrainWithARealTokenizerAndRefuseOneLargerThanTheVocabulary) {
   hf::write_text(cfg, origami::model_config_to_json(hf::small_config()));
   const CliRun t = origami("train --config " + cfg + " --tokenizer " + tok +
                            " --strategy single --steps 2 --seq 32 --batch 2 --threads 2 "
-                           "--save-dir " + dir_ + "/trained");
+                           "--save-dir " +
+                           dir_ + "/trained");
   ASSERT_EQ(t.code, 0) << t.all();
   EXPECT_EQ(origami::cli_test::losses(t.all()).size(), 2u) << t.all();
   // Its checkpoint generates text through the same tokenizer.

@@ -28,7 +28,8 @@ class Generation : public ::testing::Test {
   static void SetUpTestSuite() {
     base_ = ::testing::TempDir() + "origami_generation_" + std::to_string(::getpid());
     ASSERT_NO_FATAL_FAILURE(hf_test::write_folder(hf_test::Folder(base_ + "/f32")));
-    ASSERT_NO_FATAL_FAILURE(hf_test::write_folder(hf_test::Folder(base_ + "/bf16").with_bf16_shards()));
+    ASSERT_NO_FATAL_FAILURE(
+        hf_test::write_folder(hf_test::Folder(base_ + "/bf16").with_bf16_shards()));
   }
   static void TearDownTestSuite() { std::filesystem::remove_all(base_); }
 
@@ -79,8 +80,7 @@ TEST_F(Generation, StopsAtEosIdsGivenAsAnIntOrAListAndAtStopStrings) {
   // The eos is the 4th generated id: generation ends before it, whichever form names it.
   const std::int32_t eos = ids[3];
   const auto first = std::find(ids.begin(), ids.end(), eos) - ids.begin();
-  for (const std::string& form :
-       {std::to_string(eos), "[31999, " + std::to_string(eos) + "]"}) {
+  for (const std::string& form : {std::to_string(eos), "[31999, " + std::to_string(eos) + "]"}) {
     const std::string dir = base_ + "/eos";
     std::filesystem::remove_all(dir);
     ASSERT_NO_FATAL_FAILURE(hf_test::write_folder(hf_test::Folder(dir).with_generation_config(
@@ -109,8 +109,7 @@ TEST_F(Generation, StopsAtEosIdsGivenAsAnIntOrAListAndAtStopStrings) {
 
 TEST_F(Generation, RefusesBadFoldersNamingTheFile) {
   const std::string dir = base_ + "/bad_eos";
-  ASSERT_NO_FATAL_FAILURE(
-      hf_test::write_folder(
+  ASSERT_NO_FATAL_FAILURE(hf_test::write_folder(
       hf_test::Folder(dir).with_generation_config(R"({"eos_token_id": [2, 40000]})")));
   try {
     run(options("bad_eos"));
@@ -124,7 +123,8 @@ TEST_F(Generation, RefusesBadFoldersNamingTheFile) {
   // A tokenizer larger than the model's vocabulary.
   ModelConfig small = hf_test::small_config();
   small.vocab_size = 1000;
-  ASSERT_NO_FATAL_FAILURE(hf_test::write_folder(hf_test::Folder(base_ + "/small").with_config(small)));
+  ASSERT_NO_FATAL_FAILURE(
+      hf_test::write_folder(hf_test::Folder(base_ + "/small").with_config(small)));
   try {
     run(options("small"));
     FAIL();

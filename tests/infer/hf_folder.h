@@ -39,8 +39,11 @@ inline ModelConfig small_config() {
   c.num_key_value_heads = 2;
   c.max_position_embeddings = 256;
   c.initializer_range = 0.5;  // peaked logits: greedy text that depends on every weight
-  c.rope_scaling = {.type = RopeScaling::Type::Llama3, .factor = 8.0, .low_freq_factor = 1.0,
-                    .high_freq_factor = 4.0, .original_max_position_embeddings = 32};
+  c.rope_scaling = {.type = RopeScaling::Type::Llama3,
+                    .factor = 8.0,
+                    .low_freq_factor = 1.0,
+                    .high_freq_factor = 4.0,
+                    .original_max_position_embeddings = 32};
   return c;
 }
 
@@ -109,17 +112,16 @@ inline void write_folder(const Folder& f, std::uint64_t seed = 5) {
     nlohmann::json map = nlohmann::json::object();
     for (std::size_t i = 0; i < named.size(); ++i) {
       const bool first = i < 10;
-      (first ? one : two).add(named[i].name, DType::BF16, named[i].tensor->shape(),
-                              halves[i].data());
-      map[named[i].name] = first ? "model-00001-of-00002.safetensors"
-                                 : "model-00002-of-00002.safetensors";
+      (first ? one : two)
+          .add(named[i].name, DType::BF16, named[i].tensor->shape(), halves[i].data());
+      map[named[i].name] =
+          first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
     }
     one.write(f.dir + "/model-00001-of-00002.safetensors");
     two.write(f.dir + "/model-00002-of-00002.safetensors");
-    ASSERT_NO_FATAL_FAILURE(write_text(f.dir + "/model.safetensors.index.json",
-                                       nlohmann::json{{"metadata", nlohmann::json::object()},
-                                                      {"weight_map", map}}
-                                           .dump(2)));
+    ASSERT_NO_FATAL_FAILURE(write_text(
+        f.dir + "/model.safetensors.index.json",
+        nlohmann::json{{"metadata", nlohmann::json::object()}, {"weight_map", map}}.dump(2)));
   }
   if (f.tokenizer) {
     ASSERT_TRUE(std::filesystem::is_regular_file(llama2_tokenizer_dir() + "/tokenizer.json"))

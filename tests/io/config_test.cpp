@@ -208,7 +208,8 @@ TEST(ModelConfig, RefusesMeaningChangingFields) {
 TEST(ModelConfig, ReadsRopeScalingLlama3AndLinear) {
   const json llama31 = json::parse(R"({"factor": 8.0, "low_freq_factor": 1.0,
       "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"})");
-  const ModelConfig c = parse_model_config(with(base_json(), "rope_scaling", llama31).dump(), nullptr);
+  const ModelConfig c =
+      parse_model_config(with(base_json(), "rope_scaling", llama31).dump(), nullptr);
   EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Llama3);
   EXPECT_EQ(c.rope_scaling.factor, 8.0);
   EXPECT_EQ(c.rope_scaling.low_freq_factor, 1.0);

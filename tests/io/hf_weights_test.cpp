@@ -38,9 +38,7 @@ class HfWeightsTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  void write_index(const std::string& text) {
-    std::ofstream(dir_ + "/" + kHfWeightsIndex) << text;
-  }
+  void write_index(const std::string& text) { std::ofstream(dir_ + "/" + kHfWeightsIndex) << text; }
   static nlohmann::json good_map() {
     return {{"a", "model-00001-of-00002.safetensors"},
             {"b", "model-00001-of-00002.safetensors"},

@@ -2,12 +2,12 @@
 // corrupted inputs that must each give an origami::Error naming the problem (never a crash).
 #include <dirent.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -390,8 +390,8 @@ TEST(Safetensors, RefusesCorruptedHeaders) {
   expect_invalid_header("{\"__metadata__\":[\"k\"]}", 0, "__metadata__");
   expect_invalid_header("{\"a\":{" + t + "[0,8],\"extra\":1}}", 8, "unknown field");
   expect_invalid_header("{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "no dtype");
-  expect_invalid_header("{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}",
-                        2, "does not read");
+  expect_invalid_header("{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2,
+                        "does not read");
   expect_invalid_header("{\"a\":{\"dtype\":7,\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "dtype");
   expect_invalid_header("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8, "no shape");
   expect_invalid_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8,

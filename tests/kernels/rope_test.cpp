@@ -88,8 +88,11 @@ double hf_llama3_inv_freq(double inv_freq, const RopeScaling& r) {
 // 34 spans all three) and linear; the position range goes past the original context.
 TEST(RopeTable, ScaledTablesMatchTheHuggingFaceFormulasInFloat64) {
   const std::int64_t max_pos = 700, d = 34;
-  RopeScaling llama3{.type = RopeScaling::Type::Llama3, .factor = 8.0, .low_freq_factor = 1.0,
-                     .high_freq_factor = 4.0, .original_max_position_embeddings = 256};
+  RopeScaling llama3{.type = RopeScaling::Type::Llama3,
+                     .factor = 8.0,
+                     .low_freq_factor = 1.0,
+                     .high_freq_factor = 4.0,
+                     .original_max_position_embeddings = 256};
   RopeScaling linear{.type = RopeScaling::Type::Linear, .factor = 3.5};
   for (const RopeScaling& r : {llama3, linear}) {
     std::vector<double> f(d / 2);
@@ -98,9 +101,8 @@ TEST(RopeTable, ScaledTablesMatchTheHuggingFaceFormulasInFloat64) {
       const double plain = std::pow(kTheta, -2.0 * double(i) / double(d));
       const double w = 2 * 3.14159265358979323846 / plain;
       (w < 256 / 4.0 ? high : w > 256 / 1.0 ? low : medium) += 1;
-      f[static_cast<std::size_t>(i)] = r.type == RopeScaling::Type::Linear
-                                           ? plain / r.factor
-                                           : hf_llama3_inv_freq(plain, r);
+      f[static_cast<std::size_t>(i)] =
+          r.type == RopeScaling::Type::Linear ? plain / r.factor : hf_llama3_inv_freq(plain, r);
     }
     EXPECT_GT(low * medium * high, 0) << "every llama3 band is exercised";
     const std::vector<double> got = rope_inverse_frequencies(d, kTheta, r);

@@ -47,8 +47,11 @@ ModelConfig make_config(std::int64_t vocab, std::int64_t h, std::int64_t f, std:
 // Llama 3.1's rope_scaling numbers over an original context of 64 so that, at head size 16,
 // the three wavelength bands (kept, interpolated, divided by the factor) all occur.
 ModelConfig with_llama3_rope(ModelConfig c) {
-  c.rope_scaling = {.type = RopeScaling::Type::Llama3, .factor = 8.0, .low_freq_factor = 1.0,
-                    .high_freq_factor = 4.0, .original_max_position_embeddings = 64};
+  c.rope_scaling = {.type = RopeScaling::Type::Llama3,
+                    .factor = 8.0,
+                    .low_freq_factor = 1.0,
+                    .high_freq_factor = 4.0,
+                    .original_max_position_embeddings = 64};
   return c;
 }
 ModelConfig with_linear_rope(ModelConfig c) {

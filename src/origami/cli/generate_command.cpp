@@ -11,9 +11,9 @@
 
 #include "origami/core/error.h"
 #include "origami/infer/dry_run.h"
+#include "origami/io/text_file.h"
 #include "origami/kernels/simd.h"
 #include "origami/train/parallel_train.h"
-#include "origami/io/text_file.h"
 
 namespace origami::cli {
 

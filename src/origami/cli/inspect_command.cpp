@@ -35,8 +35,9 @@ int InspectCommand::run() {
     dtypes += fmt::format("{}{} ({} tensors)", dtypes.empty() ? "" : ", ", name, n);
   out += fmt::format("  dtypes: {}\n", dtypes.empty() ? "none" : dtypes);
   out += fmt::format("  shards: {}{}\n", r.shards.size(),
-                     r.shards.empty() ? "" : fmt::format(" ({}{})", fmt::join(r.shards, ", "),
-                                                         r.indexed ? ", from the index" : ""));
+                     r.shards.empty() ? ""
+                                      : fmt::format(" ({}{})", fmt::join(r.shards, ", "),
+                                                    r.indexed ? ", from the index" : ""));
   out += fmt::format("  tokenizer: {}\n",
                      r.tokenizer_kind.empty()
                          ? "none (the byte tokenizer: 256 ids)"

@@ -12,8 +12,8 @@
 #include "origami/comm/run_ranks.h"
 #include "origami/core/error.h"
 #include "origami/infer/engine.h"
-#include "origami/io/generation_config.h"
 #include "origami/infer/text_stream.h"
+#include "origami/io/generation_config.h"
 #include "origami/io/hf_weights.h"
 #include "origami/kernels/threads.h"
 #include "origami/train/checkpoint.h"
@@ -79,9 +79,12 @@ std::shared_ptr<const tokenizer::Tokenizer> tokenizer_of(const GenerateOptions& 
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::Length: return "length";
-    case FinishReason::Eos: return "eos";
-    case FinishReason::Stop: return "stop";
+    case FinishReason::Length:
+      return "length";
+    case FinishReason::Eos:
+      return "eos";
+    case FinishReason::Stop:
+      return "stop";
   }
   return "?";
 }
@@ -101,9 +104,8 @@ GenerationSetup prepare_generation(const GenerateOptions& o) {
   const ModelConfig& config = setup.config;
   for (std::size_t i = 0; i < o.prompts.size(); ++i) {
     // A tokenizer adds what its tokenizer_config.json / post-processor says (bos, ...).
-    setup.prompts.push_back(setup.tokenizer != nullptr
-                                ? setup.tokenizer->encode(o.prompts[i], true)
-                                : data::ByteTokenizer::encode(o.prompts[i]));
+    setup.prompts.push_back(setup.tokenizer != nullptr ? setup.tokenizer->encode(o.prompts[i], true)
+                                                       : data::ByteTokenizer::encode(o.prompts[i]));
     const std::vector<std::int32_t>& ids = setup.prompts.back();
     const auto n = static_cast<std::int64_t>(ids.size());
     if (n == 0) throw ConfigError(fmt::format("prompt {} is empty; give at least one byte", i));
@@ -198,9 +200,8 @@ GenerateResult generate(const GenerateOptions& o,
           finish[b] = FinishReason::Stop;
         }
       }
-      if (t + 1 == o.max_new_tokens || std::all_of(done.begin(), done.end(), [](bool d) {
-            return d;
-          }))
+      if (t + 1 == o.max_new_tokens ||
+          std::all_of(done.begin(), done.end(), [](bool d) { return d; }))
         break;
       // A finished sequence keeps decoding its last id (one batch, one step); its output is
       // dropped.

@@ -41,7 +41,7 @@ class TextStream {
   std::vector<std::string> stops_;
   std::size_t hold_ = 0;  // the longest stop string, less one byte: the most ever held
   std::vector<std::int32_t> ids_;
-  std::string bytes_;     // byte tokenizer: the text so far
+  std::string bytes_;  // byte tokenizer: the text so far
   std::string released_;
   bool stopped_ = false;
 };

@@ -13,7 +13,8 @@ std::vector<std::int32_t> read_eos_token_ids(const std::string& path, std::int64
   try {
     root = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(fmt::format("{}: not valid JSON ({}); fix the file's syntax", path, e.what()));
+    throw ConfigError(
+        fmt::format("{}: not valid JSON ({}); fix the file's syntax", path, e.what()));
   }
   if (!root.is_object())
     throw ConfigError(fmt::format("{}: the top level must be a JSON object", path));
@@ -23,9 +24,10 @@ std::vector<std::int32_t> read_eos_token_ids(const std::string& path, std::int64
   std::vector<std::int32_t> ids;
   for (const nlohmann::json& id : list) {
     if (!id.is_number_integer())
-      throw ConfigError(fmt::format("{}: eos_token_id must be an integer or a list of integers, "
-                                    "got {}",
-                                    path, id.dump().substr(0, 80)));
+      throw ConfigError(
+          fmt::format("{}: eos_token_id must be an integer or a list of integers, "
+                      "got {}",
+                      path, id.dump().substr(0, 80)));
     const std::int64_t n = id.get<std::int64_t>();
     if (n < 0 || n >= vocab_size)
       throw ConfigError(fmt::format("{}: eos_token_id {} is outside the model's vocabulary of {}",

@@ -31,20 +31,22 @@ json parse_index(const std::string& path) {
     if (event == json::parse_event_t::object_end && !open.empty()) open.pop_back();
     if (event == json::parse_event_t::key && !open.empty() &&
         !open.back().insert(parsed.get<std::string>()).second)
-      throw ConfigError(fmt::format("{}: {} is listed twice; keep one", path,
-                                    cut(parsed.get<std::string>())));
+      throw ConfigError(
+          fmt::format("{}: {} is listed twice; keep one", path, cut(parsed.get<std::string>())));
     return true;
   };
   json root;
   try {
     root = json::parse(text, check);
   } catch (const json::exception& e) {
-    throw ConfigError(fmt::format("{}: not valid JSON ({}); fix the file's syntax", path, e.what()));
+    throw ConfigError(
+        fmt::format("{}: not valid JSON ({}); fix the file's syntax", path, e.what()));
   }
   if (!root.is_object() || !root.contains("weight_map") || !root.at("weight_map").is_object())
-    throw ConfigError(fmt::format("{}: needs an object \"weight_map\" of tensor name -> "
-                                  "safetensors file name",
-                                  path));
+    throw ConfigError(
+        fmt::format("{}: needs an object \"weight_map\" of tensor name -> "
+                    "safetensors file name",
+                    path));
   return root.at("weight_map");
 }
 
@@ -79,9 +81,10 @@ HfWeights read_hf_weights(const std::string& dir) {
     // A shard is a file inside the folder: "../x" or "/etc/x" would read outside it.
     if (f.empty() || f == "." || f == ".." || f.find('/') != std::string::npos ||
         f.find('\0') != std::string::npos)
-      throw ConfigError(fmt::format("{}: tensor {} maps to '{}', not a file name inside the "
-                                    "folder",
-                                    index, cut(name), cut(f)));
+      throw ConfigError(
+          fmt::format("{}: tensor {} maps to '{}', not a file name inside the "
+                      "folder",
+                      index, cut(name), cut(f)));
     w.file_of[name] = f;
     files.insert(f);
   }
@@ -99,19 +102,22 @@ HfWeights read_hf_weights(const std::string& dir) {
     for (const SafetensorsEntry& e : shard.tensors()) {
       const auto it = w.file_of.find(e.name);
       if (it == w.file_of.end())
-        throw ConfigError(fmt::format("{}: tensor {} of shard {} is not in the weight_map; add "
-                                      "it or remove it from the shard",
-                                      index, cut(e.name), f));
+        throw ConfigError(
+            fmt::format("{}: tensor {} of shard {} is not in the weight_map; add "
+                        "it or remove it from the shard",
+                        index, cut(e.name), f));
       if (it->second != f)
-        throw ConfigError(fmt::format("{}: tensor {} is mapped to {} but is stored in shard {} "
-                                      "(in two shards, or the map is wrong)",
-                                      index, cut(e.name), it->second, f));
+        throw ConfigError(
+            fmt::format("{}: tensor {} is mapped to {} but is stored in shard {} "
+                        "(in two shards, or the map is wrong)",
+                        index, cut(e.name), it->second, f));
     }
     for (const auto& [name, file] : w.file_of)
       if (file == f && !shard.contains(name))
-        throw ConfigError(fmt::format("{}: tensor {} is mapped to shard {}, which does not hold "
-                                      "it",
-                                      index, cut(name), f));
+        throw ConfigError(
+            fmt::format("{}: tensor {} is mapped to shard {}, which does not hold "
+                        "it",
+                        index, cut(name), f));
   }
   return w;
 }

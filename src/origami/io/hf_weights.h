@@ -18,9 +18,9 @@ inline constexpr const char* kHfWeightsFile = "model.safetensors";
 inline constexpr const char* kHfWeightsIndex = "model.safetensors.index.json";
 
 struct HfWeights {
-  bool indexed = false;                         // from model.safetensors.index.json
-  std::vector<std::string> files;               // the shard file names, sorted
-  std::map<std::string, std::string> file_of;   // tensor name -> its file name
+  bool indexed = false;                        // from model.safetensors.index.json
+  std::vector<std::string> files;              // the shard file names, sorted
+  std::map<std::string, std::string> file_of;  // tensor name -> its file name
 };
 
 // True when `dir` holds model.safetensors or model.safetensors.index.json.

@@ -94,8 +94,10 @@ std::vector<double> rope_inverse_frequencies(std::int64_t head_dim, double theta
   if (scaling.type == RopeScaling::Type::Llama3) {
     const double L = scaling.original_max_position_embeddings;
     const double lo = scaling.low_freq_factor, hi = scaling.high_freq_factor;
-    ORIGAMI_CHECK(hi > lo, "rope_inverse_frequencies: high_freq_factor {} must exceed "
-                  "low_freq_factor {}", hi, lo);
+    ORIGAMI_CHECK(hi > lo,
+                  "rope_inverse_frequencies: high_freq_factor {} must exceed "
+                  "low_freq_factor {}",
+                  hi, lo);
     const double low_freq_wavelen = L / lo, high_freq_wavelen = L / hi;
     for (double& x : f) {
       const double wavelen = 2.0 * std::numbers::pi / x;

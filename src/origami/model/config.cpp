@@ -174,9 +174,9 @@ void check_meaningful(const std::string& key, const json& v) {
   }
 }
 
-constexpr const char* kMeaningful[] = {"attention_bias", "mlp_bias",       "hidden_act",
-                                       "tie_word_embeddings", "pretraining_tp",
-                                       "attention_dropout"};
+constexpr const char* kMeaningful[] = {"attention_bias", "mlp_bias",
+                                       "hidden_act",     "tie_word_embeddings",
+                                       "pretraining_tp", "attention_dropout"};
 
 // rope_scaling: null, or {"rope_type" (or the older "type"): "default" | "linear" | "llama3",
 // and that type's numbers}. Every field is required, as transformers requires it; a field
@@ -191,16 +191,18 @@ RopeScaling parse_rope_scaling(const json& v) {
     if (!v.contains(key)) continue;
     const json& t = v.at(key);
     if (!t.is_string())
-      refuse(fmt::format("rope_scaling.{} must be a string, got {} {}", key, json_type(t), show(t)));
+      refuse(
+          fmt::format("rope_scaling.{} must be a string, got {} {}", key, json_type(t), show(t)));
     if (!type.empty() && type != t.get<std::string>())
       refuse(fmt::format("rope_scaling.rope_type is \"{}\" but rope_scaling.type is {}; keep one",
                          type, show(t)));
     type = t.get<std::string>();
   }
   if (type.empty())
-    refuse(fmt::format("rope_scaling {} has no rope_type; give \"linear\" or \"llama3\" (or "
-                       "set rope_scaling to null)",
-                       show(v)));
+    refuse(
+        fmt::format("rope_scaling {} has no rope_type; give \"linear\" or \"llama3\" (or "
+                    "set rope_scaling to null)",
+                    show(v)));
   std::vector<std::string> fields;
   if (type == "default") return r;
   if (type == "linear") {
@@ -210,16 +212,18 @@ RopeScaling parse_rope_scaling(const json& v) {
     r.type = RopeScaling::Type::Llama3;
     fields = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
   } else {
-    refuse(fmt::format("rope_scaling.rope_type is \"{}\"; Origami implements \"linear\" and "
-                       "\"llama3\" (or null: plain RoPE)",
-                       type));
+    refuse(
+        fmt::format("rope_scaling.rope_type is \"{}\"; Origami implements \"linear\" and "
+                    "\"llama3\" (or null: plain RoPE)",
+                    type));
   }
   for (const auto& [key, value] : v.items()) {
     if (key == "rope_type" || key == "type") continue;
     if (std::find(fields.begin(), fields.end(), key) == fields.end())
-      refuse(fmt::format("rope_scaling.{} is not a field of rope_type \"{}\" that Origami knows "
-                         "(it reads {}); remove it",
-                         key, type, join(fields)));
+      refuse(
+          fmt::format("rope_scaling.{} is not a field of rope_type \"{}\" that Origami knows "
+                      "(it reads {}); remove it",
+                      key, type, join(fields)));
   }
   for (const std::string& f : fields)
     if (!v.contains(f))
@@ -289,9 +293,10 @@ void validate(const ModelConfig& c) {
                     "choose num_key_value_heads dividing num_attention_heads",
                     c.num_attention_heads, c.num_key_value_heads));
   if (c.explicit_head_dim > 0 && c.explicit_head_dim % 2 != 0)
-    refuse(fmt::format("head_dim is {}, odd; RoPE rotates pairs of dimensions, so it must be "
-                       "even",
-                       c.explicit_head_dim));
+    refuse(
+        fmt::format("head_dim is {}, odd; RoPE rotates pairs of dimensions, so it must be "
+                    "even",
+                    c.explicit_head_dim));
   if (c.head_dim() % 2 != 0)
     refuse(
         fmt::format("the head size hidden_size / num_attention_heads = {} / {} = {} is odd; "
@@ -301,23 +306,27 @@ void validate(const ModelConfig& c) {
   const RopeScaling& r = c.rope_scaling;
   if (r.type != RopeScaling::Type::None) {
     if (!(std::isfinite(r.factor) && r.factor > 0))
-      refuse(fmt::format("rope_scaling.factor is {}; it must be a positive finite number (e.g. "
-                         "8)",
-                         r.factor));
+      refuse(
+          fmt::format("rope_scaling.factor is {}; it must be a positive finite number (e.g. "
+                      "8)",
+                      r.factor));
   }
   if (r.type == RopeScaling::Type::Llama3) {
     if (!(std::isfinite(r.low_freq_factor) && r.low_freq_factor > 0))
-      refuse(fmt::format("rope_scaling.low_freq_factor is {}; it must be a positive finite "
-                         "number (e.g. 1)",
-                         r.low_freq_factor));
+      refuse(
+          fmt::format("rope_scaling.low_freq_factor is {}; it must be a positive finite "
+                      "number (e.g. 1)",
+                      r.low_freq_factor));
     if (!(std::isfinite(r.high_freq_factor) && r.high_freq_factor > r.low_freq_factor))
-      refuse(fmt::format("rope_scaling.high_freq_factor is {}; it must be a finite number "
-                         "larger than low_freq_factor {} (e.g. 4)",
-                         r.high_freq_factor, r.low_freq_factor));
+      refuse(
+          fmt::format("rope_scaling.high_freq_factor is {}; it must be a finite number "
+                      "larger than low_freq_factor {} (e.g. 4)",
+                      r.high_freq_factor, r.low_freq_factor));
     if (!(r.original_max_position_embeddings >= 1 && r.original_max_position_embeddings <= kMaxDim))
-      refuse(fmt::format("rope_scaling.original_max_position_embeddings is {}; it must be a "
-                         "positive integer (e.g. 8192)",
-                         r.original_max_position_embeddings));
+      refuse(
+          fmt::format("rope_scaling.original_max_position_embeddings is {}; it must be a "
+                      "positive integer (e.g. 8192)",
+                      r.original_max_position_embeddings));
   }
   if (!(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps > 0))
     refuse(fmt::format("rms_norm_eps is {}; it must be a positive finite number (e.g. 1e-5)",
@@ -415,17 +424,20 @@ ModelConfig parse_model_config(const std::string& json_text, std::vector<std::st
 
 void require_derived_head_dim(const ModelConfig& c, const std::string& where) {
   if (c.explicit_head_dim == 0) return;
-  refuse(fmt::format("head_dim is {} but hidden_size / num_attention_heads is {} / {}; {} "
-                     "splits the hidden dimension by heads and needs head_dim == hidden_size / "
-                     "num_attention_heads (only training with --strategy single takes another "
-                     "head_dim today)",
-                     c.explicit_head_dim, c.hidden_size, c.num_attention_heads, where));
+  refuse(
+      fmt::format("head_dim is {} but hidden_size / num_attention_heads is {} / {}; {} "
+                  "splits the hidden dimension by heads and needs head_dim == hidden_size / "
+                  "num_attention_heads (only training with --strategy single takes another "
+                  "head_dim today)",
+                  c.explicit_head_dim, c.hidden_size, c.num_attention_heads, where));
 }
 
 std::string describe(const RopeScaling& r) {
   switch (r.type) {
-    case RopeScaling::Type::None: break;
-    case RopeScaling::Type::Linear: return fmt::format("linear (factor {})", r.factor);
+    case RopeScaling::Type::None:
+      break;
+    case RopeScaling::Type::Linear:
+      return fmt::format("linear (factor {})", r.factor);
     case RopeScaling::Type::Llama3:
       return fmt::format(
           "llama3 (factor {}, low_freq_factor {}, high_freq_factor {}, "
@@ -458,7 +470,9 @@ std::string model_config_to_json(const ModelConfig& c) {
   j["hidden_act"] = "silu";
   j["rope_theta"] = c.rope_theta;
   switch (c.rope_scaling.type) {
-    case RopeScaling::Type::None: j["rope_scaling"] = nullptr; break;
+    case RopeScaling::Type::None:
+      j["rope_scaling"] = nullptr;
+      break;
     case RopeScaling::Type::Linear:
       j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", c.rope_scaling.factor}};
       break;

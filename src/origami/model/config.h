@@ -20,7 +20,7 @@ struct ModelConfig {
   double rms_norm_eps = 1e-5;
   std::int64_t max_position_embeddings = 4096;
   double initializer_range = 0.02;  // std of the normal initialisation of every matrix
-  RopeScaling rope_scaling;          // none unless config.json's rope_scaling says otherwise
+  RopeScaling rope_scaling;         // none unless config.json's rope_scaling says otherwise
   // config.json's head_dim when it differs from hidden_size / num_attention_heads (Gemma-,
   // Qwen3-style: q_proj [heads * head_dim, h], o_proj [h, heads * head_dim]); 0 otherwise.
   // Single device only (require_derived_head_dim).

@@ -112,16 +112,17 @@ void read_weights(const std::string& dir, ModelFolderReport& r) {
       r.refusals.push_back(fmt::format("{}: tensor {} has shape {}, the configuration needs {}",
                                        dir, s.name, shape_str(e.shape), shape_str(s.global)));
     if (e.dtype != DType::F32 && e.dtype != DType::BF16 && e.dtype != DType::F16)
-      r.refusals.push_back(fmt::format("{}: tensor {} is {}; parameters load from F32, BF16 or "
-                                       "F16",
-                                       dir, s.name, dtype_name(e.dtype)));
+      r.refusals.push_back(
+          fmt::format("{}: tensor {} is {}; parameters load from F32, BF16 or "
+                      "F16",
+                      dir, s.name, dtype_name(e.dtype)));
   }
   if (!missing.empty())
-    r.refusals.push_back(fmt::format(
-        "{}: {} tensor(s) the model needs are missing, e.g. {}{}", dir, missing.size(),
-        missing.front(),
-        missing.front() == "lm_head.weight" ? " (a tied LM head: Origami needs its own matrix)"
-                                            : ""));
+    r.refusals.push_back(fmt::format("{}: {} tensor(s) the model needs are missing, e.g. {}{}", dir,
+                                     missing.size(), missing.front(),
+                                     missing.front() == "lm_head.weight"
+                                         ? " (a tied LM head: Origami needs its own matrix)"
+                                         : ""));
   std::vector<std::string> extra;
   for (const auto& [name, e] : stored)
     if (!needed.count(name)) extra.push_back(name);

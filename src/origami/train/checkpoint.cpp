@@ -346,8 +346,8 @@ namespace {
 std::string shape_fields(const ModelConfig& c) {
   return fmt::format(
       "vocab {}, hidden {}, intermediate {}, {} layers, {} heads, {} kv heads, head_dim {}",
-      c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers,
-      c.num_attention_heads, c.num_key_value_heads, c.head_dim());
+      c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
+      c.num_key_value_heads, c.head_dim());
 }
 
 void check_same_model(const ModelConfig& saved, const ModelConfig& mine, const std::string& what) {
@@ -391,11 +391,10 @@ nlohmann::json hf_tensors(const std::string& dir) {
   for (const std::string& file : weights.files) {
     const io::SafetensorsFile f = io::SafetensorsFile::open(dir + "/" + file);
     for (const io::SafetensorsEntry& e : f.tensors())
-      tensors[e.name] = {{"dtype", std::string(dtype_name(e.dtype))},
-                         {"shape", e.shape},
-                         {"blocks",
-                          {{{"file", file}, {"offset", Shape(e.shape.size(), 0)},
-                            {"shape", e.shape}}}}};
+      tensors[e.name] = {
+          {"dtype", std::string(dtype_name(e.dtype))},
+          {"shape", e.shape},
+          {"blocks", {{{"file", file}, {"offset", Shape(e.shape.size(), 0)}, {"shape", e.shape}}}}};
   }
   return tensors;
 }
@@ -422,8 +421,7 @@ class BlockReader {
     const std::string dtype = info.at("dtype").get<std::string>();
     if (dtype != "F32" && (checksums_required_ || (dtype != "BF16" && dtype != "F16")))
       throw ConfigError(fmt::format("{}: tensor {} is {}; {} read", dir_, name, dtype,
-                                    checksums_required_ ? "only F32 is"
-                                                        : "F32, BF16 and F16 are"));
+                                    checksums_required_ ? "only F32 is" : "F32, BF16 and F16 are"));
     Tensor out(tracker, category, spec.local);  // zeroed: padding rows stay zero
     const Block need = block_of(spec);
     const std::int64_t ld = out.ndim() > 1 ? out.dim(1) : 1;
@@ -562,9 +560,10 @@ nlohmann::json load(const std::string& dir, const ModelConfig& config, const Ran
     check_same_model(load_model_config(cfg, &warnings), config, cfg);
     tensors = hf_tensors(dir);
   } else {
-    throw ConfigError(fmt::format("{}: neither a checkpoint ({}) nor a Hugging Face model "
-                                  "({} or {})",
-                                  dir, kIndex, io::kHfWeightsFile, io::kHfWeightsIndex));
+    throw ConfigError(
+        fmt::format("{}: neither a checkpoint ({}) nor a Hugging Face model "
+                    "({} or {})",
+                    dir, kIndex, io::kHfWeightsFile, io::kHfWeightsIndex));
   }
   BlockReader reader(dir, tensors, !index.is_null());
   const std::vector<parallel::ShardSpec>& specs = *st.specs;

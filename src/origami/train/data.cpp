@@ -67,9 +67,10 @@ TokenDataset TokenDataset::load(const std::string& data_path, const std::string&
                                : io::read_text_file(data_path, io::kDataFileLimit, "--data");
   const std::string label = data_path.empty() ? "built-in corpus" : data_path;
   if (text.empty())
-    throw ConfigError(fmt::format("data: the data file '{}' is empty; give a text file with at "
-                                  "least one sequence of tokens",
-                                  label));
+    throw ConfigError(
+        fmt::format("data: the data file '{}' is empty; give a text file with at "
+                    "least one sequence of tokens",
+                    label));
   return TokenDataset(t->encode(text), label + " (" + t->kind() + ")");
 }
 
