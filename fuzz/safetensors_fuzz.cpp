@@ -1,7 +1,7 @@
 // libFuzzer target for the safetensors reader: any byte string must either parse or throw
 // origami::Error; a crash, a sanitizer report or any other exception is a bug. Parsed files
-// are also read back whole, as doubles and as one block, so the offsets the parser accepted
-// are exercised against the buffer.
+// are also read back whole, as doubles and as one block (also widened to fp32), so the
+// offsets the parser accepted are exercised against the buffer.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -28,6 +28,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       origami::Tensor part(tracker, origami::MemCategory::Workspace, e.dtype, block);
       file.read_block(e.name, offsets, part);
+      // The same block widened to fp32, as parameters load (F32, BF16, F16).
+      if (e.dtype == origami::DType::F32 || e.dtype == origami::DType::BF16 ||
+          e.dtype == origami::DType::F16) {
+        origami::Tensor wide(tracker, origami::MemCategory::Workspace, block);
+        file.read_block_as_f32(e.name, offsets, wide);
+      }
     }
   } catch (const origami::Error&) {
     // Refusing bad input is the expected outcome.

@@ -55,7 +55,7 @@ class Reference {
   Reference(const ModelConfig& c, std::uint64_t seed)
       : c_(c),
         params_(allocate_model_tensors(c, tracker_, MemCategory::Parameters)),
-        rope_(make_rope_tables(c.max_position_embeddings, c.head_dim(), c.rope_theta, tracker_)) {
+        rope_(make_rope_tables(c, tracker_)) {
     initialize_parameters(params_, c, seed);
   }
   std::vector<float> logits(const std::vector<std::int32_t>& ids) {

@@ -180,9 +180,9 @@ TEST(ModelConfig, RefusesWrongTypesNamingTheField) {
 }
 
 TEST(ModelConfig, RefusesMeaningChangingFields) {
-  expect_refused(with(base_json(), "rope_scaling", json{{"rope_type", "llama3"}, {"factor", 8.0}}),
-                 {"rope_scaling", "null"});
-  expect_refused(with(base_json(), "head_dim", 32), {"head_dim is 32", "16"});
+  expect_refused(with(base_json(), "rope_scaling", json{{"rope_type", "yarn"}, {"factor", 8.0}}),
+                 {"rope_scaling.rope_type", "yarn", "llama3"});
+  expect_refused(with(base_json(), "head_dim", 15), {"head_dim is 15", "even"});
   expect_refused(with(base_json(), "attention_bias", true), {"attention_bias", "false"});
   expect_refused(with(base_json(), "mlp_bias", true), {"mlp_bias", "false"});
   expect_refused(with(base_json(), "hidden_act", "gelu"), {"hidden_act", "silu"});
@@ -202,6 +202,86 @@ TEST(ModelConfig, RefusesMeaningChangingFields) {
   std::vector<std::string> warnings;
   EXPECT_NO_THROW(parse_model_config(ok.dump(), &warnings));
   EXPECT_TRUE(warnings.empty()) << warnings[0];
+}
+
+// Llama 3.1's rope_scaling, exactly as its config.json spells it, and the older "type" key.
+TEST(ModelConfig, ReadsRopeScalingLlama3AndLinear) {
+  const json llama31 = json::parse(R"({"factor": 8.0, "low_freq_factor": 1.0,
+      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"})");
+  const ModelConfig c =
+      parse_model_config(with(base_json(), "rope_scaling", llama31).dump(), nullptr);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Llama3);
+  EXPECT_EQ(c.rope_scaling.factor, 8.0);
+  EXPECT_EQ(c.rope_scaling.low_freq_factor, 1.0);
+  EXPECT_EQ(c.rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192.0);
+  EXPECT_THAT(describe(c.rope_scaling), HasSubstr("llama3 (factor 8"));
+  // The written config reads back to the same scaling (checkpoints and exports keep it).
+  EXPECT_EQ(parse_model_config(model_config_to_json(c), nullptr).rope_scaling, c.rope_scaling);
+
+  const ModelConfig lin = parse_model_config(
+      with(base_json(), "rope_scaling", json{{"type", "linear"}, {"factor", 2.0}}).dump(), nullptr);
+  EXPECT_EQ(lin.rope_scaling.type, RopeScaling::Type::Linear);
+  EXPECT_EQ(lin.rope_scaling.factor, 2.0);
+  EXPECT_EQ(parse_model_config(model_config_to_json(lin), nullptr).rope_scaling, lin.rope_scaling);
+  const ModelConfig plain = parse_model_config(
+      with(base_json(), "rope_scaling", json{{"rope_type", "default"}}).dump(), nullptr);
+  EXPECT_EQ(plain.rope_scaling.type, RopeScaling::Type::None);
+
+  auto without = [&](const char* field) {
+    json r = llama31;
+    r.erase(field);
+    return with(base_json(), "rope_scaling", r);
+  };
+  expect_refused(without("low_freq_factor"), {"rope_scaling.low_freq_factor is missing"});
+  expect_refused(without("original_max_position_embeddings"),
+                 {"rope_scaling.original_max_position_embeddings is missing"});
+  expect_refused(without("rope_type"), {"rope_scaling", "no rope_type"});
+  json extra = llama31;
+  extra["attention_factor"] = 1.0;
+  expect_refused(with(base_json(), "rope_scaling", extra), {"rope_scaling.attention_factor"});
+  json clash = llama31;
+  clash["type"] = "linear";
+  expect_refused(with(base_json(), "rope_scaling", clash), {"rope_scaling.type", "keep one"});
+  json bad = llama31;
+  bad["high_freq_factor"] = 0.5;
+  expect_refused(with(base_json(), "rope_scaling", bad), {"rope_scaling.high_freq_factor", "0.5"});
+  bad = llama31;
+  bad["factor"] = "8";
+  expect_refused(with(base_json(), "rope_scaling", bad), {"rope_scaling.factor", "number"});
+  bad = llama31;
+  bad["factor"] = -1.0;
+  expect_refused(with(base_json(), "rope_scaling", bad), {"rope_scaling.factor is -1"});
+  expect_refused(with(base_json(), "rope_scaling", 8), {"rope_scaling must be an object"});
+}
+
+// head_dim: equal to hidden / heads it changes nothing; otherwise the projections are
+// [heads * head_dim, h] and [h, heads * head_dim], the parameter count follows, and the
+// strategies that split by heads refuse it.
+TEST(ModelConfig, ReadsAnExplicitHeadDim) {
+  const ModelConfig same = parse_model_config(with(base_json(), "head_dim", 16).dump(), nullptr);
+  EXPECT_EQ(same.explicit_head_dim, 0);
+  EXPECT_NO_THROW(require_derived_head_dim(same, "tsp"));
+  json j = with(base_json(), "head_dim", 24);
+  j["hidden_size"] = 60;  // not a multiple of 4 heads x 24: fine with an explicit head_dim
+  const ModelConfig c = parse_model_config(j.dump(), nullptr);
+  EXPECT_EQ(c.head_dim(), 24);
+  EXPECT_EQ(c.q_dim(), 96);
+  EXPECT_EQ(c.kv_dim(), 48);
+  const std::int64_t h = 60, f = 160, V = 256, layer = h * 96 * 2 + 2 * h * 48 + 3 * h * f + 2 * h;
+  EXPECT_EQ(c.num_parameters(), 2 * layer + 2 * V * h + h);
+  EXPECT_EQ(parse_model_config(model_config_to_json(c), nullptr).explicit_head_dim, 24);
+  try {
+    require_derived_head_dim(c, "the parallel mesh tp=2");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("head_dim is 24"));
+    EXPECT_THAT(e.what(), HasSubstr("tp=2"));
+  }
+  expect_refused(with(base_json(), "head_dim", 0), {"head_dim", "positive"});
+  json odd = base_json();
+  odd["hidden_size"] = 62;  // without head_dim, still refused as before
+  expect_refused(odd, {"hidden_size (62)", "num_attention_heads"});
 }
 
 TEST(ModelConfig, WarnsOnInformationalAndUnknownFields) {

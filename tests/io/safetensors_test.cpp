@@ -2,10 +2,12 @@
 // corrupted inputs that must each give an origami::Error naming the problem (never a crash).
 #include <dirent.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -153,6 +155,86 @@ TEST(Safetensors, ReadsValuesAsDouble) {
   EXPECT_EQ(f.read_as_f64("i32"), (std::vector<double>{-100, 2147483647}));
   EXPECT_EQ(f.read_as_f64("i64"), (std::vector<double>{-1099511627776.0}));
   EXPECT_EQ(f.read_as_f64("bf16"), (std::vector<double>{1.0, -3.0, 0.0}));
+}
+
+// The value of a bf16 or fp16 bit pattern from its fields, in float64: the reference the
+// widening is held to. NaN is returned as NaN (its payload is checked on the bits).
+double half_value(std::uint16_t bits, int exponent_bits) {
+  const int mantissa_bits = 15 - exponent_bits;
+  const int bias = (1 << (exponent_bits - 1)) - 1;
+  const int e = (bits >> mantissa_bits) & ((1 << exponent_bits) - 1);
+  const double m = bits & ((1 << mantissa_bits) - 1);
+  const double sign = (bits & 0x8000) ? -1.0 : 1.0;
+  if (e == (1 << exponent_bits) - 1)
+    return m == 0 ? sign * std::numeric_limits<double>::infinity()
+                  : std::numeric_limits<double>::quiet_NaN();
+  if (e == 0) return sign * std::ldexp(m, 1 - bias - mantissa_bits);  // subnormal (or zero)
+  return sign * std::ldexp(1.0 + std::ldexp(m, -mantissa_bits), e - bias);
+}
+
+// Every one of the 65536 bf16 and fp16 bit patterns, read as a block into fp32: each value
+// exactly its float64 reference (subnormals, both zeros, infinities), NaNs NaN with their
+// payload kept; a sub-block at odd offsets reads the same elements.
+TEST(Safetensors, HalfPrecisionWidensToF32ExactlyForEveryBitPattern) {
+  std::vector<std::uint16_t> all(65536);
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::uint16_t>(i);
+  SafetensorsWriter w;
+  w.add("bf16", DType::BF16, {256, 256}, all.data());
+  w.add("f16", DType::F16, {256, 256}, all.data());
+  const auto f = SafetensorsFile::from_bytes(w.serialize());
+  MemoryTracker tracker;
+  for (const auto& [name, exponent_bits] : {std::pair{"bf16", 8}, std::pair{"f16", 5}}) {
+    Tensor out(tracker, MemCategory::Workspace, {256, 256});
+    f.read_block_as_f32(name, {0, 0}, out);
+    int nans = 0, subnormals = 0;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const float got = out.f32()[i];
+      const double want = half_value(all[i], exponent_bits);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got)) << name << " " << i;
+        std::uint32_t bits;
+        std::memcpy(&bits, &got, 4);
+        const int shift = exponent_bits == 8 ? 16 : 13;  // the payload's place in fp32
+        const std::uint32_t payload = all[i] & ((1u << (15 - exponent_bits)) - 1);
+        EXPECT_EQ(bits & 0x7fffffu, payload << shift) << i;
+        EXPECT_EQ(bits >> 31, static_cast<std::uint32_t>(all[i] >> 15)) << i;
+        ++nans;
+        continue;
+      }
+      ASSERT_EQ(static_cast<double>(got), want) << name << " bits " << i;
+      ASSERT_EQ(std::signbit(got), (all[i] & 0x8000) != 0) << name << " bits " << i;
+      if (want != 0 && std::abs(want) < std::ldexp(1.0, exponent_bits == 8 ? -126 : -14))
+        ++subnormals;
+    }
+    EXPECT_EQ(nans, 2 * ((1 << (15 - exponent_bits)) - 1)) << name;
+    EXPECT_EQ(subnormals, 2 * ((1 << (15 - exponent_bits)) - 1)) << name;
+    // The read_as_f64 path agrees, and so does a block at odd offsets.
+    const std::vector<double> d = f.read_as_f64(name);
+    Tensor part(tracker, MemCategory::Workspace, {250, 247});
+    f.read_block_as_f32(name, {3, 5}, part);
+    for (std::int64_t r = 0; r < 250; ++r)
+      for (std::int64_t c = 0; c < 247; ++c) {
+        const std::size_t i = static_cast<std::size_t>((r + 3) * 256 + c + 5);
+        const float got = part.f32()[r * 247 + c];
+        ASSERT_TRUE(std::isnan(d[i]) ? std::isnan(got) : static_cast<double>(got) == d[i]) << i;
+        ASSERT_TRUE(std::isnan(got) || got == out.f32()[i]) << i;
+      }
+  }
+  // Not a float type, or not an F32 destination: refused naming the tensor.
+  const std::int32_t ints[2] = {1, 2};
+  SafetensorsWriter wi;
+  wi.add("ints", DType::I32, {2}, ints);
+  const auto fi = SafetensorsFile::from_bytes(wi.serialize(), "ints.safetensors");
+  Tensor two(tracker, MemCategory::Workspace, {2});
+  try {
+    fi.read_block_as_f32("ints", {0}, two);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'ints' is I32"));
+    EXPECT_THAT(e.what(), HasSubstr("ints.safetensors"));
+  }
+  Tensor wrong(tracker, MemCategory::Workspace, DType::F64, {256, 256});
+  EXPECT_THROW(f.read_block_as_f32("f16", {0, 0}, wrong), Error);
 }
 
 TEST(Safetensors, BlockReadsMatchNaiveIndexing) {
@@ -308,7 +390,7 @@ TEST(Safetensors, RefusesCorruptedHeaders) {
   expect_invalid_header("{\"__metadata__\":[\"k\"]}", 0, "__metadata__");
   expect_invalid_header("{\"a\":{" + t + "[0,8],\"extra\":1}}", 8, "unknown field");
   expect_invalid_header("{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "no dtype");
-  expect_invalid_header("{\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4,
+  expect_invalid_header("{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2,
                         "does not read");
   expect_invalid_header("{\"a\":{\"dtype\":7,\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "dtype");
   expect_invalid_header("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8, "no shape");

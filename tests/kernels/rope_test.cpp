@@ -65,6 +65,71 @@ TEST(RopeTable, TableMatchesFloat64Angles) {
   EXPECT_EQ(t.sin[0], 0.0f);
 }
 
+// transformers' _compute_llama3_parameters in float64, element by element and with its own
+// variable names: the reference the scaled table is held to.
+double hf_llama3_inv_freq(double inv_freq, const RopeScaling& r) {
+  const double factor = r.factor, low_freq_factor = r.low_freq_factor,
+               high_freq_factor = r.high_freq_factor,
+               old_context_len = r.original_max_position_embeddings;
+  const double low_freq_wavelen = old_context_len / low_freq_factor;
+  const double high_freq_wavelen = old_context_len / high_freq_factor;
+  const double wavelen = 2 * 3.14159265358979323846 / inv_freq;
+  const double inv_freq_llama = wavelen > low_freq_wavelen ? inv_freq / factor : inv_freq;
+  const double smooth_factor =
+      (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+  const double smoothed_inv_freq =
+      (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama;
+  const bool is_medium_freq = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+  return is_medium_freq ? smoothed_inv_freq : inv_freq_llama;
+}
+
+// The scaled tables against float64 angles p * f_i with f_i from the formulas above: llama3
+// with every band populated (Llama 3.1's numbers, a short original context so that head size
+// 34 spans all three) and linear; the position range goes past the original context.
+TEST(RopeTable, ScaledTablesMatchTheHuggingFaceFormulasInFloat64) {
+  const std::int64_t max_pos = 700, d = 34;
+  RopeScaling llama3{.type = RopeScaling::Type::Llama3,
+                     .factor = 8.0,
+                     .low_freq_factor = 1.0,
+                     .high_freq_factor = 4.0,
+                     .original_max_position_embeddings = 256};
+  RopeScaling linear{.type = RopeScaling::Type::Linear, .factor = 3.5};
+  for (const RopeScaling& r : {llama3, linear}) {
+    std::vector<double> f(d / 2);
+    int low = 0, medium = 0, high = 0;
+    for (std::int64_t i = 0; i < d / 2; ++i) {
+      const double plain = std::pow(kTheta, -2.0 * double(i) / double(d));
+      const double w = 2 * 3.14159265358979323846 / plain;
+      (w < 256 / 4.0 ? high : w > 256 / 1.0 ? low : medium) += 1;
+      f[static_cast<std::size_t>(i)] =
+          r.type == RopeScaling::Type::Linear ? plain / r.factor : hf_llama3_inv_freq(plain, r);
+    }
+    EXPECT_GT(low * medium * high, 0) << "every llama3 band is exercised";
+    const std::vector<double> got = rope_inverse_frequencies(d, kTheta, r);
+    ASSERT_EQ(got.size(), f.size());
+    for (std::size_t i = 0; i < f.size(); ++i)
+      EXPECT_NEAR(got[i], f[i], 1e-15 * f[i]) << "frequency " << i;
+    std::vector<float> ct(static_cast<std::size_t>(max_pos * d / 2)), st(ct.size());
+    rope_table(max_pos, d, kTheta, r, ct.data(), st.data());
+    std::vector<double> c(ct.size()), s(st.size());
+    for (std::int64_t p = 0; p < max_pos; ++p)
+      for (std::int64_t i = 0; i < d / 2; ++i) {
+        const double a = double(p) * f[static_cast<std::size_t>(i)];
+        c[static_cast<std::size_t>(p * d / 2 + i)] = std::cos(a);
+        s[static_cast<std::size_t>(p * d / 2 + i)] = std::sin(a);
+      }
+    // fp32 tables of float64 angles: one rounding each, 1e-7 relative L2 over the table.
+    EXPECT_TRUE(RelClose(ct, c, 1e-7));
+    EXPECT_TRUE(RelClose(st, s, 1e-7));
+  }
+  // No scaling is plain RoPE, bit for bit.
+  std::vector<float> a(static_cast<std::size_t>(9 * 5)), b(a.size()), sa(a.size()), sb(a.size());
+  rope_table(9, 10, kTheta, RopeScaling{}, a.data(), sa.data());
+  rope_table(9, 10, kTheta, b.data(), sb.data());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(sa, sb);
+}
+
 // The kernel tests run on every SIMD target of the machine (simd_targets.h).
 class Rope : public testing::OnEverySimdTarget {};
 

@@ -12,18 +12,19 @@ reports is Origami's rounding or Origami's bug.
 Inputs
   --config config.json          Hugging Face Llama field names (vocab_size, hidden_size,
                                 intermediate_size, num_hidden_layers, num_attention_heads,
-                                num_key_value_heads, rope_theta, rms_norm_eps). Fields that
-                                change the model and are not implemented (rope_scaling,
-                                tie_word_embeddings true, attention/mlp bias, hidden_act other
-                                than silu, head_dim != hidden/heads) are refused.
+                                num_key_value_heads, rope_theta, rms_norm_eps, head_dim,
+                                rope_scaling of rope_type linear or llama3). Fields that
+                                change the model and are not implemented (other rope_scaling
+                                types, tie_word_embeddings true, attention/mlp bias,
+                                hidden_act other than silu) are refused.
   --weights model.safetensors   Hugging Face tensor names, any float dtype (F32/BF16/F64),
                                 converted to float64:
                                   model.embed_tokens.weight                 [V, h]
                                   model.layers.N.input_layernorm.weight     [h]
-                                  model.layers.N.self_attn.q_proj.weight    [h, h]
+                                  model.layers.N.self_attn.q_proj.weight    [H*d, h]
                                   model.layers.N.self_attn.k_proj.weight    [Hkv*d, h]
                                   model.layers.N.self_attn.v_proj.weight    [Hkv*d, h]
-                                  model.layers.N.self_attn.o_proj.weight    [h, h]
+                                  model.layers.N.self_attn.o_proj.weight    [h, H*d]
                                   model.layers.N.post_attention_layernorm.weight [h]
                                   model.layers.N.mlp.gate_proj.weight       [f, h]
                                   model.layers.N.mlp.up_proj.weight         [f, h]
@@ -41,8 +42,12 @@ The model
   with n = rmsnorm(x), then x += down_proj(silu(gate_proj(n)) * up_proj(n)) with
   n = rmsnorm(x); logits = lm_head(rmsnorm(x)).
   RMSNorm: x / sqrt(mean(x^2) + eps) * w, eps from the config.
-  RoPE: rotate_half convention (pairs (i, i + d/2)); angle = pos * theta^(-2i/d), computed in
-  float64. Attention: causal softmax(q k^T / sqrt(d)) v; grouped-query attention repeats
+  RoPE: rotate_half convention (pairs (i, i + d/2)); angle = pos * inv_freq[i] with
+  inv_freq[i] = theta^(-2i/d), computed in float64, then scaled as rope_scaling says,
+  written here from transformers' _compute_linear_scaling_rope_parameters (inv_freq / factor)
+  and _compute_llama3_parameters (by wavelength 2 pi / inv_freq against
+  original_max_position_embeddings / low_freq_factor and / high_freq_factor, smoothed in
+  between). d is head_dim (default hidden / heads). Attention: causal softmax(q k^T / sqrt(d)) v; grouped-query attention repeats
   each K/V head for H/Hkv consecutive query heads (repeat_interleave on the head axis).
   Loss: mean cross-entropy over tokens whose label is not -100; exactly 0 (with all-zero
   gradients, never NaN) when every label is -100.
@@ -206,33 +211,81 @@ def check_config(c, where="config"):
     cfg["rope_theta"] = float(c.get("rope_theta", 10000.0))
     cfg["rms_norm_eps"] = float(c.get("rms_norm_eps", 1e-6))
     h, H, Hkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    if h % H or Hkv <= 0 or H % Hkv or (h // H) % 2:
-        raise InputError(f"{where}: inconsistent heads (hidden {h}, heads {H}, kv heads {Hkv})")
-    if c.get("rope_scaling") is not None:
-        raise InputError(f"{where}: rope_scaling is not implemented")
+    d = c.get("head_dim")
+    if d is None:
+        if h % H:
+            raise InputError(f"{where}: hidden {h} not divisible by heads {H}")
+        d = h // H
+    cfg["head_dim"] = int(d)
+    if Hkv <= 0 or H % Hkv or cfg["head_dim"] % 2 or cfg["head_dim"] <= 0:
+        raise InputError(f"{where}: inconsistent heads (hidden {h}, heads {H}, kv heads {Hkv}, "
+                         f"head_dim {cfg['head_dim']})")
+    cfg["rope_scaling"] = check_rope_scaling(c.get("rope_scaling"), where)
     if c.get("tie_word_embeddings", False):
         raise InputError(f"{where}: tie_word_embeddings true is not implemented")
     if c.get("attention_bias", False) or c.get("mlp_bias", False):
         raise InputError(f"{where}: biases are not implemented")
     if c.get("hidden_act", "silu") != "silu":
         raise InputError(f"{where}: hidden_act must be silu")
-    if c.get("head_dim") not in (None, h // H):
-        raise InputError(f"{where}: head_dim must be hidden_size / num_attention_heads")
     return cfg
+
+
+def check_rope_scaling(r, where):
+    """None (plain RoPE) or {"rope_type": "linear" | "llama3", its numbers}."""
+    if r is None:
+        return None
+    kind = r.get("rope_type", r.get("type"))
+    if kind == "default":
+        return None
+    need = {"linear": ("factor",),
+            "llama3": ("factor", "low_freq_factor", "high_freq_factor",
+                       "original_max_position_embeddings")}.get(kind)
+    if need is None:
+        raise InputError(f"{where}: rope_scaling type {kind!r} is not implemented")
+    if any(k not in r for k in need):
+        raise InputError(f"{where}: rope_scaling {kind} needs {need}")
+    return {"rope_type": kind, **{k: float(r[k]) for k in need}}
+
+
+def inverse_frequencies(d, theta, scaling):
+    """RoPE's d/2 inverse frequencies in float64, as transformers computes them (the
+    default, linear and llama3 rope types)."""
+    inv_freq = 1.0 / torch.pow(torch.tensor(theta, dtype=F64),
+                               torch.arange(0, d, 2, dtype=F64) / d)
+    if scaling is None:
+        return inv_freq
+    factor = scaling["factor"]
+    if scaling["rope_type"] == "linear":
+        return inv_freq / factor
+    # _compute_llama3_parameters, line for line.
+    low_freq_factor = scaling["low_freq_factor"]
+    high_freq_factor = scaling["high_freq_factor"]
+    old_context_len = scaling["original_max_position_embeddings"]
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor -
+                                                                     low_freq_factor)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * \
+        inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
 
 
 def parameter_shapes(cfg):
     """Ordered {name: shape}, Hugging Face names."""
     V, h, f = cfg["vocab_size"], cfg["hidden_size"], cfg["intermediate_size"]
-    kvd = cfg["num_key_value_heads"] * (h // cfg["num_attention_heads"])
+    qd = cfg["num_attention_heads"] * cfg["head_dim"]
+    kvd = cfg["num_key_value_heads"] * cfg["head_dim"]
     shapes = {"model.embed_tokens.weight": (V, h)}
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         shapes[p + "input_layernorm.weight"] = (h,)
-        shapes[p + "self_attn.q_proj.weight"] = (h, h)
+        shapes[p + "self_attn.q_proj.weight"] = (qd, h)
         shapes[p + "self_attn.k_proj.weight"] = (kvd, h)
         shapes[p + "self_attn.v_proj.weight"] = (kvd, h)
-        shapes[p + "self_attn.o_proj.weight"] = (h, h)
+        shapes[p + "self_attn.o_proj.weight"] = (h, qd)
         shapes[p + "post_attention_layernorm.weight"] = (h,)
         shapes[p + "mlp.gate_proj.weight"] = (f, h)
         shapes[p + "mlp.up_proj.weight"] = (f, h)
@@ -289,11 +342,10 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def rope(x, positions, theta):
+def rope(x, positions, theta, scaling=None):
     """x [B, heads, S, d]; positions [S] (global)."""
     d = x.shape[-1]
-    inv_freq = torch.pow(torch.tensor(theta, dtype=F64),
-                         -torch.arange(0, d, 2, dtype=F64) / d)          # theta^(-2i/d)
+    inv_freq = inverse_frequencies(d, theta, scaling).to(F64)           # theta^(-2i/d), scaled
     angles = positions.to(F64)[:, None] * inv_freq[None, :]              # [S, d/2]
     emb = torch.cat((angles, angles), dim=-1)                            # [S, d]
     return x * emb.cos() + rotate_half(x) * emb.sin()
@@ -313,7 +365,8 @@ def attention(q, k, v, q_pos, k_pos):
 def forward_loss(params, cfg, ids, labels):
     B, S = ids.shape
     h, H, Hkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    d, eps, theta = h // H, cfg["rms_norm_eps"], cfg["rope_theta"]
+    d, eps, theta = cfg["head_dim"], cfg["rms_norm_eps"], cfg["rope_theta"]
+    scaling = cfg["rope_scaling"]
     pos = torch.arange(S)
     x = params["model.embed_tokens.weight"][ids]                         # [B, S, h]
     for i in range(cfg["num_hidden_layers"]):
@@ -322,8 +375,8 @@ def forward_loss(params, cfg, ids, labels):
         q = (n @ params[p + "self_attn.q_proj.weight"].T).view(B, S, H, d).transpose(1, 2)
         k = (n @ params[p + "self_attn.k_proj.weight"].T).view(B, S, Hkv, d).transpose(1, 2)
         v = (n @ params[p + "self_attn.v_proj.weight"].T).view(B, S, Hkv, d).transpose(1, 2)
-        o = attention(rope(q, pos, theta), rope(k, pos, theta), v, pos, pos)
-        o = o.transpose(1, 2).reshape(B, S, h)
+        o = attention(rope(q, pos, theta, scaling), rope(k, pos, theta, scaling), v, pos, pos)
+        o = o.transpose(1, 2).reshape(B, S, H * d)
         x = x + o @ params[p + "self_attn.o_proj.weight"].T
         n = rms_norm(x, params[p + "post_attention_layernorm.weight"], eps)
         gate = n @ params[p + "mlp.gate_proj.weight"].T
@@ -422,6 +475,30 @@ def self_test():
             want[..., s, i + d // 2] = x2 * c + x1 * sn
     _check("rope vs per-pair rotation", torch.allclose(got, want, rtol=0, atol=1e-13),
            f"max err {(got - want).abs().max().item():.2e}")
+
+    # llama3 scaling against the three bands written out one frequency at a time; every band
+    # is present (d 16, theta 10000: wavelengths 6.3 .. 2e4 around 64 / 4 and 64 / 1).
+    sc = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 64.0}
+    got = inverse_frequencies(16, 10000.0, sc)
+    bands = set()
+    for i in range(8):
+        f = 10000.0 ** (-2.0 * i / 16)
+        w = 2 * math.pi / f
+        if w < 64 / 4.0:
+            want_f, band = f, "high"
+        elif w > 64 / 1.0:
+            want_f, band = f / 8.0, "low"
+        else:
+            s_ = (64 / w - 1.0) / (4.0 - 1.0)
+            want_f, band = (1 - s_) * f / 8.0 + s_ * f, "medium"
+        bands.add(band)
+        _check(f"llama3 inverse frequency {i} ({band})",
+               abs(got[i].item() - want_f) <= 1e-15 * want_f)
+    _check("llama3 test covers every band", bands == {"high", "medium", "low"})
+    lin = inverse_frequencies(6, 500.0, {"rope_type": "linear", "factor": 4.0})
+    _check("linear scaling divides every frequency",
+           all(abs(lin[i].item() - 500.0 ** (-2.0 * i / 6) / 4.0) < 1e-15 for i in range(3)))
 
     # Attention (GQA 4 query heads over 2 KV heads, causal on arbitrary global positions)
     # against explicit loops.

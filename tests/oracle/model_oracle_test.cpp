@@ -44,6 +44,26 @@ ModelConfig make_config(std::int64_t vocab, std::int64_t h, std::int64_t f, std:
   return c;
 }
 
+// Llama 3.1's rope_scaling numbers over an original context of 64 so that, at head size 16,
+// the three wavelength bands (kept, interpolated, divided by the factor) all occur.
+ModelConfig with_llama3_rope(ModelConfig c) {
+  c.rope_scaling = {.type = RopeScaling::Type::Llama3,
+                    .factor = 8.0,
+                    .low_freq_factor = 1.0,
+                    .high_freq_factor = 4.0,
+                    .original_max_position_embeddings = 64};
+  return c;
+}
+ModelConfig with_linear_rope(ModelConfig c) {
+  c.rope_scaling = {.type = RopeScaling::Type::Linear, .factor = 4.0};
+  return c;
+}
+// heads x head_dim (4 x 16 = 64) different from hidden (48): q_proj [64, 48], o_proj [48, 64].
+ModelConfig with_head_dim(ModelConfig c, std::int64_t head_dim) {
+  c.explicit_head_dim = head_dim;
+  return c;
+}
+
 class ModelOracle : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
@@ -172,7 +192,13 @@ INSTANTIATE_TEST_SUITE_P(
         // B > 1 with multi-head attention.
         Case{"batch3", make_config(256, 48, 96, 2, 3, 3), 3, 16},
         // A sequence that is not a multiple of any attention tile, GQA 8 -> 2.
-        Case{"long_odd", make_config(64, 64, 128, 1, 8, 2), 1, 203}),
+        Case{"long_odd", make_config(64, 64, 128, 1, 8, 2), 1, 203},
+        // rope_scaling: llama3 (every band) and linear, in the oracle from transformers'
+        // formulas.
+        Case{"llama3_rope", with_llama3_rope(make_config(97, 64, 160, 2, 4, 2)), 2, 37},
+        Case{"linear_rope", with_linear_rope(make_config(256, 48, 96, 2, 3, 3)), 3, 16},
+        // An explicit head_dim with heads x head_dim != hidden.
+        Case{"head_dim", with_head_dim(make_config(97, 48, 96, 2, 4, 2), 16), 2, 21}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace

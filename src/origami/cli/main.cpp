@@ -8,6 +8,7 @@
 
 #include "origami/cli/export_command.h"
 #include "origami/cli/generate_command.h"
+#include "origami/cli/inspect_command.h"
 #include "origami/cli/plan_command.h"
 #include "origami/cli/tokenize_command.h"
 #include "origami/cli/train_command.h"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   origami::cli::PlanCommand plan(app);
   origami::cli::GenerateCommand generate(app);
   origami::cli::TokenizeCommand tokenize(app);
+  origami::cli::InspectCommand inspect(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
     if (plan.selected()) return plan.run();
     if (generate.selected()) return generate.run();
     if (tokenize.selected()) return tokenize.run();
+    if (inspect.selected()) return inspect.run();
   } catch (const origami::Preempted& e) {
     std::cerr << "origami: " << e.what() << "\n";
     return origami::kPreemptedExitCode;

@@ -61,8 +61,9 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->capture_default_str();
   command_->add_option("--data", o.data_path,
                        "PATH[:WEIGHT][,PATH[:WEIGHT]...]: Origami token file prefixes, Megatron "
-                       ".bin/.idx prefixes, flat or llm.c .bin files, or text files of byte "
-                       "tokens, blended by weight (docs/data.md; default: the built-in corpus)");
+                       ".bin/.idx prefixes, flat or llm.c .bin files, or text files (byte "
+                       "tokens, or --tokenizer's), blended by weight (docs/data.md; default: the "
+                       "built-in corpus)");
   command_->add_option("--data-dtype", o.data_dtype,
                        "ids of a flat .bin without a header: uint16 (nanoGPT) or uint32")
       ->capture_default_str();
@@ -70,6 +71,10 @@ TrainCommand::TrainCommand(CLI::App& app) {
                        "random (windows drawn anywhere, with replacement) or epoch (each "
                        "S-token window once per epoch, shuffled by the seed)")
       ->capture_default_str();
+  command_->add_option("--tokenizer", o.tokenizer_path,
+                       "tokenizer of text data: tokenizer.json, SentencePiece .model, a folder "
+                       "holding one, or \"byte\" (default); its vocabulary must fit the model's "
+                       "vocab_size");
   command_->add_option("--seq", o.seq, "tokens per sequence")->capture_default_str();
   batch_option_ =
       command_->add_option("--batch", o.batch, "sequences per micro-batch (dry run: default 1)")

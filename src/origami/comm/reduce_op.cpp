@@ -52,7 +52,8 @@ Reducer make_reducer(ReduceOp op, DType dtype) {
     case DType::F64: return typed<double>(op);
     case DType::I32: return typed<std::int32_t>(op);
     case DType::I64: return typed<std::int64_t>(op);
-    case DType::BF16: break;
+    case DType::BF16:
+    case DType::F16: break;
   }
   ORIGAMI_CHECK(false, "reduction '{}' is not supported for dtype {} (reduce in F32 or F64; {} "
                 "buffers can only be moved, e.g. broadcast or all_gather)",

@@ -1,6 +1,7 @@
 // Element types. Kernels compute in fp32 today; storage, accounting and byte counts are
 // already exact for bf16 and fp64 so that a bf16 profile can be measured (dry run) and
-// computed later without changing any interface.
+// computed later without changing any interface. F16 exists for reading Hugging Face
+// checkpoints (converted to F32 on load, exactly).
 #pragma once
 
 #include <cstddef>
@@ -9,7 +10,7 @@
 
 namespace origami {
 
-enum class DType : std::uint8_t { F32, BF16, F64, I32, I64 };
+enum class DType : std::uint8_t { F32, BF16, F64, I32, I64, F16 };
 
 constexpr std::size_t dtype_size(DType t) {
   switch (t) {
@@ -18,6 +19,7 @@ constexpr std::size_t dtype_size(DType t) {
     case DType::F64: return 8;
     case DType::I32: return 4;
     case DType::I64: return 8;
+    case DType::F16: return 2;
   }
   return 0;
 }
@@ -30,6 +32,7 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::F64: return "F64";
     case DType::I32: return "I32";
     case DType::I64: return "I64";
+    case DType::F16: return "F16";
   }
   return "?";
 }

@@ -32,14 +32,14 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, comm::Communicator w
       tracker_(tracker),
       layout_kind_(layout),
       D_(world.size()) {
+  require_derived_head_dim(config_, "the inference engine (TSP prefill and decode)");
   parallel::check_tensor_split(config_, D_, "tsp");
   groups_ = std::make_unique<parallel::ParallelGroups>(world, axis_plan(D_, layout));
   axis_ = groups_->tokens();
   rank_ = axis_.rank();
   specs_ = parallel::tsp_strategy(config_, *groups_).specs;
   params_ = parallel::allocate_sharded(config_, specs_, tracker, MemCategory::Parameters);
-  rope_ = make_rope_tables(config_.max_position_embeddings, config_.head_dim(), config_.rope_theta,
-                           tracker);
+  rope_ = make_rope_tables(config_, tracker);
   vocab_rows_ = parallel::padded_vocab(config_.vocab_size, D_) / D_;
 }
 

@@ -168,7 +168,7 @@ void SafetensorsFile::parse() {
       fail(label_, fmt::format("entry {} has no dtype string", quoted));
     if (!parse_dtype(dt->get<std::string>(), &e.dtype))
       fail(label_, fmt::format("entry {} has dtype {}, which Origami does not read (it reads "
-                               "F32, BF16, F64, I32, I64)",
+                               "F32, BF16, F16, F64, I32, I64)",
                                quoted, cut(*dt)));
 
     const auto sh = info.find("shape");
@@ -315,6 +315,59 @@ void SafetensorsFile::read_block(const std::string& name, const Shape& offsets, 
   }
 }
 
+float bf16_to_f32(std::uint16_t h) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;  // the top half of an fp32
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+float f16_to_f32(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  std::uint32_t bits = 0;
+  if (exponent == 0x1f) {  // infinity or NaN, the payload kept
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {  // normal: rebias 15 -> 127
+    bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  } else if (mantissa != 0) {  // subnormal: mantissa x 2^-24, normal in fp32
+    int shift = 0;
+    std::uint32_t m = mantissa;
+    while ((m & 0x400u) == 0) {
+      m <<= 1;
+      ++shift;
+    }
+    bits = sign | ((113u - static_cast<std::uint32_t>(shift)) << 23) | ((m & 0x3ffu) << 13);
+  } else {
+    bits = sign;  // +-0
+  }
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+void SafetensorsFile::read_block_as_f32(const std::string& name, const Shape& offsets,
+                                        Tensor& dst) const {
+  const SafetensorsEntry& e = entry(name);
+  if (dst.dtype() != DType::F32)
+    fail(label_, fmt::format("tensor '{}': read_block_as_f32 needs an F32 destination, got {}",
+                             name, dtype_name(dst.dtype())));
+  if (e.dtype == DType::F32) return read_block(name, offsets, dst);
+  if (e.dtype != DType::BF16 && e.dtype != DType::F16)
+    fail(label_, fmt::format("tensor '{}' is {}; parameters are read from F32, BF16 or F16 "
+                             "(convert the file)",
+                             name, dtype_name(e.dtype)));
+  // The same block, read in the stored dtype, then widened element by element.
+  Tensor half(*dst.tracker(), MemCategory::Workspace, e.dtype, dst.shape());
+  read_block(name, offsets, half);
+  if (half.numel() == 0) return;
+  const auto* in = static_cast<const std::uint16_t*>(half.raw());
+  float* out = dst.f32();
+  const bool bf16 = e.dtype == DType::BF16;
+  for (std::int64_t i = 0; i < half.numel(); ++i)
+    out[i] = bf16 ? bf16_to_f32(in[i]) : f16_to_f32(in[i]);
+}
+
 std::vector<double> SafetensorsFile::read_as_f64(const std::string& name) const {
   const SafetensorsEntry& e = entry(name);
   const std::byte* src = data_section() + e.begin;
@@ -346,13 +399,11 @@ std::vector<double> SafetensorsFile::read_as_f64(const std::string& name) const 
         out[i] = static_cast<double>(v);
         break;
       }
-      case DType::BF16: {  // the top half of an fp32
+      case DType::BF16:
+      case DType::F16: {
         std::uint16_t h;
         std::memcpy(&h, s, 2);
-        const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
-        float v;
-        std::memcpy(&v, &bits, 4);
-        out[i] = v;
+        out[i] = e.dtype == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
         break;
       }
     }

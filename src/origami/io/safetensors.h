@@ -9,7 +9,7 @@
 // three levels deep, each tensor's shape product cannot overflow, byte size == numel * dtype
 // size, the tensors tile the data section exactly (sorted by offset: contiguous, no overlap,
 // no hole, nothing after the last one), names are unique and non-empty, and only the dtypes
-// Origami knows (F32, BF16, F64, I32, I64) are accepted. Every refusal is an origami::Error
+// Origami knows (F32, BF16, F16, F64, I32, I64) are accepted. Every refusal is an origami::Error
 // naming the file and the problem; nothing reads outside the buffer.
 #pragma once
 
@@ -67,7 +67,12 @@ class SafetensorsFile {
   // stored tensor, every offsets[i] + dst.dim(i) <= shape[i]); dtype must match. This is how
   // a rank loads only its shard of a parameter.
   void read_block(const std::string& name, const Shape& offsets, Tensor& dst) const;
-  // Every element converted to double (any dtype; BF16 widened exactly). For comparisons.
+  // read_block into an F32 destination from an F32, BF16 or F16 tensor, widening each element
+  // (exact: every bf16 and fp16 value, subnormals, infinities and NaN payloads included, is an
+  // fp32 value). How Hugging Face's half-precision checkpoints load into fp32 parameters.
+  void read_block_as_f32(const std::string& name, const Shape& offsets, Tensor& dst) const;
+  // Every element converted to double (any dtype; BF16 and F16 widened exactly). For
+  // comparisons.
   std::vector<double> read_as_f64(const std::string& name) const;
 
   SafetensorsFile(SafetensorsFile&&) noexcept = default;
@@ -111,6 +116,10 @@ class SafetensorsWriter {
   std::vector<Item> items_;
   std::map<std::string, std::string> metadata_;
 };
+
+// The fp32 values of a bf16 (its top 16 bits) and of an IEEE fp16 bit pattern, exactly.
+float bf16_to_f32(std::uint16_t bits);
+float f16_to_f32(std::uint16_t bits);
 
 // Writes `bytes` to `path` atomically (temporary file in the same folder, fsync, rename).
 void write_file_atomically(const std::string& path, std::span<const std::uint8_t> bytes);

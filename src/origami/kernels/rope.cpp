@@ -3,6 +3,7 @@
 #include "origami/kernels/rope.h"
 
 #include <cmath>
+#include <numbers>
 
 #include "origami/core/dry_run.h"
 #include "origami/core/error.h"
@@ -78,23 +79,60 @@ void rotate(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64
 
 }  // namespace
 
-void rope_table(std::int64_t max_pos, std::int64_t head_dim, double theta, float* cos_table,
-                float* sin_table) {
+std::vector<double> rope_inverse_frequencies(std::int64_t head_dim, double theta,
+                                             const RopeScaling& scaling) {
+  ORIGAMI_CHECK(head_dim >= 0 && head_dim % 2 == 0,
+                "rope_inverse_frequencies: head_dim must be even and >= 0, got {}", head_dim);
+  ORIGAMI_CHECK(theta > 0.0, "rope_inverse_frequencies: theta must be > 0, got {}", theta);
+  ORIGAMI_CHECK(scaling.factor > 0.0, "rope_inverse_frequencies: factor must be > 0, got {}",
+                scaling.factor);
+  std::vector<double> f(static_cast<std::size_t>(head_dim / 2));
+  for (std::size_t i = 0; i < f.size(); ++i)
+    f[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+  if (scaling.type == RopeScaling::Type::Linear)
+    for (double& x : f) x /= scaling.factor;
+  if (scaling.type == RopeScaling::Type::Llama3) {
+    const double L = scaling.original_max_position_embeddings;
+    const double lo = scaling.low_freq_factor, hi = scaling.high_freq_factor;
+    ORIGAMI_CHECK(hi > lo,
+                  "rope_inverse_frequencies: high_freq_factor {} must exceed "
+                  "low_freq_factor {}",
+                  hi, lo);
+    const double low_freq_wavelen = L / lo, high_freq_wavelen = L / hi;
+    for (double& x : f) {
+      const double wavelen = 2.0 * std::numbers::pi / x;
+      if (wavelen > low_freq_wavelen) {
+        x /= scaling.factor;
+      } else if (!(wavelen < high_freq_wavelen)) {  // the medium band: interpolated
+        const double s = (L / wavelen - lo) / (hi - lo);
+        x = (1.0 - s) * x / scaling.factor + s * x;
+      }
+    }
+  }
+  return f;
+}
+
+void rope_table(std::int64_t max_pos, std::int64_t head_dim, double theta,
+                const RopeScaling& scaling, float* cos_table, float* sin_table) {
   if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   ORIGAMI_CHECK(max_pos >= 0, "rope_table: negative max_pos {}", max_pos);
   ORIGAMI_CHECK(head_dim >= 0 && head_dim % 2 == 0,
                 "rope_table: head_dim must be even and >= 0, got {}", head_dim);
   ORIGAMI_CHECK(theta > 0.0, "rope_table: theta must be > 0, got {}", theta);
+  const std::vector<double> inv_freq = rope_inverse_frequencies(head_dim, theta, scaling);
   const std::int64_t half = head_dim / 2;
   for (std::int64_t i = 0; i < half; ++i) {
-    const double inv_freq =
-        std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
     for (std::int64_t p = 0; p < max_pos; ++p) {
-      const double angle = static_cast<double>(p) * inv_freq;
+      const double angle = static_cast<double>(p) * inv_freq[static_cast<std::size_t>(i)];
       cos_table[p * half + i] = static_cast<float>(std::cos(angle));
       sin_table[p * half + i] = static_cast<float>(std::sin(angle));
     }
   }
+}
+
+void rope_table(std::int64_t max_pos, std::int64_t head_dim, double theta, float* cos_table,
+                float* sin_table) {
+  rope_table(max_pos, head_dim, theta, RopeScaling{}, cos_table, sin_table);
 }
 
 void rope_forward(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,

@@ -14,11 +14,17 @@ using kernels::linear_backward_weight;
 using kernels::linear_forward;
 
 RopeTables make_rope_tables(std::int64_t max_pos, std::int64_t head_dim, double theta,
-                            MemoryTracker& tracker) {
+                            MemoryTracker& tracker, const RopeScaling& scaling) {
   RopeTables t{Tensor(tracker, MemCategory::Workspace, {max_pos, head_dim / 2}),
                Tensor(tracker, MemCategory::Workspace, {max_pos, head_dim / 2})};
-  if (t.cos.backed()) kernels::rope_table(max_pos, head_dim, theta, t.cos.f32(), t.sin.f32());
+  if (t.cos.backed())
+    kernels::rope_table(max_pos, head_dim, theta, scaling, t.cos.f32(), t.sin.f32());
   return t;
+}
+
+RopeTables make_rope_tables(const ModelConfig& c, MemoryTracker& tracker) {
+  return make_rope_tables(c.max_position_embeddings, c.head_dim(), c.rope_theta, tracker,
+                          c.rope_scaling);
 }
 
 namespace {

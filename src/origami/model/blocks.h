@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "origami/core/tensor.h"
+#include "origami/model/config.h"
 
 namespace origami {
 
@@ -16,7 +17,9 @@ struct RopeTables {
   Tensor sin;
 };
 RopeTables make_rope_tables(std::int64_t max_pos, std::int64_t head_dim, double theta,
-                            MemoryTracker& tracker);
+                            MemoryTracker& tracker, const RopeScaling& scaling = {});
+// The model's tables: every position, its head size, rope_theta and rope_scaling.
+RopeTables make_rope_tables(const ModelConfig& config, MemoryTracker& tracker);
 
 // ---------------------------------------------------------------- attention
 

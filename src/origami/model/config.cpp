@@ -5,6 +5,7 @@
 // silently different model would "train" and its numbers would mean nothing.
 #include "origami/model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -146,23 +147,8 @@ json parse_refusing_duplicates(const std::string& text) {
 
 // The fields that change the model's meaning. Each returns normally only if the value is
 // the one Origami implements.
-void check_meaningful(const std::string& key, const json& v, const ModelConfig& c) {
-  if (key == "rope_scaling") {
-    if (!v.is_null())
-      refuse(
-          fmt::format("rope_scaling is {}; Origami implements plain RoPE only: remove the "
-                      "field or set it to null",
-                      show(v)));
-  } else if (key == "head_dim") {
-    if (v.is_null()) return;
-    const std::int64_t d = get_int(v, key);
-    if (d != c.head_dim())
-      refuse(
-          fmt::format("head_dim is {} but hidden_size / num_attention_heads is {}; Origami "
-                      "requires head_dim == hidden_size / num_attention_heads: remove "
-                      "head_dim or set it to {}",
-                      d, c.head_dim(), c.head_dim()));
-  } else if (key == "attention_bias" || key == "mlp_bias") {
+void check_meaningful(const std::string& key, const json& v) {
+  if (key == "attention_bias" || key == "mlp_bias") {
     if (get_bool(v, key))
       refuse(fmt::format("{} is true; Origami's projections have no bias: set it to false", key));
   } else if (key == "hidden_act") {
@@ -188,9 +174,70 @@ void check_meaningful(const std::string& key, const json& v, const ModelConfig& 
   }
 }
 
-constexpr const char* kMeaningful[] = {"rope_scaling",   "head_dim",         "attention_bias",
-                                       "mlp_bias",       "hidden_act",       "tie_word_embeddings",
+constexpr const char* kMeaningful[] = {"attention_bias", "mlp_bias",
+                                       "hidden_act",     "tie_word_embeddings",
                                        "pretraining_tp", "attention_dropout"};
+
+// rope_scaling: null, or {"rope_type" (or the older "type"): "default" | "linear" | "llama3",
+// and that type's numbers}. Every field is required, as transformers requires it; a field
+// Origami does not know is refused (it would change the frequencies).
+RopeScaling parse_rope_scaling(const json& v) {
+  RopeScaling r;
+  if (v.is_null()) return r;
+  if (!v.is_object())
+    refuse(fmt::format("rope_scaling must be an object or null, got {} {}", json_type(v), show(v)));
+  std::string type;
+  for (const char* key : {"rope_type", "type"}) {
+    if (!v.contains(key)) continue;
+    const json& t = v.at(key);
+    if (!t.is_string())
+      refuse(
+          fmt::format("rope_scaling.{} must be a string, got {} {}", key, json_type(t), show(t)));
+    if (!type.empty() && type != t.get<std::string>())
+      refuse(fmt::format("rope_scaling.rope_type is \"{}\" but rope_scaling.type is {}; keep one",
+                         type, show(t)));
+    type = t.get<std::string>();
+  }
+  if (type.empty())
+    refuse(
+        fmt::format("rope_scaling {} has no rope_type; give \"linear\" or \"llama3\" (or "
+                    "set rope_scaling to null)",
+                    show(v)));
+  std::vector<std::string> fields;
+  if (type == "default") return r;
+  if (type == "linear") {
+    r.type = RopeScaling::Type::Linear;
+    fields = {"factor"};
+  } else if (type == "llama3") {
+    r.type = RopeScaling::Type::Llama3;
+    fields = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+  } else {
+    refuse(
+        fmt::format("rope_scaling.rope_type is \"{}\"; Origami implements \"linear\" and "
+                    "\"llama3\" (or null: plain RoPE)",
+                    type));
+  }
+  for (const auto& [key, value] : v.items()) {
+    if (key == "rope_type" || key == "type") continue;
+    if (std::find(fields.begin(), fields.end(), key) == fields.end())
+      refuse(
+          fmt::format("rope_scaling.{} is not a field of rope_type \"{}\" that Origami knows "
+                      "(it reads {}); remove it",
+                      key, type, join(fields)));
+  }
+  for (const std::string& f : fields)
+    if (!v.contains(f))
+      refuse(fmt::format("rope_scaling.{} is missing; rope_type \"{}\" needs {}", f, type,
+                         join(fields)));
+  r.factor = get_number(v.at("factor"), "rope_scaling.factor");
+  if (r.type == RopeScaling::Type::Llama3) {
+    r.low_freq_factor = get_number(v.at("low_freq_factor"), "rope_scaling.low_freq_factor");
+    r.high_freq_factor = get_number(v.at("high_freq_factor"), "rope_scaling.high_freq_factor");
+    r.original_max_position_embeddings = static_cast<double>(get_int(
+        v.at("original_max_position_embeddings"), "rope_scaling.original_max_position_embeddings"));
+  }
+  return r;
+}
 
 std::int64_t& int_field(ModelConfig& c, const std::string& key) {
   if (key == "vocab_size") return c.vocab_size;
@@ -213,8 +260,9 @@ double& float_field(ModelConfig& c, const std::string& key) {
 std::int64_t ModelConfig::num_parameters() const {
   const std::int64_t h = hidden_size;
   const std::int64_t embed = checked_mul(vocab_size, h, "embedding");
-  std::int64_t layer = checked_mul(h, h, "q_proj");                   // q_proj
-  layer = checked_add(layer, checked_mul(h, h, "o_proj"), "o_proj");  // o_proj
+  const std::int64_t qd = checked_mul(num_attention_heads, head_dim(), "q_proj");
+  std::int64_t layer = checked_mul(h, qd, "q_proj");                   // q_proj
+  layer = checked_add(layer, checked_mul(h, qd, "o_proj"), "o_proj");  // o_proj
   layer = checked_add(layer, checked_mul(2 * h, kv_dim(), "k/v_proj"), "k/v_proj");
   layer = checked_add(layer, checked_mul(3 * h, intermediate_size, "mlp"), "mlp");
   layer = checked_add(layer, 2 * h, "norms");  // input and post-attention RMSNorm
@@ -231,7 +279,10 @@ void validate(const ModelConfig& c) {
   check_positive("num_attention_heads", c.num_attention_heads);
   check_positive("num_key_value_heads", c.num_key_value_heads);
   check_positive("max_position_embeddings", c.max_position_embeddings);
-  if (c.hidden_size % c.num_attention_heads != 0)
+  if (c.explicit_head_dim < 0)
+    refuse(fmt::format("head_dim is {}; it must be a positive integer", c.explicit_head_dim));
+  if (c.explicit_head_dim > 0) check_positive("head_dim", c.explicit_head_dim);
+  if (c.explicit_head_dim == 0 && c.hidden_size % c.num_attention_heads != 0)
     refuse(
         fmt::format("hidden_size ({}) is not divisible by num_attention_heads ({}); choose "
                     "a hidden_size that is a multiple of num_attention_heads",
@@ -241,11 +292,42 @@ void validate(const ModelConfig& c) {
         fmt::format("num_attention_heads ({}) is not divisible by num_key_value_heads ({}); "
                     "choose num_key_value_heads dividing num_attention_heads",
                     c.num_attention_heads, c.num_key_value_heads));
+  if (c.explicit_head_dim > 0 && c.explicit_head_dim % 2 != 0)
+    refuse(
+        fmt::format("head_dim is {}, odd; RoPE rotates pairs of dimensions, so it must be "
+                    "even",
+                    c.explicit_head_dim));
   if (c.head_dim() % 2 != 0)
     refuse(
         fmt::format("the head size hidden_size / num_attention_heads = {} / {} = {} is odd; "
                     "RoPE rotates pairs of dimensions, so it must be even",
                     c.hidden_size, c.num_attention_heads, c.head_dim()));
+  (void)checked_mul(c.num_attention_heads, c.head_dim(), "num_attention_heads x head_dim");
+  const RopeScaling& r = c.rope_scaling;
+  if (r.type != RopeScaling::Type::None) {
+    if (!(std::isfinite(r.factor) && r.factor > 0))
+      refuse(
+          fmt::format("rope_scaling.factor is {}; it must be a positive finite number (e.g. "
+                      "8)",
+                      r.factor));
+  }
+  if (r.type == RopeScaling::Type::Llama3) {
+    if (!(std::isfinite(r.low_freq_factor) && r.low_freq_factor > 0))
+      refuse(
+          fmt::format("rope_scaling.low_freq_factor is {}; it must be a positive finite "
+                      "number (e.g. 1)",
+                      r.low_freq_factor));
+    if (!(std::isfinite(r.high_freq_factor) && r.high_freq_factor > r.low_freq_factor))
+      refuse(
+          fmt::format("rope_scaling.high_freq_factor is {}; it must be a finite number "
+                      "larger than low_freq_factor {} (e.g. 4)",
+                      r.high_freq_factor, r.low_freq_factor));
+    if (!(r.original_max_position_embeddings >= 1 && r.original_max_position_embeddings <= kMaxDim))
+      refuse(
+          fmt::format("rope_scaling.original_max_position_embeddings is {}; it must be a "
+                      "positive integer (e.g. 8192)",
+                      r.original_max_position_embeddings));
+  }
   if (!(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps > 0))
     refuse(fmt::format("rms_norm_eps is {}; it must be a positive finite number (e.g. 1e-5)",
                        c.rms_norm_eps));
@@ -285,8 +367,13 @@ ModelConfig parse_model_config(const std::string& json_text, std::vector<std::st
     if (!root.contains(f)) defaulted.push_back(f);
 
   bool kv_given = false;  // absent or null means num_attention_heads, as in Hugging Face
+  const json* head_dim = nullptr;
   for (const auto& [key, value] : root.items()) {
-    if (contains(kIntFields, key)) {
+    if (key == "head_dim") {
+      if (!value.is_null()) head_dim = &value;
+    } else if (key == "rope_scaling") {
+      c.rope_scaling = parse_rope_scaling(value);
+    } else if (contains(kIntFields, key)) {
       if (key == "num_key_value_heads") {
         if (value.is_null()) continue;
         kv_given = true;
@@ -295,7 +382,7 @@ ModelConfig parse_model_config(const std::string& json_text, std::vector<std::st
     } else if (contains(kFloatFields, key)) {
       float_field(c, key) = get_number(value, key);
     } else if (contains(kMeaningful, key)) {
-      // Checked below, once the sizes they depend on (head_dim) are known.
+      // Checked below, once the configuration is known to be valid.
     } else if (contains(kInformational, key)) {
       informational.push_back(key);
     } else {
@@ -303,9 +390,18 @@ ModelConfig parse_model_config(const std::string& json_text, std::vector<std::st
     }
   }
   if (!kv_given) c.num_key_value_heads = c.num_attention_heads;
+  if (head_dim != nullptr) {
+    const std::int64_t d = get_int(*head_dim, "head_dim");
+    check_positive("head_dim", d);
+    // Equal to the derived size, it says nothing new: stored as "derived" so that the two
+    // spellings of one model compare equal.
+    const bool derived = c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads == 0 &&
+                         d == c.hidden_size / c.num_attention_heads;
+    c.explicit_head_dim = derived ? 0 : d;
+  }
   validate(c);
   for (const auto& [key, value] : root.items())
-    if (contains(kMeaningful, key)) check_meaningful(key, value, c);
+    if (contains(kMeaningful, key)) check_meaningful(key, value);
 
   if (warnings != nullptr) {
     if (!defaulted.empty())
@@ -324,6 +420,31 @@ ModelConfig parse_model_config(const std::string& json_text, std::vector<std::st
           join(unknown)));
   }
   return c;
+}
+
+void require_derived_head_dim(const ModelConfig& c, const std::string& where) {
+  if (c.explicit_head_dim == 0) return;
+  refuse(
+      fmt::format("head_dim is {} but hidden_size / num_attention_heads is {} / {}; {} "
+                  "splits the hidden dimension by heads and needs head_dim == hidden_size / "
+                  "num_attention_heads (only training with --strategy single takes another "
+                  "head_dim today)",
+                  c.explicit_head_dim, c.hidden_size, c.num_attention_heads, where));
+}
+
+std::string describe(const RopeScaling& r) {
+  switch (r.type) {
+    case RopeScaling::Type::None:
+      break;
+    case RopeScaling::Type::Linear:
+      return fmt::format("linear (factor {})", r.factor);
+    case RopeScaling::Type::Llama3:
+      return fmt::format(
+          "llama3 (factor {}, low_freq_factor {}, high_freq_factor {}, "
+          "original_max_position_embeddings {})",
+          r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_position_embeddings);
+  }
+  return "none";
 }
 
 ModelConfig load_model_config(const std::string& path, std::vector<std::string>* warnings) {
@@ -348,7 +469,23 @@ std::string model_config_to_json(const ModelConfig& c) {
   j["head_dim"] = c.head_dim();
   j["hidden_act"] = "silu";
   j["rope_theta"] = c.rope_theta;
-  j["rope_scaling"] = nullptr;
+  switch (c.rope_scaling.type) {
+    case RopeScaling::Type::None:
+      j["rope_scaling"] = nullptr;
+      break;
+    case RopeScaling::Type::Linear:
+      j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", c.rope_scaling.factor}};
+      break;
+    case RopeScaling::Type::Llama3:
+      j["rope_scaling"] = {
+          {"rope_type", "llama3"},
+          {"factor", c.rope_scaling.factor},
+          {"low_freq_factor", c.rope_scaling.low_freq_factor},
+          {"high_freq_factor", c.rope_scaling.high_freq_factor},
+          {"original_max_position_embeddings",
+           static_cast<std::int64_t>(c.rope_scaling.original_max_position_embeddings)}};
+      break;
+  }
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["initializer_range"] = c.initializer_range;

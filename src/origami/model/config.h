@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "origami/kernels/rope.h"  // RopeScaling
+
 namespace origami {
 
 struct ModelConfig {
@@ -18,19 +20,37 @@ struct ModelConfig {
   double rms_norm_eps = 1e-5;
   std::int64_t max_position_embeddings = 4096;
   double initializer_range = 0.02;  // std of the normal initialisation of every matrix
+  RopeScaling rope_scaling;         // none unless config.json's rope_scaling says otherwise
+  // config.json's head_dim when it differs from hidden_size / num_attention_heads (Gemma-,
+  // Qwen3-style: q_proj [heads * head_dim, h], o_proj [h, heads * head_dim]); 0 otherwise.
+  // Single device only (require_derived_head_dim).
+  std::int64_t explicit_head_dim = 0;
 
-  std::int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  std::int64_t head_dim() const {
+    return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_attention_heads;
+  }
+  std::int64_t q_dim() const { return num_attention_heads * head_dim(); }  // q_proj rows
   std::int64_t kv_dim() const { return num_key_value_heads * head_dim(); }
   // Parameters of the whole model (untied LM head).
   std::int64_t num_parameters() const;
 };
 
 // Refuses (ConfigError naming the field and what to change) a configuration that cannot work:
-// non-positive sizes, hidden_size % heads, heads % kv heads, odd head_dim (RoPE), eps <= 0.
+// non-positive sizes, hidden_size % heads (unless head_dim is explicit), heads % kv heads, odd
+// head_dim (RoPE), eps <= 0, a rope_scaling whose numbers cannot be used.
 void validate(const ModelConfig& config);
 
-// Parses a Hugging Face Llama config.json text. Unknown fields that would change the model's
-// meaning (rope_scaling, head_dim != hidden/heads, attention_bias/mlp_bias true, hidden_act
+// ConfigError naming head_dim and `where` (a strategy, "generate") unless the head size is
+// hidden_size / num_attention_heads: the sharded strategies and the inference engine split
+// the hidden dimension by heads and have not been taught otherwise.
+void require_derived_head_dim(const ModelConfig& config, const std::string& where);
+
+// "none", "linear (factor 4)", "llama3 (factor 8, low_freq_factor 1, ...)": for people.
+std::string describe(const RopeScaling& scaling);
+
+// Parses a Hugging Face Llama config.json text. rope_scaling of type linear or llama3 and an
+// explicit head_dim are read. Unknown fields that would change the model's meaning (another
+// rope_scaling type, attention_bias/mlp_bias true, hidden_act
 // other than silu, tie_word_embeddings true, ...) are refused with ConfigError naming the
 // field; purely informational fields are returned in `warnings`. Wrong JSON types are refused
 // naming the field. The result is validated.

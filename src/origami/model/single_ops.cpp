@@ -28,8 +28,7 @@ SingleOps::SingleOps(const ModelConfig& config, ModelTensors& params, ModelTenso
       params_(params),
       grads_(grads),
       tracker_(tracker),
-      rope_(make_rope_tables(config.max_position_embeddings, config.head_dim(), config.rope_theta,
-                             tracker)) {}
+      rope_(make_rope_tables(config, tracker)) {}
 
 void SingleOps::set_batch(std::int64_t batch, std::int64_t seq, const std::int32_t* ids,
                           const std::int32_t* labels) {

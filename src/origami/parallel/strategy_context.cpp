@@ -11,8 +11,7 @@ StrategyContext::StrategyContext(const ModelConfig& config, ParallelGroups& grou
       params_(params),
       grads_(grads),
       tracker_(tracker),
-      rope_(make_rope_tables(config.max_position_embeddings, config.head_dim(), config.rope_theta,
-                             tracker)) {
+      rope_(make_rope_tables(config, tracker)) {
   ORIGAMI_CHECK(layout.degree() == groups.tokens().size(),
                 "token layout over {} ranks on a token axis of {}", layout.degree(),
                 groups.tokens().size());

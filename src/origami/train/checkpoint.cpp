@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "origami/core/error.h"
+#include "origami/io/hf_weights.h"
 #include "origami/io/safetensors.h"
 #include "origami/io/text_file.h"
 
@@ -343,9 +344,10 @@ nlohmann::json read_index(const std::string& dir) {
 namespace {
 
 std::string shape_fields(const ModelConfig& c) {
-  return fmt::format("vocab {}, hidden {}, intermediate {}, {} layers, {} heads, {} kv heads",
-                     c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers,
-                     c.num_attention_heads, c.num_key_value_heads);
+  return fmt::format(
+      "vocab {}, hidden {}, intermediate {}, {} layers, {} heads, {} kv heads, head_dim {}",
+      c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
+      c.num_key_value_heads, c.head_dim());
 }
 
 void check_same_model(const ModelConfig& saved, const ModelConfig& mine, const std::string& what) {
@@ -381,18 +383,19 @@ void check_step_agrees(const std::string& dir, const nlohmann::json& index) {
   if (marker >> word >> marked && word == "step") expect(marked, std::string("the ") + kMarker + " marker");
 }
 
-// Blocks of a Hugging Face model.safetensors: each tensor is one block at offset 0.
+// Blocks of a Hugging Face folder (model.safetensors or shards with an index): each tensor
+// is one block at offset 0 in the file holding it.
 nlohmann::json hf_tensors(const std::string& dir) {
-  const std::string path = dir + "/model.safetensors";
-  const io::SafetensorsFile f = io::SafetensorsFile::open(path);
+  const io::HfWeights weights = io::read_hf_weights(dir);
   nlohmann::json tensors = nlohmann::json::object();
-  for (const io::SafetensorsEntry& e : f.tensors())
-    tensors[e.name] = {{"dtype", std::string(dtype_name(e.dtype))},
-                       {"shape", e.shape},
-                       {"blocks",
-                        {{{"file", "model.safetensors"},
-                          {"offset", Shape(e.shape.size(), 0)},
-                          {"shape", e.shape}}}}};
+  for (const std::string& file : weights.files) {
+    const io::SafetensorsFile f = io::SafetensorsFile::open(dir + "/" + file);
+    for (const io::SafetensorsEntry& e : f.tensors())
+      tensors[e.name] = {
+          {"dtype", std::string(dtype_name(e.dtype))},
+          {"shape", e.shape},
+          {"blocks", {{{"file", file}, {"offset", Shape(e.shape.size(), 0)}, {"shape", e.shape}}}}};
+  }
   return tensors;
 }
 
@@ -413,9 +416,12 @@ class BlockReader {
     if (global != spec.global)
       throw ConfigError(fmt::format("{}: tensor {} has shape [{}], this model needs [{}]", dir_,
                                     name, fmt::join(global, ", "), fmt::join(spec.global, ", ")));
-    if (info.at("dtype").get<std::string>() != "F32")
-      throw Error(fmt::format("{}: tensor {} is {}, only F32 is read", dir_, name,
-                              info.at("dtype").get<std::string>()));
+    // A Hugging Face folder's bf16 / fp16 tensors are widened to fp32 on load (exactly);
+    // a checkpoint is F32 throughout, as save writes it.
+    const std::string dtype = info.at("dtype").get<std::string>();
+    if (dtype != "F32" && (checksums_required_ || (dtype != "BF16" && dtype != "F16")))
+      throw ConfigError(fmt::format("{}: tensor {} is {}; {} read", dir_, name, dtype,
+                                    checksums_required_ ? "only F32 is" : "F32, BF16 and F16 are"));
     Tensor out(tracker, category, spec.local);  // zeroed: padding rows stay zero
     const Block need = block_of(spec);
     const std::int64_t ld = out.ndim() > 1 ? out.dim(1) : 1;
@@ -432,7 +438,7 @@ class BlockReader {
       const std::string file = dir_ + "/" + plain_file_name(name, jb);
       const io::SafetensorsFile& f = open(file);
       const io::SafetensorsEntry& e = f.entry(name);
-      if (e.dtype != DType::F32 || e.shape != jb.at("shape").get<Shape>())
+      if (std::string(dtype_name(e.dtype)) != dtype || e.shape != jb.at("shape").get<Shape>())
         throw Error(fmt::format("{}: tensor {} does not match the index (dtype or shape)", file,
                                 name));
       if (jb.contains("fnv1a64")) verify(f, file, name, jb.at("fnv1a64").get<std::string>());
@@ -444,7 +450,7 @@ class BlockReader {
           global.size() == 1 ? Shape{r1 - r0} : Shape{r1 - r0, c1 - c0};
       const Shape ioff = global.size() == 1 ? Shape{r0 - b.off0} : Shape{r0 - b.off0, c0 - b.off1};
       Tensor part(tracker, MemCategory::Workspace, ishape);
-      f.read_block(name, ioff, part);
+      f.read_block_as_f32(name, ioff, part);
       for (std::int64_t r = r0; r < r1; ++r)
         std::memcpy(out.f32() + (r - need.off0) * ld + (c0 - need.off1),
                     part.f32() + (r - r0) * (c1 - c0),
@@ -543,7 +549,7 @@ nlohmann::json load(const std::string& dir, const ModelConfig& config, const Ran
     check_same_model(parse_model_config(index.at("config").dump(), &warnings), config,
                      dir + "/" + kIndex);
     tensors = index.at("tensors");
-  } else if (fs::is_regular_file(fs::path(dir) / "model.safetensors")) {
+  } else if (io::has_hf_weights(dir)) {
     if (st.optimizer != nullptr)
       throw ConfigError(fmt::format("{} is a Hugging Face model (no optimizer state): use "
                                     "--init-from, not --resume",
@@ -554,9 +560,10 @@ nlohmann::json load(const std::string& dir, const ModelConfig& config, const Ran
     check_same_model(load_model_config(cfg, &warnings), config, cfg);
     tensors = hf_tensors(dir);
   } else {
-    throw ConfigError(fmt::format("{}: neither a checkpoint ({}) nor a Hugging Face model "
-                                  "(model.safetensors)",
-                                  dir, kIndex));
+    throw ConfigError(
+        fmt::format("{}: neither a checkpoint ({}) nor a Hugging Face model "
+                    "({} or {})",
+                    dir, kIndex, io::kHfWeightsFile, io::kHfWeightsIndex));
   }
   BlockReader reader(dir, tensors, !index.is_null());
   const std::vector<parallel::ShardSpec>& specs = *st.specs;

@@ -11,6 +11,7 @@
 #include "origami/data/permutation.h"
 #include "origami/data/token_file.h"
 #include "origami/io/text_file.h"
+#include "origami/tokenizer/tokenizer.h"
 
 namespace origami::data {
 
@@ -31,8 +32,18 @@ std::string ByteTokenizer::decode(std::span<const std::int32_t> ids) {
   return text;
 }
 
-DataOptions data_options(const std::string& data_dtype, const std::string& data_order) {
+DataOptions data_options(const std::string& data_dtype, const std::string& data_order,
+                         const std::string& tokenizer_path, std::int64_t vocab_size) {
   DataOptions o;
+  if (!tokenizer_path.empty() && tokenizer_path != "byte") {
+    o.text_tokenizer = tokenizer::load(tokenizer_path);
+    if (o.text_tokenizer->vocab_size() > vocab_size)
+      throw ConfigError(fmt::format(
+          "--tokenizer {} has {} tokens but the model's vocab_size is {}: its ids would fall "
+          "outside the embedding; give a model with vocab_size >= {} or another tokenizer",
+          tokenizer_path, o.text_tokenizer->vocab_size(), vocab_size,
+          o.text_tokenizer->vocab_size()));
+  }
   if (data_dtype == "uint32") o.flat_width = 4;
   else if (data_dtype != "uint16")
     throw ConfigError(fmt::format("--data-dtype '{}': use uint16 (nanoGPT's) or uint32",
@@ -58,12 +69,14 @@ bool is_file(const std::string& path) {
   return std::filesystem::is_regular_file(path, ec);
 }
 
-// Byte tokens of text, held in memory.
-TokenSource text_source(std::vector<std::int32_t> ids, std::string label) {
-  auto held = std::make_shared<const std::vector<std::int32_t>>(std::move(ids));
+// Tokens of text (the options' tokenizer's, else bytes), held in memory.
+TokenSource text_source(std::string_view text, std::string label, const DataOptions& options) {
+  const tokenizer::Tokenizer* t = options.text_tokenizer.get();
+  auto held = std::make_shared<const std::vector<std::int32_t>>(
+      t != nullptr ? t->encode(text) : ByteTokenizer::encode(text));
   TokenSource s;
   s.label = std::move(label);
-  s.format = "text (byte tokens)";
+  s.format = t != nullptr ? fmt::format("text ({} tokens)", t->kind()) : "text (byte tokens)";
   s.tokens = TokenView{reinterpret_cast<const std::uint8_t*>(held->data()), 4,
                        static_cast<std::int64_t>(held->size())};
   s.storage = held;
@@ -113,7 +126,7 @@ TokenSource open_source(const std::string& path, const DataOptions& format) {
         fmt::format("data: the data file '{}' is empty; give a text file with "
                     "at least one sequence of tokens",
                     path));
-  return text_source(ByteTokenizer::encode(text), path);
+  return text_source(text, path, format);
 }
 
 // "PATH" or "PATH:WEIGHT" (the weight is what follows the last ':' when it reads as a number).
@@ -187,7 +200,7 @@ TokenDataset TokenDataset::from_file(const std::string& path) {
 TokenDataset TokenDataset::from_text(std::string_view text, std::string label) {
   if (text.empty()) throw ConfigError(fmt::format("data: the text '{}' is empty", label));
   std::vector<TokenSource> one;
-  one.push_back(text_source(ByteTokenizer::encode(text), std::move(label)));
+  one.push_back(text_source(text, std::move(label), {}));
   return TokenDataset(std::move(one), DataOrder::Random);
 }
 
@@ -197,9 +210,9 @@ TokenDataset TokenDataset::default_corpus() {
 
 TokenDataset TokenDataset::open(const std::string& spec, const DataOptions& format) {
   if (spec.empty()) {
-    TokenDataset d = default_corpus();
-    d.order_ = format.order;
-    return d;
+    std::vector<TokenSource> corpus;
+    corpus.push_back(text_source(default_corpus_text(), "built-in corpus", format));
+    return TokenDataset(std::move(corpus), format.order);
   }
   std::vector<TokenSource> sources;
   if (is_file(spec)) {

@@ -32,6 +32,10 @@
 #include "origami/core/tensor.h"
 #include "origami/data/token_view.h"
 
+namespace origami::tokenizer {
+class Tokenizer;
+}
+
 namespace origami::data {
 
 // A token is a byte: ids 0..255, and decode(encode(s)) == s for any byte string.
@@ -70,9 +74,15 @@ enum class DataOrder { Random, Epoch };
 struct DataOptions {
   int flat_width = 2;  // --data-dtype of a flat .bin: 2 (uint16, nanoGPT's) or 4 (uint32)
   DataOrder order = DataOrder::Random;
+  // Text sources (and the built-in corpus) are encoded by it, with no special tokens added:
+  // the text is one token stream. Null: byte tokens.
+  std::shared_ptr<const tokenizer::Tokenizer> text_tokenizer = {};
 };
-// --data-dtype "uint16" or "uint32" and --data-order "random" or "epoch"; ConfigError otherwise.
-DataOptions data_options(const std::string& data_dtype, const std::string& data_order);
+// --data-dtype "uint16" or "uint32", --data-order "random" or "epoch", and --tokenizer (empty
+// or "byte": bytes; else tokenizer::load of it, refused when its vocabulary exceeds the model's
+// `vocab_size`, naming both numbers, before any data is read); ConfigError otherwise.
+DataOptions data_options(const std::string& data_dtype, const std::string& data_order,
+                         const std::string& tokenizer_path = "", std::int64_t vocab_size = 0);
 
 // Rows per block of the epoch order's blend (a weight must earn at least one row of it).
 inline constexpr std::int64_t kBlendBlock = 4096;

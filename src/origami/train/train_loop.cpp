@@ -269,7 +269,7 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
     throw ConfigError("--link-model needs a parallel run (one device sends nothing): choose "
                       "--strategy and --degree, or --mesh");
   const data::TokenDataset dataset = data::open_for_training(
-      o.data_path, data::data_options(o.data_dtype, o.data_order), o.model.vocab_size, o.seq);
+      o.data_path, data::data_options(o.data_dtype, o.data_order, o.tokenizer_path, o.model.vocab_size), o.model.vocab_size, o.seq);
   sh.dataset = &dataset;
   if (mpi) {
     sh.kernel_threads = o.threads;

@@ -46,6 +46,7 @@ struct TrainOptions {
   std::string data_path;  // a --data spec (data.h TokenDataset::open); empty: the built-in corpus
   std::string data_dtype = "uint16";  // ids of a flat .bin without a header
   std::string data_order = "random";  // or "epoch" (data.h)
+  std::string tokenizer_path;  // text data's tokenizer (tokenizer/tokenizer.h); empty: bytes
   std::int64_t seq = 256;
   std::int64_t batch = 8;        // sequences per micro-batch
   std::int64_t grad_accum = 1;   // micro-batches per step
