@@ -1,15 +1,23 @@
-// The parity matrix on the threads transport: every baseline strategy against the
-// single-device model (LlamaModel, itself proven equal to PyTorch): the loss and every gathered
-// gradient (per tensor ||a-b||/||b|| <= 1e-5), and for a subset five AdamW steps (losses and
-// parameters, per tensor <= 1e-4). Dimensions covered: strategy x degree 1/2/3/4 (3 on a model
-// with 6 heads), zigzag and contiguous, grouped-query attention x degree, B > 1, gradient
-// accumulation, each recompute policy x strategy, and dp x strategy.
+// The parity matrix on the threads transport: every strategy (the baselines and TSP) against
+// the single-device model (LlamaModel, itself proven equal to PyTorch): the loss and every
+// gathered gradient (per tensor ||a-b||/||b|| <= 1e-5), and for a subset five AdamW steps with
+// clipping (losses and parameters, per tensor <= 1e-4).
+//   * the registry sweep: every registered strategy (parallel/registry.h) at degrees 2, 3 and
+//     4, one recompute policy each, so that a new strategy is compared by registering it;
+//   * the chosen cases: strategy x degree 1..4 (3 on a model with 6 heads, 8 for TSP), zigzag
+//     and contiguous, grouped-query attention x degree, B = 1, 2, 4, gradient accumulation,
+//     each recompute policy x strategy, TP+SP meshes and dp x strategy; vocabularies not
+//     divisible by the degree (97 at 2, 4, 8; 100 at 3, 8).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <mutex>
 
+#include <fmt/format.h>
+
+#include "origami/core/error.h"
 #include "origami/kernels/threads.h"
+#include "origami/parallel/registry.h"
 #include "threads_util.h"
 
 namespace origami::parity {
@@ -19,27 +27,37 @@ using parallel::ParallelConfig;
 using parallel::TokenLayoutKind;
 
 // Models: "mha" 4 heads; "gqa" 4 heads over 2 kv heads, vocabulary 97 (prime: padded at
-// every degree > 1); "six" 6 heads / 3 kv heads (degree 3; vocabulary 100 not divisible by 3).
+// every degree > 1); "gqa4" 8 heads over 4 kv heads; "six" 6 heads / 3 kv heads (degree 3;
+// vocabulary 100 not divisible by 3); "eight" 8 heads / 8 kv heads (degree 8).
 ModelConfig mha() {
   return make_model(100, 64, 96, 4, 4);
 }
 ModelConfig gqa() {
   return make_model(97, 64, 96, 4, 2);
 }
+ModelConfig gqa4() {
+  return make_model(97, 64, 96, 8, 4);
+}
 ModelConfig six() {
   return make_model(100, 48, 96, 6, 3);
+}
+ModelConfig eight() {
+  return make_model(100, 64, 96, 8, 8);
 }
 
 ParallelConfig plan(int dp, int tp, int sp, bool seqpar = false,
                     TokenLayoutKind layout = TokenLayoutKind::Zigzag) {
   return make_plan(dp, tp, sp, seqpar, layout);
 }
+ParallelConfig tsp(int dp, int d, TokenLayoutKind layout = TokenLayoutKind::Zigzag) {
+  return make_tsp_plan(dp, d, layout);
+}
 constexpr auto kContig = TokenLayoutKind::Contiguous;
 
 std::vector<Case> matrix() {
   std::vector<Case> v;
   auto add = [&](std::string name, ModelConfig m, ParallelConfig p, Recompute r = Recompute::None,
-                 std::int64_t B = 2, int micro = 1) {
+                 std::int64_t B = 2, int micro = 1, std::int64_t seq = 24) {
     Case c;
     c.name = std::move(name);
     c.model = m;
@@ -47,8 +65,22 @@ std::vector<Case> matrix() {
     c.recompute = r;
     c.batch = B;
     c.micro = micro;
+    c.seq = seq;
     v.push_back(c);
   };
+  // The registry sweep: each registered strategy with a degree, at 2, 3 and 4.
+  const Recompute policies[] = {Recompute::Mlp, Recompute::Full, Recompute::None};
+  for (const parallel::StrategyInfo& s : parallel::registered_strategies()) {
+    if (s.degree_axis.empty()) continue;
+    for (int d = 2; d <= 4; ++d) {
+      const ModelConfig m = d == 3 ? six() : d == 2 ? gqa() : mha();
+      const ParallelConfig p =
+          parallel::make_parallel_config(s.name, d, "", false, TokenLayoutKind::Zigzag);
+      const Recompute r = policies[d - 2];
+      add(fmt::format("registry_{}{}_{}", s.name, d, recompute_name(r)), m, p, r,
+          s.name == "dp" ? 2 * d : 2);
+    }
+  }
   // The generic driver on one rank, every policy.
   add("single", mha(), plan(1, 1, 1));
   add("single_mlp", gqa(), plan(1, 1, 1), Recompute::Mlp);
@@ -87,6 +119,25 @@ std::vector<Case> matrix() {
   add("dp2xtp2", gqa(), plan(2, 2, 1));
   add("dp2xtpsp2_mlp", mha(), plan(2, 2, 1, true), Recompute::Mlp);
   add("dp2xsp2", mha(), plan(2, 1, 2));
+  // TSP: degrees 2..4 and 8 (tsp at degree 1 is the degree-1 mesh, "single"), both layouts, GQA, B
+  // = 1 and 4, every policy, dp x tsp.
+  add("tsp2_zigzag", mha(), tsp(1, 2));
+  add("tsp2_contiguous", mha(), tsp(1, 2, kContig));
+  add("tsp2_gqa", gqa(), tsp(1, 2));
+  add("tsp3_zigzag", six(), tsp(1, 3));
+  add("tsp3_contiguous", six(), tsp(1, 3, kContig));
+  add("tsp4_zigzag", mha(), tsp(1, 4));
+  add("tsp4_contiguous_gqa", gqa4(), tsp(1, 4, kContig));
+  add("tsp4_gqa_B4", gqa4(), tsp(1, 4), Recompute::None, 4);
+  add("tsp4_B1", mha(), tsp(1, 4), Recompute::None, 1);
+  add("tsp8_zigzag", eight(), tsp(1, 8), Recompute::None, 2, 1, 32);
+  add("tsp8_contiguous", eight(), tsp(1, 8, kContig), Recompute::None, 1, 1, 32);
+  add("tsp2_mlp", gqa(), tsp(1, 2), Recompute::Mlp);
+  add("tsp4_full", mha(), tsp(1, 4), Recompute::Full);
+  add("tsp3_mlp_contiguous", six(), tsp(1, 3, kContig), Recompute::Mlp);
+  add("tsp2_full_accum", gqa(), tsp(1, 2), Recompute::Full, 2, 2);
+  add("dp2xtsp2", mha(), tsp(2, 2));
+  add("dp2xtsp2_gqa_full", gqa(), tsp(2, 2, kContig), Recompute::Full, 4);
   return v;
 }
 
@@ -111,9 +162,13 @@ INSTANTIATE_TEST_SUITE_P(Matrix, Parity, ::testing::ValuesIn(matrix()), case_nam
 std::vector<Case> step_cases() {
   std::vector<Case> v;
   for (Case c : matrix()) {
-    static const std::vector<std::string> chosen = {"single",  "dp2",           "tp2_gqa",
-                                                    "tpsp2",   "sp2_zigzag",    "tp2xsp2_zigzag",
-                                                    "dp2xtp2", "sp2_full_accum"};
+    static const std::vector<std::string> chosen = {"single",      "dp2",
+                                                    "tp2_gqa",     "tpsp2",
+                                                    "sp2_zigzag",  "tp2xsp2_zigzag",
+                                                    "dp2xtp2",     "sp2_full_accum",
+                                                    "tsp2_zigzag", "tsp3_contiguous",
+                                                    "tsp4_gqa_B4", "tsp2_full_accum",
+                                                    "dp2xtsp2"};
     if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
     c.steps = 5;
     c.max_grad_norm = 1.0;

@@ -5,11 +5,12 @@
 #include <algorithm>
 #include <numeric>
 
+#include "harness.h"
 #include "origami/comm/run_ranks.h"
 #include "origami/core/rng.h"
 #include "origami/parallel/parallel_config.h"
-#include "origami/parallel/shard_spec.h"
 #include "origami/parallel/registry.h"
+#include "origami/parallel/shard_spec.h"
 
 namespace origami::parallel {
 namespace {
@@ -134,7 +135,7 @@ TEST(Plan, TspAxisIsNamedTspAndAMeshImpliesItsStrategy) {
   comm::run_ranks(2, [&](comm::Communicator& w) {
     ParallelGroups g(w, p);
     EXPECT_EQ(g.tsp().name(), "tsp");
-    EXPECT_EQ(&g.tokens(), &g.tsp());  // the axis that splits the tokens is TSP's
+    EXPECT_EQ(&g.tokens(), &g.tsp());     // the axis that splits the tokens is TSP's
     EXPECT_EQ(&g.axis("tsp"), &g.tsp());  // the specs name it
   });
   EXPECT_EQ(strategy_of_mesh("dp=2,tsp=2"), "tsp");
@@ -193,6 +194,30 @@ TEST(Plan, RefusesPlansThatCannotRunBeforeAnyWork) {
   p.tp = 2;
   p.sequence_parallel = true;
   EXPECT_THROW(validate_plan(p, c, 3, 1, 2), ConfigError);  // 3 rows over tp=2
+}
+
+// Bad input refused up front, the constraint named.
+TEST(Plan, TspRefusesDegreesThatDoNotDivide) {
+  const ParallelConfig p4{.tsp = 4};
+  try {
+    validate_plan(p4, parity::make_model(97, 64, 96, 4, 2), 24, 2, 4);  // 2 kv heads < 4
+    FAIL() << "kv heads 2 < degree 4 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tsp"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(validate_plan({.tsp = 3}, parity::make_model(100, 64, 96, 4, 4), 24, 2, 3),
+               ConfigError);  // heads 4
+  EXPECT_THROW(validate_plan({.tsp = 4}, parity::make_model(100, 64, 96, 4, 4), 20, 2, 4),
+               ConfigError);  // 20 % 8
+  EXPECT_NO_THROW(validate_plan({.tsp = 4}, parity::make_model(100, 64, 96, 4, 4), 24, 2, 4));
+  const ParallelConfig words =
+      make_parallel_config("tsp", 1, "dp=2,tsp=2", false, TokenLayoutKind::Zigzag);
+  EXPECT_TRUE(words.is_tsp());
+  EXPECT_EQ(words.dp, 2);
+  EXPECT_EQ(words.tsp, 2);
+  EXPECT_THROW(make_parallel_config("tsp", 1, "tp=2,tsp=2", false, TokenLayoutKind::Zigzag),
+               ConfigError);
 }
 
 }  // namespace
