@@ -268,8 +268,8 @@ INSTANTIATE_TEST_SUITE_P(Policies, CostModel,
                          ::testing::Values(Recompute::None, Recompute::Mlp, Recompute::Full),
                          [](const auto& info) { return recompute_name(info.param); });
 
-// The configurations of the parity matrices (tests/parallel/parity_test.cpp and
-// tsp_parity_test.cpp; gradient accumulation aside: the figures are per micro-batch and per
+// The chosen configurations of the parity matrix (tests/parallel/parity_test.cpp, the
+// baselines' and TSP's; gradient accumulation aside: the figures are per micro-batch and per
 // step), each compared on world rank 0 and on the last rank: every category and every op.
 struct MatrixCase {
   const char* name;
