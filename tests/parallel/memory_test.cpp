@@ -1,21 +1,29 @@
-// Memory evidence from each rank's tracker: TP holds 1/T of the parameter, gradient and
-// optimizer bytes (RMSNorm weights replicated), SP saves about 1/Σ of the activations, and
-// the recompute policies shrink the saved activations in the order none > mlp > full.
+// Memory evidence from each rank's tracker, instantiated for every registered strategy
+// (parallel/registry.h) the claim applies to: a strategy that shards the weights over D ranks
+// holds 1/D of the parameter, gradient and optimizer bytes (RMSNorm weights replicated), one
+// that does not holds all of them; a strategy that splits the tokens over D ranks saves about
+// 1/D of the activations; and under every strategy the recompute policies shrink the saved
+// activations in the order none > mlp > full.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "origami/kernels/threads.h"
+#include "origami/parallel/registry.h"
 #include "threads_util.h"
 
 namespace origami::parity {
 namespace {
+
+using parallel::ParallelConfig;
 
 struct Measured {
   std::int64_t params = 0, grads = 0, optimizer = 0, activations_peak = 0;
 };
 
 // Per-rank bytes of world rank 0 after one forward+backward and the optimizer's allocation.
-Measured measure(const ModelConfig& m, const parallel::ParallelConfig& p, Recompute r,
-                 std::int64_t B, std::int64_t S) {
+Measured measure(const ModelConfig& m, const ParallelConfig& p, Recompute r, std::int64_t B,
+                 std::int64_t S) {
   Case c;
   c.model = m;
   c.plan = p;
@@ -29,8 +37,12 @@ Measured measure(const ModelConfig& m, const parallel::ParallelConfig& p, Recomp
     parallel::RankModel model(m, groups, S, r, t, kSeed);
     AdamW opt(model.params(), t, test_hyper());
     t.reset_peaks();
-    std::vector<parallel::LocalBatch> micro{model.localize(micro_batch(c, d, 0, 0))};
-    model.run(micro[0], true, 1e-3);
+    // The rank's data-parallel share of the micro-batch.
+    const std::int64_t per = B / p.dp, first = groups.dp().rank() * per * S;
+    const TokenBatch all = micro_batch(c, d, 0, 0);
+    const parallel::LocalBatch b =
+        model.localize({per, S, all.input_ids + first, all.labels + first});
+    model.run(b, true, 1e-3);
     if (world.rank() == 0) {
       out.params = t.current(MemCategory::Parameters);
       out.grads = t.current(MemCategory::Gradients);
@@ -41,54 +53,101 @@ Measured measure(const ModelConfig& m, const parallel::ParallelConfig& p, Recomp
   return out;
 }
 
-class Memory : public ::testing::Test {
+ParallelConfig at(const std::string& name, int degree) {
+  return parallel::make_parallel_config(name, degree, "", false,
+                                        parallel::TokenLayoutKind::Zigzag);
+}
+
+std::vector<std::string> strategies_where(bool (*applies)(const ParallelConfig&)) {
+  std::vector<std::string> out;
+  for (const parallel::StrategyInfo& s : parallel::registered_strategies())
+    if (!s.degree_axis.empty() && applies(at(s.name, 2))) out.push_back(s.name);
+  return out;
+}
+bool any(const ParallelConfig&) { return true; }
+bool shards_weights(const ParallelConfig& p) { return p.weight_degree() > 1; }
+bool replicates_weights(const ParallelConfig& p) { return p.weight_degree() == 1; }
+bool splits_tokens(const ParallelConfig& p) { return p.token_degree() > 1; }
+
+std::string strategy_name(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param;
+}
+
+class Memory : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() { kernels::set_thread_count(1); }
 };
+class ShardedMemory : public Memory {};
+class ReplicatedMemory : public Memory {};
+class TokenMemory : public Memory {};
 
-TEST_F(Memory, TensorParallelHoldsOneTthOfParametersGradientsAndOptimizerState) {
+TEST_P(ShardedMemory, HoldsOneDthOfParametersGradientsAndOptimizerState) {
   const ModelConfig m = make_model(128, 64, 128, 4, 4);
-  const Measured one = measure(m, make_plan(1, 1, 1), Recompute::None, 1, 16);
+  const Measured one = measure(m, {}, Recompute::None, 2, 16);
   // RMSNorm weights: 2 per layer + the final one, replicated on every rank.
   const std::int64_t norms = (2 * m.num_hidden_layers + 1) * m.hidden_size * 4;
   EXPECT_EQ(one.params, m.num_parameters() * 4);
-  for (int T : {2, 4}) {
-    const Measured tp = measure(m, make_plan(1, T, 1), Recompute::None, 1, 16);
-    EXPECT_EQ(tp.params, (one.params - norms) / T + norms) << "T=" << T;
-    EXPECT_EQ(tp.grads, (one.grads - norms) / T + norms) << "T=" << T;
-    EXPECT_EQ(tp.optimizer, (one.optimizer - 2 * norms) / T + 2 * norms) << "T=" << T;
+  for (int D : {2, 4}) {
+    const Measured sharded = measure(m, at(GetParam(), D), Recompute::None, 2, 16);
+    EXPECT_EQ(sharded.params, (one.params - norms) / D + norms) << "D=" << D;
+    EXPECT_EQ(sharded.grads, (one.grads - norms) / D + norms) << "D=" << D;
+    EXPECT_EQ(sharded.optimizer, (one.optimizer - 2 * norms) / D + 2 * norms) << "D=" << D;
   }
 }
 
-TEST_F(Memory, SequenceParallelSavesAboutOneSigmathOfTheActivations) {
+TEST_P(ReplicatedMemory, HoldsEveryParameter) {
   const ModelConfig m = make_model(128, 64, 128, 4, 4);
-  const Measured one = measure(m, make_plan(1, 1, 1), Recompute::None, 2, 48);
-  for (int sigma : {2, 4}) {
-    const Measured sp = measure(m, make_plan(1, 1, sigma), Recompute::None, 2, 48);
-    const double ratio = double(sp.activations_peak) * sigma / double(one.activations_peak);
-    EXPECT_NEAR(ratio, 1.0, 0.02) << "Σ=" << sigma << ": " << sp.activations_peak << " vs "
-                                  << one.activations_peak;
-    EXPECT_EQ(sp.params, one.params);  // SP replicates the weights
+  const Measured one = measure(m, {}, Recompute::None, 4, 16);
+  const Measured replica = measure(m, at(GetParam(), 2), Recompute::None, 4, 16);
+  EXPECT_EQ(replica.params, one.params);
+  EXPECT_EQ(replica.grads, one.grads);
+  EXPECT_EQ(replica.optimizer, one.optimizer);
+}
+
+TEST_P(TokenMemory, SavesAboutOneDthOfTheActivations) {
+  const ModelConfig m = make_model(128, 64, 128, 4, 4);
+  const Measured one = measure(m, {}, Recompute::None, 2, 48);
+  for (int D : {2, 4}) {
+    const Measured split = measure(m, at(GetParam(), D), Recompute::None, 2, 48);
+    const double ratio = double(split.activations_peak) * D / double(one.activations_peak);
+    std::printf("  %s D=%d: saved activations %lld vs one device %lld (x D = %.3f)\n",
+                GetParam().c_str(), D, static_cast<long long>(split.activations_peak),
+                static_cast<long long>(one.activations_peak), ratio);
+    EXPECT_NEAR(ratio, 1.0, 0.02) << "D=" << D;  // measured: exactly 1.000
   }
 }
 
-TEST_F(Memory, RecomputePoliciesShrinkSavedActivations) {
+TEST_P(Memory, RecomputePoliciesShrinkSavedActivations) {
   const ModelConfig m = make_model(128, 64, 128, 4, 4, 3);
-  for (const parallel::ParallelConfig& p : {make_plan(1, 1, 1), make_plan(1, 2, 1, true)}) {
+  for (const ParallelConfig& p : {ParallelConfig{}, at(GetParam(), 2)}) {
     const std::int64_t none = measure(m, p, Recompute::None, 2, 32).activations_peak;
     const std::int64_t mlp = measure(m, p, Recompute::Mlp, 2, 32).activations_peak;
     const std::int64_t full = measure(m, p, Recompute::Full, 2, 32).activations_peak;
-    const std::int64_t block_rows = 2 * 32;  // TP-SP gathers all rows into the blocks
+    // The rows the blocks run on (a replica's share, split over the token axis; TP-SP gathers
+    // every row of its replica into the blocks) and the MLP columns each holds (1/tp of them;
+    // TSP's ring computes every column on its own rows).
+    const std::int64_t block_rows = 2 / p.dp * 32 / p.token_degree();
     // mlp drops exactly the gate and up pre-activations of every layer but the one being
-    // recomputed at the peak ([rows, f/T] each).
+    // recomputed at the peak ([rows, f/tp] each).
     EXPECT_LT(mlp, none);
     EXPECT_GE(none - mlp,
-              2 * (m.num_hidden_layers - 1) * block_rows * (m.intermediate_size / p.tp) * 4);
+              2 * (m.num_hidden_layers - 1) * block_rows * (m.intermediate_size / p.tp) * 4)
+        << p.describe();
     // full keeps one [rows, h] input per layer plus one layer's full set at a time.
-    EXPECT_LT(full, mlp);
-    EXPECT_LT(full, none / 2);
+    EXPECT_LT(full, mlp) << p.describe();
+    EXPECT_LT(full, none / 2) << p.describe();
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Strategies, Memory, ::testing::ValuesIn(strategies_where(any)),
+                         strategy_name);
+INSTANTIATE_TEST_SUITE_P(Strategies, ShardedMemory,
+                         ::testing::ValuesIn(strategies_where(shards_weights)), strategy_name);
+INSTANTIATE_TEST_SUITE_P(Strategies, ReplicatedMemory,
+                         ::testing::ValuesIn(strategies_where(replicates_weights)),
+                         strategy_name);
+INSTANTIATE_TEST_SUITE_P(Strategies, TokenMemory,
+                         ::testing::ValuesIn(strategies_where(splits_tokens)), strategy_name);
 
 }  // namespace
 }  // namespace origami::parity
