@@ -83,7 +83,7 @@ TEST(PlanCli, JsonRowsAreThePredictionsForEveryLayout) {
   EXPECT_GT(out["longest_sequence"]["tsp"]["max_seq"].get<std::int64_t>(), 256);
   ASSERT_FALSE(out["inference"].empty());
   // Memory and decode bytes checked against the engine (tests/infer/plan_check_test.cpp), the
-  // times against the inference dry run (tests/infer/dry_run_check_test.cpp); the prefill's
+  // times against the inference dry run (tests/infer/planner_inference_vs_dry_run_test.cpp); the prefill's
   // weight bytes are not.
   EXPECT_TRUE(out["inference"][0]["checked"]["memory"]);
   EXPECT_TRUE(out["inference"][0]["checked"]["decode_bytes"]);

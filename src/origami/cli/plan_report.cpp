@@ -124,7 +124,7 @@ nlohmann::json plan_json(const PlanReport& p) {
     inf.push_back(
         {{"strategy", "tsp"},
          // Memory and bytes against the engine (tests/infer/plan_check_test.cpp); times against
-         // the inference dry run's virtual clock (tests/infer/dry_run_check_test.cpp), i.e.
+         // the inference dry run's virtual clock (tests/infer/planner_inference_vs_dry_run_test.cpp), i.e.
          // the schedule's, not a GPU's.
          {"checked", {{"memory", true}, {"kv_gather_bytes", true}, {"decode_bytes", true},
                       {"weight_bytes", false}, {"times", true}, {"times_against", "dry_run"}}},

@@ -5,7 +5,7 @@
 // Derived from infer/engine.cpp and checked against it by tests/infer/plan_check_test.cpp:
 // every category's per-rank peak of each phase, and the bytes each operation sends per rank;
 // the times against the inference dry run's virtual clock (infer/dry_run.h) by
-// tests/infer/dry_run_check_test.cpp.
+// tests/infer/planner_inference_vs_dry_run_test.cpp.
 #pragma once
 
 #include <cstdint>
