@@ -16,7 +16,7 @@
 #include <benchmark/benchmark.h>
 
 #include "origami/data/token_file.h"
-#include "origami/train/data.h"
+#include "origami/data/dataset.h"
 
 namespace {
 

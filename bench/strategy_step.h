@@ -28,6 +28,7 @@
 #include "origami/parallel/rank_model.h"
 #include "origami/parallel/tsp_ops.h"
 #include "origami/parallel/registry.h"
+#include "origami/train/rank_step.h"
 
 namespace origami::bench {
 

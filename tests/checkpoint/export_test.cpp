@@ -10,7 +10,7 @@
 
 #include "../oracle/oracle_util.h"
 #include "ckpt_util.h"
-#include "origami/train/data.h"
+#include "origami/data/dataset.h"
 
 namespace origami::ckpt_test {
 namespace {

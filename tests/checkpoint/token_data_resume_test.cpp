@@ -9,7 +9,7 @@
 
 #include "ckpt_util.h"
 #include "origami/data/token_file.h"
-#include "origami/train/data.h"
+#include "origami/data/dataset.h"
 
 namespace origami::ckpt_test {
 namespace {

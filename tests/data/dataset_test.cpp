@@ -9,7 +9,7 @@
 #include "data_files.h"
 #include "origami/core/error.h"
 #include "origami/data/token_file.h"
-#include "origami/train/data.h"
+#include "origami/data/dataset.h"
 
 namespace origami::data_test {
 namespace {

@@ -12,7 +12,7 @@
 #include "origami/core/error.h"
 #include "origami/data/permutation.h"
 #include "origami/data/token_file.h"
-#include "origami/train/data.h"
+#include "origami/data/dataset.h"
 
 namespace origami::data_test {
 namespace {

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "origami/core/error.h"
-#include "origami/train/data.h"
+#include "origami/data/dataset.h"
 
 namespace origami::data {
 namespace {

@@ -20,6 +20,7 @@
 #include "origami/parallel/rank_model.h"
 #include "origami/train/trainer.h"
 #include "origami/parallel/registry.h"
+#include "origami/train/rank_step.h"
 
 namespace origami::parity {
 

@@ -11,6 +11,7 @@
 #include "origami/kernels/threads.h"
 #include "origami/parallel/registry.h"
 #include "origami/parallel/tsp_ops.h"
+#include "origami/train/rank_step.h"
 #include "threads_util.h"
 
 namespace origami::parity {

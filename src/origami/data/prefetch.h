@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "origami/train/data.h"
+#include "origami/data/dataset.h"
 
 namespace origami::data {
 

@@ -12,21 +12,21 @@
 #include "origami/core/error.h"
 #include "origami/data/token_file.h"
 #include "origami/io/text_file.h"
-#include "origami/train/checkpoint.h"
+#include "origami/core/hash.h"
 
 namespace origami::data {
 
 namespace fs = std::filesystem;
 
 std::uint64_t tokenizer_identity(const std::string& path) {
-  if (path == "byte") return ckpt::fnv1a64("byte", 4);
+  if (path == "byte") return fnv1a64("byte", 4);
   fs::path file = path;
   if (fs::is_directory(file))
     file = fs::is_regular_file(file / "tokenizer.json") ? file / "tokenizer.json"
                                                         : file / "tokenizer.model";
   static constexpr std::int64_t kTokenizerFileLimit = 1ll << 30;
   const std::string bytes = io::read_text_file(file.string(), kTokenizerFileLimit, "--tokenizer");
-  return ckpt::fnv1a64(bytes.data(), bytes.size());
+  return fnv1a64(bytes.data(), bytes.size());
 }
 
 namespace {

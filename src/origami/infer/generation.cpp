@@ -17,7 +17,7 @@
 #include "origami/io/hf_weights.h"
 #include "origami/kernels/threads.h"
 #include "origami/train/checkpoint.h"
-#include "origami/train/data.h"
+#include "origami/data/dataset.h"
 #include "origami/train/parallel_train.h"
 
 namespace origami::infer {

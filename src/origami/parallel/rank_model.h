@@ -6,6 +6,7 @@
 //   weight gradients                 each tensor's grad_sum_axes
 //   gradient norm                    squares summed over each tensor's norm_sum_axes (its
 //                                    weight axis if sharded; replicated tensors counted once)
+// The optimizer step over these operations is train/rank_step.h's.
 #pragma once
 
 #include <memory>
@@ -14,7 +15,6 @@
 #include "origami/model/driver.h"
 #include "origami/model/llama.h"
 #include "origami/parallel/mesh_ops.h"
-#include "origami/train/optimizer.h"
 
 namespace origami::parallel {
 
@@ -64,19 +64,5 @@ class RankModel {
   std::unique_ptr<StrategyOps> ops_;
   ModelDriver driver_;
 };
-
-struct ParallelStepStats {
-  double loss = 0;  // mean over the step's unmasked labels (every rank)
-  std::int64_t unmasked = 0;
-  double grad_norm = 0;
-  float clip_coefficient = 1;
-};
-
-// One optimizer step over this rank's micro-batches: zero grads, forward+backward each,
-// reduce gradients, clip by the global norm (max_grad_norm <= 0: no clipping), AdamW on the
-// rank's shards.
-ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
-                                      const std::vector<LocalBatch>& micro, float lr,
-                                      double max_grad_norm);
 
 }  // namespace origami::parallel

@@ -1,6 +1,6 @@
 #include "origami/tokenizer/byte_tokenizer.h"
 
-#include "origami/train/data.h"
+#include "origami/data/dataset.h"
 
 namespace origami::tokenizer {
 

@@ -25,16 +25,6 @@ namespace origami::ckpt {
 
 namespace fs = std::filesystem;
 
-std::uint64_t fnv1a64(const void* data, std::size_t bytes) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  std::uint64_t h = 1469598103934665603ull;
-  for (std::size_t i = 0; i < bytes; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 std::string checkpoint_dir(const std::string& save_dir, std::int64_t step) {
   return fmt::format("{}/step-{:08d}", save_dir, step);
 }

@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "origami/core/hash.h"
 #include "origami/comm/communicator.h"
 #include "origami/parallel/shard_spec.h"
 #include "origami/train/checkpoint_options.h"
@@ -78,7 +79,7 @@ nlohmann::json read_index(const std::string& dir);
 // Hugging Face folder).
 nlohmann::json load(const std::string& dir, const ModelConfig& config, const RankState& state);
 
-// FNV-1a 64 of a byte range (the block checksum).
-std::uint64_t fnv1a64(const void* data, std::size_t bytes);
+// The block checksum is FNV-1a 64 (core/hash.h).
+using origami::fnv1a64;
 
 }  // namespace origami::ckpt

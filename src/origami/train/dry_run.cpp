@@ -10,6 +10,7 @@
 #include "origami/parallel/rank_model.h"
 #include "origami/train/dry_run_ranks.h"
 #include "origami/train/optimizer.h"
+#include "origami/train/rank_step.h"
 
 namespace origami {
 

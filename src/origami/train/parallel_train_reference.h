@@ -5,7 +5,7 @@
 #pragma once
 
 #include "origami/core/memory_tracker.h"
-#include "origami/train/data.h"
+#include "origami/data/dataset.h"
 #include "origami/train/trainer.h"
 
 namespace origami {

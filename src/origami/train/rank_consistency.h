@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "origami/comm/communicator.h"
-#include "origami/train/data.h"
+#include "origami/data/dataset.h"
 #include "origami/train/trainer.h"
 
 namespace origami {

@@ -28,6 +28,7 @@
 #include "origami/train/memory_check.h"
 #include "origami/train/preemption.h"
 #include "origami/train/rank_consistency.h"
+#include "origami/train/rank_step.h"
 
 namespace origami {
 

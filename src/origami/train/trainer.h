@@ -14,7 +14,7 @@
 #include "origami/kernels/optimizer.h"
 #include "origami/model/llama.h"
 #include "origami/train/checkpoint_options.h"
-#include "origami/train/data.h"
+#include "origami/data/dataset.h"
 #include "origami/train/optimizer.h"
 
 namespace origami {

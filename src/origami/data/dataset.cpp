@@ -1,4 +1,4 @@
-#include "origami/train/data.h"
+#include "origami/data/dataset.h"
 
 #include <algorithm>
 #include <charconv>

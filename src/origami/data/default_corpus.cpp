@@ -2,7 +2,7 @@
 // varied in form (stories, a dialogue, plain descriptions, a list, a letter) but with
 // recurring words and patterns, so that a small byte-level model's loss falls clearly in a
 // few hundred steps: first it learns letter frequencies, then common words, then phrases.
-#include "origami/train/data.h"
+#include "origami/data/dataset.h"
 
 namespace origami::data {
 
