@@ -60,10 +60,10 @@ void attention_project_forward(const AttentionDims& d, const float* n, const Att
 }
 
 Tensor attention_output_backward(const AttentionDims& d, const AttentionWeights& w,
-                                 const AttentionSaved& s, const float* dy, MemoryTracker& tracker,
+                                 const float* saved_out, const float* dy, MemoryTracker& tracker,
                                  const AttentionGrads& g) {
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim;
-  linear_backward_weight(rows, qd, d.hidden, dy, s.out.f32(), g.wo);
+  linear_backward_weight(rows, qd, d.hidden, dy, saved_out, g.wo);
   Tensor dout(tracker, MemCategory::Workspace, {rows, qd});
   linear_backward_input(rows, qd, d.hidden, dy, w.wo, dout.f32());
   return dout;
@@ -116,7 +116,7 @@ void attention_block_backward(const AttentionDims& d, const float* n, const Atte
                               const AttentionSaved& s, const float* dy, MemoryTracker& tracker,
                               float* dn, const AttentionGrads& g) {
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
-  Tensor dout = attention_output_backward(d, w, s, dy, tracker, g);
+  Tensor dout = attention_output_backward(d, w, s.out.f32(), dy, tracker, g);
   Tensor dq(tracker, MemCategory::Workspace, {rows, qd});
   Tensor dk(tracker, MemCategory::Workspace, {rows, kvd});
   Tensor dv(tracker, MemCategory::Workspace, {rows, kvd});

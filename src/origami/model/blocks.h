@@ -68,7 +68,7 @@ void attention_project_forward(const AttentionDims& dims, const float* n,
                                AttentionSaved& saved);
 // grads.wo += dy^T out; returns dout = dy W_O, the gradient of the attention output.
 Tensor attention_output_backward(const AttentionDims& dims, const AttentionWeights& w,
-                                 const AttentionSaved& saved, const float* dy,
+                                 const float* saved_out, const float* dy,
                                  MemoryTracker& tracker, const AttentionGrads& g);
 // Given dq, dk, dv of the rank's rows (after any reduce-scatter), undoes RoPE on dq and dk in
 // place, then grads.{wq,wk,wv} += ... and dn += ...

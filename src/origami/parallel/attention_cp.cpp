@@ -184,21 +184,22 @@ void cp_attention_forward_finish(const AttentionDims& d, const SequenceAxis& axi
 
 void cp_attention_backward(const AttentionDims& d, const float* n, const AttentionWeights& w,
                            const SequenceAxis& axis, const RopeTables& rope,
-                           const AttentionSaved& s, const float* dy, MemoryTracker& tracker,
-                           float* dn, const AttentionGrads& g, const CpBackwardPipeline& pipe) {
+                           const AttentionSavedReadView& s, const float* dy,
+                           MemoryTracker& tracker, float* dn, const AttentionGrads& g,
+                           const CpBackwardPipeline& pipe) {
   const int parts = axis.comm->size(), self = axis.comm->rank();
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
   KvGather kv;  // the re-gather runs behind the output projection and the local rows
   if (parts > 1 && pipe.gathered != nullptr && pipe.gathered->k_all.defined())
     static_cast<KvGatherInFlight&>(kv) = std::move(*pipe.gathered);
   else if (parts > 1)
-    kv = start_gather(d, axis, s.k.f32(), s.v.f32(), tracker);
-  Tensor dout = attention_output_backward(d, w, s, dy, tracker, g);
+    kv = start_gather(d, axis, s.k, s.v, tracker);
+  Tensor dout = attention_output_backward(d, w, s.out, dy, tracker, g);
   Tensor dq(tracker, MemCategory::Workspace, {rows, qd});
   Tensor dk(tracker, MemCategory::Workspace, {rows, kvd});  // the local keys' contributions,
   Tensor dv(tracker, MemCategory::Workspace, {rows, kvd});  // then (parts > 1) the reduced sums
-  kernels::attention_backward(shape_of(d, d.seq), s.q.f32(), s.k.f32(), s.v.f32(), axis.q_pos,
-                              axis.q_pos, scale_of(d), s.out.f32(), s.lse.f32(), dout.f32(),
+  kernels::attention_backward(shape_of(d, d.seq), s.q, s.k, s.v, axis.q_pos,
+                              axis.q_pos, scale_of(d), s.out, s.lse, dout.f32(),
                               dq.f32(), dk.f32(), dv.f32());
   if (pipe.while_gathering) pipe.while_gathering();
   if (parts == 1) {
@@ -210,9 +211,9 @@ void cp_attention_backward(const AttentionDims& d, const float* n, const Attenti
   // The remote keys' gradients (the merged out/lse make each key subset's backward exact).
   Tensor dk_remote(tracker, MemCategory::CommBuffers, {d.batch, (parts - 1) * d.seq, kvd});
   Tensor dv_remote(tracker, MemCategory::CommBuffers, {d.batch, (parts - 1) * d.seq, kvd});
-  kernels::attention_backward(shape_of(d, (parts - 1) * d.seq), s.q.f32(), kv.k.f32(),
-                              kv.v.f32(), axis.q_pos, kv.pos.data(), scale_of(d), s.out.f32(),
-                              s.lse.f32(), dout.f32(), dq.f32(), dk_remote.f32(), dv_remote.f32());
+  kernels::attention_backward(shape_of(d, (parts - 1) * d.seq), s.q, kv.k.f32(),
+                              kv.v.f32(), axis.q_pos, kv.pos.data(), scale_of(d), s.out,
+                              s.lse, dout.f32(), dq.f32(), dk_remote.f32(), dv_remote.f32());
   kv = KvGather();
   dout = Tensor();
   // dK/dV of every key go back to the rank that owns it, summed over the ranks' queries; both

@@ -52,6 +52,14 @@ void cp_attention_forward(const AttentionDims& dims, const float* n, const Atten
 struct AttentionSavedView {
   float *q, *k, *v, *out, *lse;
 };
+// The same, read by the backward: pointers into whatever holds them (a block's AttentionSaved,
+// or one head group's slice of TSP's side-by-side tensors: nothing is copied out).
+struct AttentionSavedReadView {
+  const float *q, *k, *v, *out, *lse;
+};
+inline AttentionSavedReadView read_view(const AttentionSaved& s) {
+  return {s.q.f32(), s.k.f32(), s.v.f32(), s.out.f32(), s.lse.f32()};
+}
 // The K/V all-gathers of one call, in flight (rank-major staging, CommBuffers). Backward's
 // re-gather needs only the saved k, v, so a caller can start the next head group's before
 // the current group's backward and pass it in.
@@ -106,8 +114,8 @@ struct CpBackwardPipeline {
 };
 void cp_attention_backward(const AttentionDims& dims, const float* n, const AttentionWeights& w,
                            const SequenceAxis& axis, const RopeTables& rope,
-                           const AttentionSaved& saved, const float* dy, MemoryTracker& tracker,
-                           float* dn, const AttentionGrads& g,
+                           const AttentionSavedReadView& saved, const float* dy,
+                           MemoryTracker& tracker, float* dn, const AttentionGrads& g,
                            const CpBackwardPipeline& pipeline = {});
 // Waits a deferred call's reduce-scatters and runs the K/V half of its projection backward
 // (uses w.wk, w.wv and g.wk, g.wv only).

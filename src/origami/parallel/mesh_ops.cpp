@@ -123,7 +123,7 @@ void MeshOps::attention_backward(std::int64_t l, const float* n, const Attention
   float* dnp = partial_target(dn_holder, dn);
   if (groups_.sp().size() > 1) {
     const SequenceAxis axis{&groups_.sp(), layout_.positions().data(), &kv_positions_};
-    cp_attention_backward(attention_dims(), in, attention_weights(L), axis, rope_, s, dy, tracker_,
+    cp_attention_backward(attention_dims(), in, attention_weights(L), axis, rope_, read_view(s), dy, tracker_,
                           dnp, attention_grads(G));
   } else {
     attention_block_backward(attention_dims(), in, attention_weights(L), layout_.positions().data(),

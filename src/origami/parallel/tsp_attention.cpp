@@ -27,12 +27,6 @@ Packed unpack(const float* p, std::int64_t qd, std::int64_t kvd, std::int64_t h)
   return {p, float_at(p, qd * h), float_at(p, (qd + kvd) * h), float_at(p, (qd + 2 * kvd) * h)};
 }
 
-Tensor copy_out(MemoryTracker& tracker, const Tensor& src, std::int64_t block, Shape shape) {
-  Tensor t(tracker, MemCategory::Workspace, shape);
-  copy_floats(t.f32(), float_at(src.f32(), block * t.numel()), t.numel());
-  return t;
-}
-
 }  // namespace
 
 AttentionDims TspOps::attention_dims() const {
@@ -230,12 +224,11 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
     next = KvGatherInFlight();
     shard[j % 2].wait();  // P_{j+1} is in flight in the other buffer
     const Packed p = unpack(buf[j % 2].f32(), qd, kvd, h);
-    AttentionSaved g;
-    g.q = copy_out(tracker_, s.q, j, {R, qd});
-    g.k = copy_out(tracker_, s.k, j, {R, kvd});
-    g.v = copy_out(tracker_, s.v, j, {R, kvd});
-    g.out = copy_out(tracker_, s.out, j, {R, qd});
-    g.lse = copy_out(tracker_, s.lse, j, {d.batch, d.heads, d.seq});
+    // Head group j's slice of the side-by-side saved tensors, read in place.
+    const AttentionSavedReadView g{
+        float_at(s.q.f32(), j * R * qd), float_at(s.k.f32(), j * R * kvd),
+        float_at(s.v.f32(), j * R * kvd), float_at(s.out.f32(), j * R * qd),
+        float_at(s.lse.f32(), j * d.batch * d.heads * d.seq)};
     const int slot = j % kSlots;
     finish_reduce(slot);  // group j-3's reduce used this buffer
     grad[slot].zero();

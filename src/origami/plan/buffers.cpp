@@ -147,11 +147,11 @@ std::int64_t workspace_peak(const Shapes& s, const Workload& w) {
   if (s.tsp()) {
     // Gate/up copied out of their slot (or recomputed) + dgated, da, du.
     backward_mlp = 3 * Rs * h + 5 * Rb * s.ffn;
-    // q, k, v, out, lse of the head group copied out, the group's backward scratch, the
+    // The group's backward scratch (its saved q, k, v, out, lse are read in place), the
     // previous group's reduced dK/dV (its K/V half runs inside this group's gather window)
     // and that group's W_K, W_V kept aside.
-    backward_attention = 3 * Rs * h + Rb * (2 * s.qd + 2 * s.kvd + s.heads) +
-                         cp.backward_workspace + 2 * Rb * s.kvd + 2 * s.kvd * h;
+    backward_attention =
+        3 * Rs * h + cp.backward_workspace + 2 * Rb * s.kvd + 2 * s.kvd * h;
   } else {
     backward_mlp = 3 * Rs * h + P + (mlp ? 5 : 3) * Rb * s.ffn;
     // dout, dq, dk, dv: the single-device block's and the context-parallel one's alike.
