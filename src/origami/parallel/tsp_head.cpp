@@ -23,8 +23,7 @@
 namespace origami::parallel {
 
 std::int64_t TspOps::head_chunk_rows() const {
-  const std::int64_t h = config_.hidden_size;
-  return std::clamp<std::int64_t>(kHeadRingChunkFloats / h, 1, vocab_rows_);
+  return tsp_head_chunk_rows(config_.hidden_size, vocab_rows_);
 }
 
 kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {

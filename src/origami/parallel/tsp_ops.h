@@ -24,15 +24,18 @@
 //                                    before the GEMMs, waited after)      contribution into a local Δ while
 //                                                                         dM_s is in flight, then added and
 //                                                                         passed on; home after D hops
-//  LM head     rows [r*Vp/D, ..)     vocab ring: running max / sum-exp /  the same GradRing: logits block
-//                                    target logit (logits: R x Vp/D)      recomputed, dW travels (D hops)
+//  LM head     rows [r*Vp/D, ..)     vocab ring in chunks of at most      the same GradRing: logits block
+//                                    kHeadRingChunkFloats: running max /  recomputed, dW travels (D hops)
+//                                    sum-exp / target logit (logits:
+//                                    R x head_chunk_rows at a time)
 //  RMSNorm     replicated            -                                    gradients summed over the axis
 // clang-format on
 //
 // Reduction groups: loss sum and count over tsp x dp (each rank holds distinct tokens); weight
 // shards' gradients are complete on their owner after the blocks (then summed over dp);
 // RMSNorm gradients summed over tsp x dp; gradient norm: shards' squares summed over tsp,
-// norms counted once. The tsp axis is the plan's sequence axis ("sp" in ParallelGroups).
+// norms counted once (assign_reduction_axes in registry.h states them). The tsp axis is the
+// plan's token axis (ParallelGroups::tokens(), named "tsp").
 #pragma once
 
 #include <cstdint>
@@ -43,12 +46,10 @@
 #include "origami/parallel/attention_cp.h"
 #include "origami/parallel/parallel_config.h"
 #include "origami/parallel/strategy_context.h"
+#include "origami/parallel/tsp_schedule.h"
 
 namespace origami::parallel {
 
-// The largest LM-head ring message (floats): the vocabulary ring moves each block in chunks of
-// at most this many, so the head's buffers do not grow with V·h/D (tsp_head.cpp).
-inline constexpr std::int64_t kHeadRingChunkFloats = std::int64_t{1} << 20;
 
 class TspOps final : public StrategyContext {
  public:

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "origami/parallel/tsp_schedule.h"
 #include "origami/plan/cost_model.h"
 
 namespace origami::plan {
@@ -22,9 +23,9 @@ struct Shapes {
   std::int64_t stream_rows;   // the residual stream's rows (block_rows / tp under TP-SP)
   std::int64_t rope_positions;  // rows of the RoPE tables: max(max_position_embeddings, S)
   bool tsp() const { return D > 1; }
-  // TSP's LM-head ring moves each vocabulary block in chunks of at most 2^20 floats
-  // (docs/tsp.md): the rows of a full chunk, and the number of chunks (messages per hop).
-  std::int64_t head_chunk_rows() const { return std::clamp<std::int64_t>((1 << 20) / h, 1, vocab_rows); }
+  // TSP's LM-head ring moves each vocabulary block in chunks (parallel/tsp_schedule.h): the
+  // rows of a full chunk, and the number of chunks (messages per hop).
+  std::int64_t head_chunk_rows() const { return parallel::tsp_head_chunk_rows(h, vocab_rows); }
   std::int64_t head_chunks() const { return (vocab_rows + head_chunk_rows() - 1) / head_chunk_rows(); }
 };
 
