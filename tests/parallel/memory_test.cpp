@@ -53,25 +53,6 @@ Measured measure(const ModelConfig& m, const ParallelConfig& p, Recompute r, std
   return out;
 }
 
-ParallelConfig at(const std::string& name, int degree) {
-  return parallel::make_parallel_config(name, degree, "", false,
-                                        parallel::TokenLayoutKind::Zigzag);
-}
-
-std::vector<std::string> strategies_where(bool (*applies)(const ParallelConfig&)) {
-  std::vector<std::string> out;
-  for (const parallel::StrategyInfo& s : parallel::registered_strategies())
-    if (!s.degree_axis.empty() && applies(at(s.name, 2))) out.push_back(s.name);
-  return out;
-}
-bool any(const ParallelConfig&) { return true; }
-bool shards_weights(const ParallelConfig& p) { return p.weight_degree() > 1; }
-bool replicates_weights(const ParallelConfig& p) { return p.weight_degree() == 1; }
-bool splits_tokens(const ParallelConfig& p) { return p.token_degree() > 1; }
-
-std::string strategy_name(const ::testing::TestParamInfo<std::string>& info) {
-  return info.param;
-}
 
 class Memory : public ::testing::TestWithParam<std::string> {
  protected:
@@ -88,7 +69,7 @@ TEST_P(ShardedMemory, HoldsOneDthOfParametersGradientsAndOptimizerState) {
   const std::int64_t norms = (2 * m.num_hidden_layers + 1) * m.hidden_size * 4;
   EXPECT_EQ(one.params, m.num_parameters() * 4);
   for (int D : {2, 4}) {
-    const Measured sharded = measure(m, at(GetParam(), D), Recompute::None, 2, 16);
+    const Measured sharded = measure(m, strategy_at(GetParam(), D), Recompute::None, 2, 16);
     EXPECT_EQ(sharded.params, (one.params - norms) / D + norms) << "D=" << D;
     EXPECT_EQ(sharded.grads, (one.grads - norms) / D + norms) << "D=" << D;
     EXPECT_EQ(sharded.optimizer, (one.optimizer - 2 * norms) / D + 2 * norms) << "D=" << D;
@@ -98,7 +79,7 @@ TEST_P(ShardedMemory, HoldsOneDthOfParametersGradientsAndOptimizerState) {
 TEST_P(ReplicatedMemory, HoldsEveryParameter) {
   const ModelConfig m = make_model(128, 64, 128, 4, 4);
   const Measured one = measure(m, {}, Recompute::None, 4, 16);
-  const Measured replica = measure(m, at(GetParam(), 2), Recompute::None, 4, 16);
+  const Measured replica = measure(m, strategy_at(GetParam(), 2), Recompute::None, 4, 16);
   EXPECT_EQ(replica.params, one.params);
   EXPECT_EQ(replica.grads, one.grads);
   EXPECT_EQ(replica.optimizer, one.optimizer);
@@ -108,7 +89,7 @@ TEST_P(TokenMemory, SavesAboutOneDthOfTheActivations) {
   const ModelConfig m = make_model(128, 64, 128, 4, 4);
   const Measured one = measure(m, {}, Recompute::None, 2, 48);
   for (int D : {2, 4}) {
-    const Measured split = measure(m, at(GetParam(), D), Recompute::None, 2, 48);
+    const Measured split = measure(m, strategy_at(GetParam(), D), Recompute::None, 2, 48);
     const double ratio = double(split.activations_peak) * D / double(one.activations_peak);
     std::printf("  %s D=%d: saved activations %lld vs one device %lld (x D = %.3f)\n",
                 GetParam().c_str(), D, static_cast<long long>(split.activations_peak),
@@ -119,7 +100,7 @@ TEST_P(TokenMemory, SavesAboutOneDthOfTheActivations) {
 
 TEST_P(Memory, RecomputePoliciesShrinkSavedActivations) {
   const ModelConfig m = make_model(128, 64, 128, 4, 4, 3);
-  for (const ParallelConfig& p : {ParallelConfig{}, at(GetParam(), 2)}) {
+  for (const ParallelConfig& p : {ParallelConfig{}, strategy_at(GetParam(), 2)}) {
     const std::int64_t none = measure(m, p, Recompute::None, 2, 32).activations_peak;
     const std::int64_t mlp = measure(m, p, Recompute::Mlp, 2, 32).activations_peak;
     const std::int64_t full = measure(m, p, Recompute::Full, 2, 32).activations_peak;
@@ -139,15 +120,15 @@ TEST_P(Memory, RecomputePoliciesShrinkSavedActivations) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, Memory, ::testing::ValuesIn(strategies_where(any)),
-                         strategy_name);
+INSTANTIATE_TEST_SUITE_P(Strategies, Memory, ::testing::ValuesIn(strategies_where(any_strategy)),
+                         strategy_param_name);
 INSTANTIATE_TEST_SUITE_P(Strategies, ShardedMemory,
-                         ::testing::ValuesIn(strategies_where(shards_weights)), strategy_name);
+                         ::testing::ValuesIn(strategies_where(shards_weights)), strategy_param_name);
 INSTANTIATE_TEST_SUITE_P(Strategies, ReplicatedMemory,
                          ::testing::ValuesIn(strategies_where(replicates_weights)),
-                         strategy_name);
+                         strategy_param_name);
 INSTANTIATE_TEST_SUITE_P(Strategies, TokenMemory,
-                         ::testing::ValuesIn(strategies_where(splits_tokens)), strategy_name);
+                         ::testing::ValuesIn(strategies_where(splits_tokens)), strategy_param_name);
 
 }  // namespace
 }  // namespace origami::parity

@@ -5,6 +5,7 @@
 
 #include "harness.h"
 #include "origami/comm/run_ranks.h"
+#include "origami/parallel/registry.h"
 
 namespace origami::parity {
 
@@ -42,6 +43,32 @@ inline parallel::ParallelConfig make_tsp_plan(
   p.tsp = D;
   p.layout = layout;
   return p;
+}
+
+// Strategy `name` at `degree` ranks of its registered degree axis.
+inline parallel::ParallelConfig strategy_at(
+    const std::string& name, int degree,
+    parallel::TokenLayoutKind layout = parallel::TokenLayoutKind::Zigzag) {
+  return parallel::make_parallel_config(name, degree, "", false, layout);
+}
+
+// The registered strategies with a degree whose plan at degree 2 satisfies `applies`: the
+// values of a suite instantiated per strategy (a new strategy joins by registering).
+inline std::vector<std::string> strategies_where(
+    bool (*applies)(const parallel::ParallelConfig&)) {
+  std::vector<std::string> out;
+  for (const parallel::StrategyInfo& s : parallel::registered_strategies())
+    if (!s.degree_axis.empty() && applies(strategy_at(s.name, 2))) out.push_back(s.name);
+  return out;
+}
+inline bool any_strategy(const parallel::ParallelConfig&) { return true; }
+inline bool splits_tokens(const parallel::ParallelConfig& p) { return p.token_degree() > 1; }
+inline bool shards_weights(const parallel::ParallelConfig& p) { return p.weight_degree() > 1; }
+inline bool replicates_weights(const parallel::ParallelConfig& p) {
+  return p.weight_degree() == 1;
+}
+inline std::string strategy_param_name(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param;
 }
 
 }  // namespace origami::parity

@@ -37,22 +37,6 @@ bool all_finite(const Result& r) {
 }
 
 // Strategy `name` at `degree` ranks (its registered degree axis).
-ParallelConfig at(const std::string& name, int degree,
-                  TokenLayoutKind layout = TokenLayoutKind::Zigzag) {
-  return parallel::make_parallel_config(name, degree, "", false, layout);
-}
-
-// The registered strategies with a degree whose plan at degree 2 satisfies `applies`.
-std::vector<std::string> strategies_where(bool (*applies)(const ParallelConfig&)) {
-  std::vector<std::string> out;
-  for (const parallel::StrategyInfo& s : parallel::registered_strategies())
-    if (!s.degree_axis.empty() && applies(at(s.name, 2))) out.push_back(s.name);
-  return out;
-}
-bool any(const ParallelConfig&) { return true; }
-bool splits_tokens(const ParallelConfig& p) { return p.token_degree() > 1; }
-bool shards_weights(const ParallelConfig& p) { return p.weight_degree() > 1; }
-
 class Traps : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() { kernels::set_thread_count(1); }
@@ -60,15 +44,11 @@ class Traps : public ::testing::TestWithParam<std::string> {
 class TokenTraps : public Traps {};
 class WeightTraps : public Traps {};
 
-std::string strategy_name(const ::testing::TestParamInfo<std::string>& info) {
-  return info.param;
-}
-
 TEST_P(TokenTraps, RankWithEveryTokenMaskedGetsTheOthersMean) {
   // Contiguous over 4 ranks and 24 positions: rank 0 holds positions 0..5, all masked; it
   // still takes part in every collective and receives the others' contributions.
   Case c = make_case(GetParam() + "4_rank0_masked", make_model(100, 64, 96, 4, 4),
-                     at(GetParam(), 4, TokenLayoutKind::Contiguous));
+                     strategy_at(GetParam(), 4, TokenLayoutKind::Contiguous));
   c.masked_prefix = 6;
   c.steps = 2;
   const Data d = make_data(c, c.steps + 1);
@@ -78,7 +58,7 @@ TEST_P(TokenTraps, RankWithEveryTokenMaskedGetsTheOthersMean) {
   expect_equal(c, par, run_single(c, d));
 
   // With dp outside: the first dp replica's token ranks hold only masked labels.
-  ParallelConfig p = at(GetParam(), 2, TokenLayoutKind::Contiguous);
+  ParallelConfig p = strategy_at(GetParam(), 2, TokenLayoutKind::Contiguous);
   p.dp = 2;
   Case dp = make_case("dp2x" + GetParam() + "2_masked", make_model(100, 64, 96, 4, 4), p);
   dp.masked_prefix = 12;
@@ -101,7 +81,7 @@ TEST(TrapsOnAMesh, RankWithEveryTokenMaskedGetsTheOthersMean) {
 }
 
 TEST_P(Traps, EveryLabelMaskedGivesZeroLossAndZeroGradients) {
-  Case c = make_case(GetParam() + "2_all_masked", make_model(100, 64, 96, 4, 4), at(GetParam(), 2));
+  Case c = make_case(GetParam() + "2_all_masked", make_model(100, 64, 96, 4, 4), strategy_at(GetParam(), 2));
   if (c.plan.dp > 1) c.batch = 2 * c.plan.dp;
   c.masked_prefix = c.seq;
   const Result par = run_threads(c, make_data(c, 1));
@@ -111,7 +91,7 @@ TEST_P(Traps, EveryLabelMaskedGivesZeroLossAndZeroGradients) {
 }
 
 TEST_P(Traps, ClippingActuallyScalesTheGradients) {
-  Case c = make_case(GetParam() + "2_clip", make_model(97, 64, 96, 4, 2), at(GetParam(), 2));
+  Case c = make_case(GetParam() + "2_clip", make_model(97, 64, 96, 4, 2), strategy_at(GetParam(), 2));
   c.steps = 3;
   c.max_grad_norm = 0.05;  // far below the gradient norm: every step clips
   const Data d = make_data(c, c.steps + 1);
@@ -143,7 +123,7 @@ TEST_P(WeightTraps, ReplicatedNormWeightsCountedOnceInTheGradientNorm) {
   // The RMSNorm gradients are identical on every rank of plain TP, summed over the tp axis
   // under TP-SP and over the tsp axis under TSP: counted 4 times (or not summed), the norm
   // would differ from one device's.
-  Case c = make_case(GetParam() + "4_norm", make_model(100, 64, 96, 4, 4), at(GetParam(), 4));
+  Case c = make_case(GetParam() + "4_norm", make_model(100, 64, 96, 4, 4), strategy_at(GetParam(), 4));
   c.batch = 1;
   const Data d = make_data(c, 1);
   const Result par = run_threads(c, d), ref = run_single(c, d);
@@ -183,7 +163,7 @@ TEST_P(WeightTraps, VocabularyNotDivisibleByTheDegreeIsPaddedAndMasked) {
   for (int degree : {2, 3, 4}) {
     // 97 is prime: every degree pads (to 98, 99, 100 rows).
     const ModelConfig m = degree == 3 ? make_model(97, 48, 96, 6, 3) : make_model(97, 64, 96, 4, 4);
-    Case c = make_case(fmt::format("{}{}_vocab97", GetParam(), degree), m, at(GetParam(), degree));
+    Case c = make_case(fmt::format("{}{}_vocab97", GetParam(), degree), m, strategy_at(GetParam(), degree));
     c.steps = 2;
     const Data d = make_data(c, c.steps + 1);
     const Result par = run_threads(c, d);
@@ -195,7 +175,7 @@ TEST_P(WeightTraps, VocabularyNotDivisibleByTheDegreeIsPaddedAndMasked) {
 
 TEST_P(WeightTraps, PaddingRowsStayZeroThroughTraining) {
   const ModelConfig m = make_model(97, 64, 96, 4, 4);
-  Case c = make_case(GetParam() + "4_padding", m, at(GetParam(), 4));
+  Case c = make_case(GetParam() + "4_padding", m, strategy_at(GetParam(), 4));
   const Data d = make_data(c, 3);
   comm::run_ranks(4, [&](comm::Communicator& world) {
     parallel::ParallelGroups groups(world, c.plan);
@@ -213,12 +193,12 @@ TEST_P(WeightTraps, PaddingRowsStayZeroThroughTraining) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, Traps, ::testing::ValuesIn(strategies_where(any)),
-                         strategy_name);
+INSTANTIATE_TEST_SUITE_P(Strategies, Traps, ::testing::ValuesIn(strategies_where(any_strategy)),
+                         strategy_param_name);
 INSTANTIATE_TEST_SUITE_P(Strategies, TokenTraps,
-                         ::testing::ValuesIn(strategies_where(splits_tokens)), strategy_name);
+                         ::testing::ValuesIn(strategies_where(splits_tokens)), strategy_param_name);
 INSTANTIATE_TEST_SUITE_P(Strategies, WeightTraps,
-                         ::testing::ValuesIn(strategies_where(shards_weights)), strategy_name);
+                         ::testing::ValuesIn(strategies_where(shards_weights)), strategy_param_name);
 
 // TSP's own: the LM head's vocabulary ring moves each block in chunks of at most
 // kHeadRingChunkFloats (tsp_head.cpp). V 33001 at h 64: blocks of 16501 (D = 2: 16384 + 117

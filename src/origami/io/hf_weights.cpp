@@ -9,6 +9,7 @@
 #include "origami/core/error.h"
 #include "origami/io/safetensors.h"
 #include "origami/io/text_file.h"
+#include "origami/io/strict_json.h"
 
 namespace origami::io {
 
@@ -25,19 +26,11 @@ std::string cut(const std::string& s) {
 // The weight_map, with a name given twice refused (nlohmann would keep the last silently).
 json parse_index(const std::string& path) {
   const std::string text = read_text_file(path, kIndexFileLimit, "weights index");
-  std::vector<std::set<std::string>> open;  // the keys of every object being read
-  const json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) open.emplace_back();
-    if (event == json::parse_event_t::object_end && !open.empty()) open.pop_back();
-    if (event == json::parse_event_t::key && !open.empty() &&
-        !open.back().insert(parsed.get<std::string>()).second)
-      throw ConfigError(
-          fmt::format("{}: {} is listed twice; keep one", path, cut(parsed.get<std::string>())));
-    return true;
-  };
   json root;
   try {
-    root = json::parse(text, check);
+    root = parse_json_refusing_duplicates(text, [&](const std::string& key) {
+      throw ConfigError(fmt::format("{}: {} is listed twice; keep one", path, cut(key)));
+    });
   } catch (const json::exception& e) {
     throw ConfigError(
         fmt::format("{}: not valid JSON ({}); fix the file's syntax", path, e.what()));

@@ -11,17 +11,13 @@
 #include <fmt/format.h>
 
 #include "origami/core/error.h"
+#include "origami/io/read_only_file.h"
 
 namespace origami::io {
 
 MappedFile::MappedFile(const std::string& path, const std::string& what) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw ConfigError(fmt::format("{}: cannot open '{}': {}", what, path, std::strerror(errno)));
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
+  const ReadOnlyFile file(path, what);
+  const int fd = file.fd();
   struct stat st {};
   if (::fstat(fd, &st) != 0)
     throw ConfigError(fmt::format("{}: cannot stat '{}': {}", what, path, std::strerror(errno)));

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "origami/core/error.h"
+#include "origami/io/read_only_file.h"
 
 namespace origami::io {
 
@@ -18,13 +19,8 @@ std::string mib(std::int64_t bytes) { return fmt::format("{} MiB", bytes >> 20);
 }  // namespace
 
 std::string read_text_file(const std::string& path, std::int64_t limit, const std::string& what) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw ConfigError(fmt::format("{}: cannot open '{}': {}", what, path, std::strerror(errno)));
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
+  const ReadOnlyFile file(path, what);
+  const int fd = file.fd();
   struct stat st {};
   if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
     throw ConfigError(fmt::format("{}: '{}' is a directory; give a file", what, path));

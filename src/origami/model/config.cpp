@@ -17,6 +17,7 @@
 
 #include "origami/core/error.h"
 #include "origami/io/text_file.h"
+#include "origami/io/strict_json.h"
 
 namespace origami {
 
@@ -130,19 +131,11 @@ std::string join(const std::vector<std::string>& names) {
   return s;
 }
 
-// nlohmann keeps the last of two equal keys without a word, so {"hidden_size": 64, ...,
-// "hidden_size": 4096} would silently mean 4096: a key given twice in one object is refused.
+// A key given twice in one object is refused (io/strict_json.h).
 json parse_refusing_duplicates(const std::string& text) {
-  std::vector<std::set<std::string>> open;  // the keys of every object being read
-  const json::parser_callback_t check = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) open.emplace_back();
-    if (event == json::parse_event_t::object_end && !open.empty()) open.pop_back();
-    if (event == json::parse_event_t::key && !open.empty() &&
-        !open.back().insert(parsed.get<std::string>()).second)
-      refuse(fmt::format("field {} is given twice; keep one", parsed.get<std::string>()));
-    return true;
-  };
-  return json::parse(text, check);
+  return io::parse_json_refusing_duplicates(text, [](const std::string& key) {
+    refuse(fmt::format("field {} is given twice; keep one", key));
+  });
 }
 
 // The fields that change the model's meaning. Each returns normally only if the value is
