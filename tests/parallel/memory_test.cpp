@@ -53,7 +53,6 @@ Measured measure(const ModelConfig& m, const ParallelConfig& p, Recompute r, std
   return out;
 }
 
-
 class Memory : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() { kernels::set_thread_count(1); }
@@ -123,7 +122,8 @@ TEST_P(Memory, RecomputePoliciesShrinkSavedActivations) {
 INSTANTIATE_TEST_SUITE_P(Strategies, Memory, ::testing::ValuesIn(strategies_where(any_strategy)),
                          strategy_param_name);
 INSTANTIATE_TEST_SUITE_P(Strategies, ShardedMemory,
-                         ::testing::ValuesIn(strategies_where(shards_weights)), strategy_param_name);
+                         ::testing::ValuesIn(strategies_where(shards_weights)),
+                         strategy_param_name);
 INSTANTIATE_TEST_SUITE_P(Strategies, ReplicatedMemory,
                          ::testing::ValuesIn(strategies_where(replicates_weights)),
                          strategy_param_name);

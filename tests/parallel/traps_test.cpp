@@ -36,6 +36,14 @@ bool all_finite(const Result& r) {
   return true;
 }
 
+// One gradient check of `c` (with its masked prefix): finite, and equal to one device's.
+void expect_finite_and_equal_to_one_device(const Case& c) {
+  const Data d = make_data(c, 1);
+  const Result par = run_threads(c, d);
+  EXPECT_TRUE(all_finite(par)) << c.name;
+  expect_equal(c, par, run_single(c, d));
+}
+
 // Strategy `name` at `degree` ranks (its registered degree axis).
 class Traps : public ::testing::TestWithParam<std::string> {
  protected:
@@ -62,10 +70,7 @@ TEST_P(TokenTraps, RankWithEveryTokenMaskedGetsTheOthersMean) {
   p.dp = 2;
   Case dp = make_case("dp2x" + GetParam() + "2_masked", make_model(100, 64, 96, 4, 4), p);
   dp.masked_prefix = 12;
-  const Data dd = make_data(dp, 1);
-  const Result pd = run_threads(dp, dd);
-  EXPECT_TRUE(all_finite(pd));
-  expect_equal(dp, pd, run_single(dp, dd));
+  expect_finite_and_equal_to_one_device(dp);
 }
 
 // TP-SP's regions inside, dp outside, sp beside: rank pairs whose rows are all masked.
@@ -74,14 +79,12 @@ TEST(TrapsOnAMesh, RankWithEveryTokenMaskedGetsTheOthersMean) {
   Case dp = make_case("dp2xtpsp2xsp2_masked", make_model(100, 64, 96, 4, 4),
                       make_plan(2, 2, 2, true, TokenLayoutKind::Contiguous));
   dp.masked_prefix = 12;
-  const Data dd = make_data(dp, 1);
-  const Result pd = run_threads(dp, dd);
-  EXPECT_TRUE(all_finite(pd));
-  expect_equal(dp, pd, run_single(dp, dd));
+  expect_finite_and_equal_to_one_device(dp);
 }
 
 TEST_P(Traps, EveryLabelMaskedGivesZeroLossAndZeroGradients) {
-  Case c = make_case(GetParam() + "2_all_masked", make_model(100, 64, 96, 4, 4), strategy_at(GetParam(), 2));
+  Case c = make_case(GetParam() + "2_all_masked", make_model(100, 64, 96, 4, 4),
+                     strategy_at(GetParam(), 2));
   if (c.plan.dp > 1) c.batch = 2 * c.plan.dp;
   c.masked_prefix = c.seq;
   const Result par = run_threads(c, make_data(c, 1));
@@ -91,7 +94,8 @@ TEST_P(Traps, EveryLabelMaskedGivesZeroLossAndZeroGradients) {
 }
 
 TEST_P(Traps, ClippingActuallyScalesTheGradients) {
-  Case c = make_case(GetParam() + "2_clip", make_model(97, 64, 96, 4, 2), strategy_at(GetParam(), 2));
+  Case c =
+      make_case(GetParam() + "2_clip", make_model(97, 64, 96, 4, 2), strategy_at(GetParam(), 2));
   c.steps = 3;
   c.max_grad_norm = 0.05;  // far below the gradient norm: every step clips
   const Data d = make_data(c, c.steps + 1);
@@ -123,7 +127,8 @@ TEST_P(WeightTraps, ReplicatedNormWeightsCountedOnceInTheGradientNorm) {
   // The RMSNorm gradients are identical on every rank of plain TP, summed over the tp axis
   // under TP-SP and over the tsp axis under TSP: counted 4 times (or not summed), the norm
   // would differ from one device's.
-  Case c = make_case(GetParam() + "4_norm", make_model(100, 64, 96, 4, 4), strategy_at(GetParam(), 4));
+  Case c =
+      make_case(GetParam() + "4_norm", make_model(100, 64, 96, 4, 4), strategy_at(GetParam(), 4));
   c.batch = 1;
   const Data d = make_data(c, 1);
   const Result par = run_threads(c, d), ref = run_single(c, d);
@@ -163,7 +168,8 @@ TEST_P(WeightTraps, VocabularyNotDivisibleByTheDegreeIsPaddedAndMasked) {
   for (int degree : {2, 3, 4}) {
     // 97 is prime: every degree pads (to 98, 99, 100 rows).
     const ModelConfig m = degree == 3 ? make_model(97, 48, 96, 6, 3) : make_model(97, 64, 96, 4, 4);
-    Case c = make_case(fmt::format("{}{}_vocab97", GetParam(), degree), m, strategy_at(GetParam(), degree));
+    Case c = make_case(fmt::format("{}{}_vocab97", GetParam(), degree), m,
+                       strategy_at(GetParam(), degree));
     c.steps = 2;
     const Data d = make_data(c, c.steps + 1);
     const Result par = run_threads(c, d);
@@ -198,7 +204,8 @@ INSTANTIATE_TEST_SUITE_P(Strategies, Traps, ::testing::ValuesIn(strategies_where
 INSTANTIATE_TEST_SUITE_P(Strategies, TokenTraps,
                          ::testing::ValuesIn(strategies_where(splits_tokens)), strategy_param_name);
 INSTANTIATE_TEST_SUITE_P(Strategies, WeightTraps,
-                         ::testing::ValuesIn(strategies_where(shards_weights)), strategy_param_name);
+                         ::testing::ValuesIn(strategies_where(shards_weights)),
+                         strategy_param_name);
 
 // TSP's own: the LM head's vocabulary ring moves each block in chunks of at most
 // kHeadRingChunkFloats (tsp_head.cpp). V 33001 at h 64: blocks of 16501 (D = 2: 16384 + 117
