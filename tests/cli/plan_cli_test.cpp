@@ -166,4 +166,17 @@ TEST(PlanCli, BadInputExitsTwoWithAMessage) {
   EXPECT_THAT(r.err, HasSubstr("the longest that fits is"));
 }
 
+// Nothing fits: the sentence names the closest layout and a computed remedy, and the remedy
+// applied fits (exit 0).
+TEST(PlanCli, WhenNothingFitsTheRemedyNamedFits) {
+  const std::string job = "plan --model 7b --seq 131072 --world 8 --hardware h100 --precision fp32";
+  CliRun r = origami(job);
+  ASSERT_EQ(r.code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("the closest, "));
+  EXPECT_THAT(r.err, HasSubstr("(largest: "));
+  ASSERT_THAT(r.err, HasSubstr("with --recompute full, "));
+  r = origami(job + " --recompute full");
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
 }  // namespace

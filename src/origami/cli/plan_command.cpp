@@ -1,5 +1,7 @@
 #include "origami/cli/plan_command.h"
 
+#include "origami/plan/explain.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -163,6 +165,11 @@ int PlanCommand::run() {
     std::cerr << "origami plan: no layout of " << world_
               << " devices can run this model and sequence: every row above is refused (see "
                  "its reason); change --world, --seq or --micro-batch\n";
+    return 2;
+  }
+  if (const std::optional<plan::NoFitAdvice> advice =
+          plan::explain_no_fit(model, world_, work, hw, rows)) {
+    std::cerr << "origami plan: " << advice->sentence(world_, seq_, hw) << "\n";
     return 2;
   }
   if (!rows.front().recommended) {
