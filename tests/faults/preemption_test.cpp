@@ -7,6 +7,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include "../sanitizers.h"
 #include "process.h"
 
 namespace origami::fault_test {
@@ -17,9 +20,15 @@ using ::testing::HasSubstr;
 
 constexpr int kPreempted = 75;  // train/preemption.h
 
-// Slow enough steps (tens of ms) that a signal lands mid-run.
-const std::string kRun =
-    "train --model tiny --seq 128 --batch 8 --threads 1 --log-every 1 --warmup 2 --steps 300 ";
+// Slow enough steps (tens of ms) that a signal lands mid-run; under the sanitizers each step
+// is some 20x slower, so fewer steps leave the same window (and keep the suite's time).
+#ifdef ORIGAMI_TESTS_SANITIZED
+constexpr int kSteps = 40;
+#else
+constexpr int kSteps = 300;
+#endif
+const std::string kRun = "train --model tiny --seq 128 --batch 8 --threads 1 --log-every 1 "
+                         "--warmup 2 --steps " + std::to_string(kSteps) + " ";
 
 class Preemption : public ::testing::Test {
  protected:
@@ -58,7 +67,7 @@ class Preemption : public ::testing::Test {
     EXPECT_THAT(resumed.output(), HasSubstr("resumed from " + run_dir + "/step-"));
     Process ref(command + "--save-dir " + dir_ + "/ref", dir_ + "/ref.log");
     ASSERT_EQ(ref.wait(300).code, 0) << ref.output();
-    const std::string last = "/step-00000300/";
+    const std::string last = fmt::format("/step-{:08}/", kSteps);
     for (const auto& f : fs::directory_iterator(dir_ + "/ref" + last)) {
       const std::string name = f.path().filename().string();
       if (name.rfind("rank-", 0) != 0) continue;
