@@ -2,6 +2,8 @@
 // origami::kernels::gemm) against OpenBLAS (cblas_sgemm) at the shapes of the model's linear
 // layers (h = 256, 4 heads, intermediate 688, vocabulary 256; tokens 1024/2048/4096; forward
 // x@W^T, backward dy@W and dy^T@x) and at square 1024/2048, with 1 and 2 threads.
+// Beside them the bf16 products (gemm_bf16: bf16 inputs, fp32 accumulation and output) on both
+// of their paths, oneDNN's bf16 matmul and blocks widened to fp32, at the same shapes.
 // Reports GFLOP/s as a counter. Results and the commands: docs/results-kernels.md.
 #include <cstdint>
 #include <cstdlib>
@@ -12,6 +14,8 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include "origami/core/bf16.h"
+#include "origami/kernels/convert.h"
 #include "origami/kernels/gemm.h"
 #include "origami/kernels/threads.h"
 
@@ -23,7 +27,23 @@ namespace {
 
 using origami::kernels::Trans;
 
-enum class Library { OneDnn, OpenBlas };
+enum class Library { OneDnn, OpenBlas, Bf16Native, Bf16Converting };
+
+const char* library_name(Library lib) {
+  switch (lib) {
+    case Library::OneDnn: return "onednn";
+    case Library::OpenBlas: return "openblas";
+    case Library::Bf16Native: return "bf16_onednn";
+    case Library::Bf16Converting: return "bf16_converting";
+  }
+  return "?";
+}
+
+std::vector<origami::bf16> to_bf16s(const std::vector<float>& x) {
+  std::vector<origami::bf16> b(x.size());
+  origami::kernels::convert_to_bf16(static_cast<std::int64_t>(x.size()), x.data(), b.data());
+  return b;
+}
 
 struct Shape {
   std::string name;
@@ -56,6 +76,18 @@ void run_gemm(benchmark::State& state, Library lib, int threads, const Shape& s)
       benchmark::ClobberMemory();
     }
     origami::kernels::set_thread_count(1);
+  } else if (lib == Library::Bf16Native || lib == Library::Bf16Converting) {
+    const auto Ab = to_bf16s(A), Bb = to_bf16s(B);
+    origami::kernels::force_gemm_bf16_conversion(lib == Library::Bf16Converting);
+    origami::kernels::set_thread_count(threads);
+    for (auto _ : state) {
+      origami::kernels::gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, 1.0f, Ab.data(), a_cols, Bb.data(),
+                                  b_cols, s.beta, C.data(), s.N);
+      benchmark::DoNotOptimize(C.data());
+      benchmark::ClobberMemory();
+    }
+    origami::kernels::set_thread_count(1);
+    origami::kernels::force_gemm_bf16_conversion(false);
   } else {
 #ifdef ORIGAMI_BENCH_OPENBLAS
     openblas_set_num_threads(threads);
@@ -108,11 +140,13 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("openblas_core", openblas_get_corename());
   benchmark::AddCustomContext("openblas_config", openblas_get_config());
 #endif
+  benchmark::AddCustomContext("gemm_bf16_path", origami::kernels::gemm_bf16_path());
   for (const Shape& s : model_shapes())
     for (int threads : {1, 2})
-      for (Library lib : {Library::OneDnn, Library::OpenBlas}) {
-        const std::string name = fmt::format("gemm/{}/{}/threads:{}",
-                                             lib == Library::OneDnn ? "onednn" : "openblas", s.name, threads);
+      for (Library lib : {Library::OneDnn, Library::OpenBlas, Library::Bf16Native,
+                          Library::Bf16Converting}) {
+        const std::string name =
+            fmt::format("gemm/{}/{}/threads:{}", library_name(lib), s.name, threads);
         benchmark::RegisterBenchmark(name.c_str(), [lib, threads, s](benchmark::State& st) {
           run_gemm(st, lib, threads, s);
         })->UseRealTime()->Unit(benchmark::kMicrosecond);

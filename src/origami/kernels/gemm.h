@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include "origami/core/bf16.h"
 
 namespace origami::kernels {
 
@@ -14,6 +17,20 @@ enum class Trans : char { N = 'N', T = 'T' };
 void gemm(Trans trans_a, Trans trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
           float alpha, const float* A, std::int64_t lda, const float* B, std::int64_t ldb,
           float beta, float* C, std::int64_t ldc);
+
+// The same product with bf16 A and B (fp32 C, fp32 accumulation): oneDNN's bf16 matmul where
+// this CPU has a real kernel for it, else blocks widened to fp32 and sgemm (gemm_bf16.cpp).
+void gemm_bf16(Trans trans_a, Trans trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
+               float alpha, const bf16* A, std::int64_t lda, const bf16* B, std::int64_t ldb,
+               float beta, float* C, std::int64_t ldc);
+
+// Which of the two paths bf16 products take on this machine, in words ("native (oneDNN
+// brg:avx512_core_bf16)" or "converting (...)"): printed once by the programs.
+std::string gemm_bf16_path();
+
+// Tests and benchmarks: makes every later bf16 product take the converting path (or not).
+// Not thread-safe against products running at the same time.
+void force_gemm_bf16_conversion(bool on);
 
 // Floating-point operations of one such product: 2*M*N*K.
 inline double gemm_flops(std::int64_t M, std::int64_t N, std::int64_t K) {
