@@ -28,19 +28,19 @@ std::vector<std::vector<float>> whole_parameters(const std::string& dir, MemoryT
   return out;
 }
 
-struct Run {
+struct Trained {
   TrainResult result;
   std::vector<std::vector<float>> params;
 };
 
-Run run(const Layout& l, std::int64_t batch, const std::string& tag) {
+Trained train_with(const Layout& l, std::int64_t batch, const std::string& tag) {
   const std::string dir = fresh_dir(tag);
   TrainOptions o = tiny_options(l, 3);
   o.batch = batch;
   o.grad_accum = 2;
   o.lr = parity::test_hyper().lr;  // the parity suite's: AdamW amplifies rounding less
   o.checkpoint.save_dir = dir;
-  Run r{quiet_train(o), {}};
+  Trained r{quiet_train(o), {}};
   MemoryTracker tracker("params");
   r.params = whole_parameters(ckpt::checkpoint_dir(dir, 3), tracker);
   std::filesystem::remove_all(dir);
@@ -48,10 +48,10 @@ Run run(const Layout& l, std::int64_t batch, const std::string& tag) {
 }
 
 TEST(PerReplicaMicroBatch, DpTimesTspAndDpTimesTpAtOnePerReplicaEqualOneDevice) {
-  const Run one = run({"single", 1, ""}, 2, "one");
+  const Trained one = train_with({"single", 1, ""}, 2, "one");
   ASSERT_EQ(one.result.steps.size(), 3u);
   for (const Layout& l : {Layout{"tsp", 1, "dp=2,tsp=2"}, Layout{"tp", 1, "dp=2,tp=2"}}) {
-    const Run par = run(l, 1, "par");
+    const Trained par = train_with(l, 1, "par");
     ASSERT_EQ(par.result.steps.size(), 3u) << l.name();
     for (std::size_t s = 0; s < 3; ++s) {
       const StepStats &a = par.result.steps[s], &b = one.result.steps[s];
@@ -72,8 +72,8 @@ TEST(PerReplicaMicroBatch, DpTimesTspAndDpTimesTpAtOnePerReplicaEqualOneDevice) 
 // half the tokens: a run at --batch 2 per replica is not the one device's --batch 2 run, so
 // the comparison above can fail.
 TEST(PerReplicaMicroBatch, TwoPerReplicaIsTwiceTheOneDevicesBatch) {
-  const Run one = run({"single", 1, ""}, 2, "one2");
-  const Run par = run({"tsp", 1, "dp=2,tsp=2"}, 2, "par2");
+  const Trained one = train_with({"single", 1, ""}, 2, "one2");
+  const Trained par = train_with({"tsp", 1, "dp=2,tsp=2"}, 2, "par2");
   EXPECT_EQ(par.result.steps[0].tokens, 2 * one.result.steps[0].tokens);
   EXPECT_GT(parity::relative_difference(par.result.steps[1].loss, one.result.steps[1].loss),
             parity::kStepTolerance);
