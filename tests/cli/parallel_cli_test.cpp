@@ -147,6 +147,19 @@ TEST(ParallelCli, TspUnderMpirunEqualsOneDevice) {
   EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
 }
 
+// The per-replica micro-batch over MPI processes: dp=2 x tsp=2 at --batch 1 per replica
+// prints the one device's losses at --batch 2.
+TEST(ParallelCli, DpTimesTspUnderMpirunAtOnePerReplicaEqualsOneDevice) {
+  const CliRun single = origami(kJob + "--strategy single");
+  const CliRun r = origami(job_for("--strategy tsp --mesh dp=2,tsp=2"),
+                           "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
+                               "/tests/comm/origami_mpirun 4 ");
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("on 4 ranks (mpi)"));
+  EXPECT_THAT(r.all(), HasSubstr("global batch 2 (1 x micro-batch 1 per replica x dp 2)"));
+  EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
+}
+
 // Bad input found on the ranks of an MPI job ends the job with the same code as on one
 // process (2), every rank's message naming the constraint.
 TEST(ParallelCli, UnderMpirunBadInputExitsTwo) {
