@@ -97,6 +97,12 @@ TEST(ParallelCli, GlobalBatchDerivesTheSplitAndRefusesContradictions) {
     EXPECT_EQ(r.code, 2) << b.flags << "\n" << r.all();
     EXPECT_THAT(r.all(), HasSubstr(b.message)) << b.flags;
   }
+  // The dry run resolves it the same way, and counts every replica's tokens.
+  const CliRun dry = origami("train --dry-run --model tiny --seq 32 --mesh dp=2,tsp=2 "
+                             "--global-batch 4");
+  ASSERT_EQ(dry.code, 0) << dry.all();
+  EXPECT_THAT(dry.all(), HasSubstr("--global-batch 4: --micro-batch 2 per replica"));
+  EXPECT_THAT(dry.all(), HasSubstr("2 x 32 tokens per replica x 1 micro-batches"));
   // The convention is stated where the flags are.
   const CliRun help = origami("train --help");
   EXPECT_THAT(help.all(), HasSubstr("EACH data-parallel replica"));

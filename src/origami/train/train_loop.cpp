@@ -227,7 +227,10 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     log("peak memory per rank by category:\n" + rank_memory_report(sh.result.rank_memory));
     if (sh.plan.is_tsp()) {
       // Beside them, what one device needs for the same run (measured on its own tracker).
-      const MemoryStats one = one_device_memory(o, *sh.dataset);
+      // One device running the same run takes every replica's micro-batch at once.
+      TrainOptions whole = o;
+      whole.batch = job_batch;
+      const MemoryStats one = one_device_memory(whole, *sh.dataset);
       std::string row = rank_memory_report({one});
       row = row.substr(row.find('\n') + 1);
       row.replace(0, 4, "1dev");  // the row is one device, not a rank
