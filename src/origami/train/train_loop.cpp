@@ -252,8 +252,6 @@ bool run_rank_or_stop(Shared& sh, comm::Communicator& world) {
   }
 }
 
-}  // namespace
-
 // The run's batch sizes once the plan's dp is known: --global-batch resolved, and a resume
 // under another dp keeping the saved global batch (batch_size.h); what was derived is logged.
 // Every MPI rank reads the same checkpoint index, so all of them resolve alike.
@@ -269,6 +267,8 @@ void resolve_batch(TrainOptions& o, int dp, const std::function<void(const std::
   for (const std::string& n : notes)
     if (lead && !n.empty()) log(n);
 }
+
+}  // namespace
 
 TrainResult train(const TrainOptions& given, const std::function<void(const std::string&)>& log) {
   check_options(given);
