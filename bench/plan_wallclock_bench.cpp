@@ -197,7 +197,7 @@ plan::Hardware hardware(const Options& o, double rate) {
 
 plan::Prediction prediction(const Options& o, const Row& r, const plan::Hardware& hw) {
   plan::Workload w;
-  w.batch = r.batch;
+  w.batch = r.batch / r.layout.dp;  // each replica's micro-batch (r.batch is the job's)
   w.seq = o.seq;
   w.recompute = plan::parse_recompute(r.recompute);
   return plan::predict(o.model, r.layout, w, hw);
@@ -207,7 +207,7 @@ plan::Prediction prediction(const Options& o, const Row& r, const plan::Hardware
 std::pair<double, double> dry_step(const Options& o, const Row& r, double rate) {
   DryRunOptions d;
   d.seq = o.seq;
-  d.batch = r.batch;
+  d.batch = r.batch / r.sc.plan.dp;  // each replica's micro-batch
   d.recompute = r.recompute;
   d.flop_rate = rate;
   d.link.intra_alpha_s = d.link.inter_alpha_s = o.alpha;
@@ -233,7 +233,8 @@ int run(const Options& o) {
   std::vector<Row> rows;
   for (const std::string& w : o.rows) rows.push_back(parse_row(w, o.degree));
   for (const Row& r : rows)
-    parallel::validate_plan(r.sc.plan, o.model, o.seq, r.batch, r.sc.plan.world());
+    parallel::validate_plan(r.sc.plan, o.model, o.seq, r.batch / r.sc.plan.dp,
+                            r.sc.plan.world());
   const std::int64_t S = o.seq, h = o.model.hidden_size;
   std::printf("model h %lld, %lld layers, %lld heads (%lld kv), f %lld, V %lld; S %lld; "
               "%d ranks x 1 kernel thread; %d rounds of (link off, link on) runs of %d warm-up + %d "

@@ -185,7 +185,7 @@ void sweep(const Options& o) {
 std::int64_t estimate_bytes(const ModelConfig& m, const StrategyCase& sc, std::int64_t seq,
                             std::int64_t batch, Recompute rc) {
   plan::Workload w;
-  w.batch = batch;
+  w.batch = batch / sc.plan.dp;  // each replica's micro-batch (`batch` is the job's)
   w.seq = seq;
   w.recompute = rc == Recompute::None  ? plan::Recompute::None
                 : rc == Recompute::Mlp ? plan::Recompute::Mlp

@@ -69,7 +69,7 @@ struct StepRun {
 };
 
 struct StepOptions {
-  std::int64_t seq = 1024, batch = 1;
+  std::int64_t seq = 1024, batch = 1;  // the job's micro-batch, batch / dp per replica
   Recompute recompute = Recompute::None;
   int warmup = 1;   // steps before the measured ones (peaks and stats reset after them)
   int steps = 1;    // measured steps
@@ -91,7 +91,7 @@ inline double process_cpu_seconds() {
 // Runs warm-up + measured steps of `sc` on `m`; ConfigError (refused plan) propagates.
 inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const StepOptions& o) {
   const int world_size = sc.plan.world();
-  parallel::validate_plan(sc.plan, m, o.seq, o.batch, world_size);
+  parallel::validate_plan(sc.plan, m, o.seq, o.batch / sc.plan.dp, world_size);  // per replica
   // Random tokens, the same for every strategy: memory and time do not depend on them.
   std::mt19937 gen(static_cast<unsigned>(o.seed));
   std::vector<std::int32_t> ids(static_cast<std::size_t>(o.batch * o.seq)), labels(ids.size());

@@ -193,15 +193,20 @@ TEST_F(Integrity, OtherModelShape) {
   expect_refused(good_, {"index.json", "different model shape", "intermediate 48"}, other);
 }
 
+// Another global batch with both halves of its split given (--micro-batch 2 --grad-accum 2
+// against the saved 4 x 2): nothing may be adjusted, so the resume is refused. (With either
+// flag left out the run keeps the saved global batch instead: tests/checkpoint/dp_resume_test.)
 TEST_F(Integrity, ResumeRefusesOtherBatchShape) {
   TrainOptions o = tiny_options({"single", 1, ""}, 3);
   o.batch = 2;
+  o.batch_fixed = o.grad_accum_fixed = true;
   o.checkpoint.resume = good_;
   try {
     quiet_train(o);
     FAIL() << "resumed with another --batch";
   } catch (const ConfigError& e) {
-    EXPECT_THAT(std::string(e.what()), HasSubstr("--batch"));
+    EXPECT_THAT(std::string(e.what()), HasSubstr("keeps the global batch"));
+    EXPECT_THAT(std::string(e.what()), HasSubstr("--micro-batch x --grad-accum = 8"));
   }
 }
 

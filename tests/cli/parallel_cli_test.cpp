@@ -21,6 +21,16 @@ const std::string kJob =
     "train --model tiny --seq 32 --batch 2 --steps 3 --log-every 1 "
     "--threads 1 --seed 5 ";
 
+// --batch is each data-parallel replica's micro-batch: under dp=2 the one device's 2
+// sequences per micro-batch are --batch 1 per replica.
+std::string job_for(const std::string& flags) {
+  if (flags.find("dp=2") == std::string::npos && flags.find("--strategy dp") == std::string::npos)
+    return kJob + flags;
+  std::string job = kJob;
+  job.replace(job.find("--batch 2"), 9, "--batch 1");
+  return job + flags;
+}
+
 TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
   const CliRun single = origami(kJob + "--strategy single");
   ASSERT_EQ(single.code, 0) << single.all();
@@ -34,7 +44,7 @@ TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
         "--strategy tp --mesh tp=2,sp=2", "--strategy tp --mesh dp=2,tp=2 --grad-accum 1",
         "--strategy tsp --degree 2", "--strategy tsp --mesh dp=2,tsp=2 --recompute full",
         "--strategy tsp --degree 2 --layout contiguous --recompute mlp", ""}) {
-    const CliRun r = origami(kJob + flags);
+    const CliRun r = origami(job_for(flags));
     ASSERT_EQ(r.code, 0) << flags << "\n" << r.all();
     EXPECT_EQ(losses(r.all()), want) << flags << "\n" << r.all();
     if (std::string(flags).find("--strategy") != std::string::npos) {
@@ -46,10 +56,58 @@ TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
 TEST(ParallelCli, GradientAccumulationMatchesOneDevice) {
   const CliRun single = origami(kJob + "--grad-accum 2 --strategy single");
   ASSERT_EQ(single.code, 0) << single.all();
-  const CliRun r = origami(kJob + "--grad-accum 2 --strategy sp --mesh dp=2,sp=2 --recompute mlp");
+  const CliRun r = origami(job_for("--grad-accum 2 --strategy sp --mesh dp=2,sp=2 --recompute mlp"));
   ASSERT_EQ(r.code, 0) << r.all();
   EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
   EXPECT_EQ(losses(r.all()).size(), 3u);
+}
+
+// --global-batch, the other way to say the batch (global = micro-batch x dp x grad-accum):
+// what is not given is derived and said, and the run is the one device's with the same
+// global batch; contradictions are refused with exit 2 naming the flags and a value that works.
+TEST(ParallelCli, GlobalBatchDerivesTheSplitAndRefusesContradictions) {
+  const std::string job = "train --model tiny --seq 32 --steps 2 --log-every 1 --threads 1 "
+                          "--seed 5 ";
+  const CliRun single = origami(job + "--strategy single --batch 2 --grad-accum 2");
+  ASSERT_EQ(single.code, 0) << single.all();
+  const CliRun accum =
+      origami(job + "--strategy tsp --mesh dp=2,tsp=2 --micro-batch 1 --global-batch 4");
+  ASSERT_EQ(accum.code, 0) << accum.all();
+  EXPECT_THAT(accum.all(), HasSubstr("--global-batch 4: --grad-accum 2"));
+  EXPECT_THAT(accum.all(), HasSubstr("global batch 4 (2 x micro-batch 1 per replica x dp 2)"));
+  EXPECT_EQ(losses(accum.all()), losses(single.all())) << accum.all();
+  const CliRun micro = origami(job + "--strategy dp --degree 2 --grad-accum 2 --global-batch 4");
+  ASSERT_EQ(micro.code, 0) << micro.all();
+  EXPECT_THAT(micro.all(), HasSubstr("--micro-batch 1 per replica"));
+  EXPECT_EQ(losses(micro.all()), losses(single.all())) << micro.all();
+  struct Bad {
+    const char* flags;
+    const char* message;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"--strategy dp --degree 2 --micro-batch 2 --grad-accum 2 --global-batch 6",
+            "--global-batch 6 contradicts --micro-batch 2 x dp 2 x --grad-accum 2 = 8"},
+           {"--strategy dp --degree 2 --micro-batch 2 --grad-accum 2 --global-batch 6",
+            "or --global-batch 8"},
+           {"--strategy dp --degree 2 --micro-batch 3 --global-batch 4", "use --global-batch 6"},
+           {"--strategy dp --degree 2 --grad-accum 3 --global-batch 4", "use --global-batch 6"},
+           {"--strategy dp --degree 2 --global-batch -2", "--global-batch must be at least 1"},
+       }) {
+    const CliRun r = origami(job + b.flags);
+    EXPECT_EQ(r.code, 2) << b.flags << "\n" << r.all();
+    EXPECT_THAT(r.all(), HasSubstr(b.message)) << b.flags;
+  }
+  // The dry run resolves it the same way, and counts every replica's tokens.
+  const CliRun dry = origami("train --dry-run --model tiny --seq 32 --mesh dp=2,tsp=2 "
+                             "--global-batch 4");
+  ASSERT_EQ(dry.code, 0) << dry.all();
+  EXPECT_THAT(dry.all(), HasSubstr("--global-batch 4: --micro-batch 2 per replica"));
+  EXPECT_THAT(dry.all(), HasSubstr("2 x 32 tokens per replica x 1 micro-batches"));
+  // The convention is stated where the flags are.
+  const CliRun help = origami("train --help");
+  EXPECT_THAT(help.all(), HasSubstr("EACH data-parallel replica"));
+  EXPECT_THAT(help.all(), HasSubstr("--global-batch"));
+  EXPECT_THAT(origami("plan --help").all(), HasSubstr("EACH data-parallel replica"));
 }
 
 TEST(ParallelCli, UnderMpirunTheMpiTransportIsChosen) {
@@ -95,6 +153,19 @@ TEST(ParallelCli, TspUnderMpirunEqualsOneDevice) {
   EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
 }
 
+// The per-replica micro-batch over MPI processes: dp=2 x tsp=2 at --batch 1 per replica
+// prints the one device's losses at --batch 2.
+TEST(ParallelCli, DpTimesTspUnderMpirunAtOnePerReplicaEqualsOneDevice) {
+  const CliRun single = origami(kJob + "--strategy single");
+  const CliRun r = origami(job_for("--strategy tsp --mesh dp=2,tsp=2"),
+                           "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
+                               "/tests/comm/origami_mpirun 4 ");
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("on 4 ranks (mpi)"));
+  EXPECT_THAT(r.all(), HasSubstr("global batch 2 (1 x micro-batch 1 per replica x dp 2)"));
+  EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
+}
+
 // Bad input found on the ranks of an MPI job ends the job with the same code as on one
 // process (2), every rank's message naming the constraint.
 TEST(ParallelCli, UnderMpirunBadInputExitsTwo) {
@@ -114,7 +185,8 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
            {"--strategy tp --degree 4", "largest degree that works is 2"},  // tiny: 2 kv heads
            {"--strategy tp --degree 3", "attention heads"},
            {"--strategy sp --degree 3", "2 x degree"},  // 32 % 6 != 0
-           {"--strategy dp --degree 3", "does not split over dp=3"},
+           // dp=3 runs (each replica its own micro-batch); a global batch it cannot make does not.
+           {"--strategy dp --degree 3 --global-batch 4", "--micro-batch 2 x dp 3 = 6"},
            {"--strategy tp --degree 2 --mesh tp=2", "either --degree or --mesh"},
            {"--strategy sp --mesh sp=2,tp=2", "does not use a tp axis"},
            {"--strategy tsp2", "unknown strategy"},

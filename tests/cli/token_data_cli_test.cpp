@@ -128,11 +128,12 @@ TEST_F(TokenDataCli, DataParallelUnderMpirunEqualsOneDevice) {
   tokenize_corpus();
   std::ofstream(dir_ + "/text.txt") << std::string(300, 'b') + "the end";
   const std::string job = "train --config " + config(260) + " --data " + dir_ + "/corpus:2," +
-                          dir_ + "/text.txt:1 --data-order epoch --seq 16 --batch 4 --steps 3 "
+                          dir_ + "/text.txt:1 --data-order epoch --seq 16 --steps 3 "
                           "--log-every 1 --threads 1 ";
-  const CliRun single = origami(job + "--strategy single");
+  const CliRun single = origami(job + "--batch 4 --strategy single");
   ASSERT_EQ(single.code, 0) << single.all();
-  const CliRun r = origami(job + "--strategy dp --degree 2",
+  // --batch is each replica's micro-batch: 2 on each of dp 2 are the one device's 4.
+  const CliRun r = origami(job + "--batch 2 --strategy dp --degree 2",
                            "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
                                "/tests/comm/origami_mpirun 2 ");
   ASSERT_EQ(r.code, 0) << r.all();

@@ -127,8 +127,11 @@ TEST(DryRun, EveryLayoutChargesTheSingleDevicesFlops) {
     o.batch = 2;
     o.recompute = recompute;
     const auto total = [&](const parallel::ParallelConfig& plan) {
+      // The same 2 sequences in all: o.batch is each dp replica's micro-batch.
+      DryRunOptions job = o;
+      job.batch = o.batch / plan.dp;
       double sum = 0;
-      for (const DryRunRank& r : dry_run(m, plan, o).ranks) sum += r.flops;
+      for (const DryRunRank& r : dry_run(m, plan, job).ranks) sum += r.flops;
       return sum;
     };
     const double single = total(small_layouts()[0].plan);

@@ -43,7 +43,10 @@ struct Case {
   std::string name;
   ModelConfig model;
   parallel::ParallelConfig plan;
-  std::int64_t batch = 2, seq = 24;  // global micro-batch of `batch` sequences
+  // The one device's micro-batch of `batch` sequences: under dp each replica runs its own
+  // micro-batch of batch / dp of them (the engine's convention: --batch is per replica), so a
+  // case of batch = dp runs micro-batch 1 per replica.
+  std::int64_t batch = 2, seq = 24;
   int micro = 1;                     // micro-batches per step (gradient accumulation)
   Recompute recompute = Recompute::None;
   std::int64_t masked_prefix = 0;
@@ -139,7 +142,7 @@ inline Result run_single(const Case& c, const Data& d) {
 
 // Runs on every rank of `world`; the gathered result is returned on every rank.
 inline Result run_parallel(const Case& c, const Data& d, comm::Communicator& world) {
-  parallel::validate_plan(c.plan, c.model, c.seq, c.batch, world.size());
+  parallel::validate_plan(c.plan, c.model, c.seq, c.batch / c.plan.dp, world.size());
   parallel::ParallelGroups groups(world, c.plan);
   MemoryTracker& tracker = world.tracker();
   parallel::RankModel model(c.model, groups, c.seq, c.recompute, tracker, kSeed);

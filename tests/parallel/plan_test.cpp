@@ -189,7 +189,10 @@ TEST(Plan, RefusesPlansThatCannotRunBeforeAnyWork) {
   EXPECT_NO_THROW(validate_plan(p, c, 12, 1, 4));
   p = ParallelConfig{};
   p.dp = 2;
-  EXPECT_THROW(validate_plan(p, c, 12, 3, 2), ConfigError);  // 3 sequences over dp=2
+  // The micro-batch is each replica's own (global batch = micro-batch x dp x grad-accum):
+  // dp divides nothing, and 1 sequence per replica is a plan.
+  EXPECT_NO_THROW(validate_plan(p, c, 12, 3, 2));
+  EXPECT_NO_THROW(validate_plan(p, c, 12, 1, 2));
   p = ParallelConfig{};
   p.tp = 2;
   p.sequence_parallel = true;

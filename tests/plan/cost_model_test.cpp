@@ -237,7 +237,7 @@ TEST_P(CostModel, EqualsTheEngineOnEveryBaseline) {
       const parallel::ParallelConfig pc = make_plan(pt.dp, pt.tp, pt.sp, pt.seqpar);
       const plan::Mesh mesh{.dp = pt.dp, .tp = pt.tp, .sp = pt.sp, .tsp = pt.tsp, .sequence_parallel = pt.seqpar};
       plan::Workload w;
-      w.batch = B;
+      w.batch = B / pt.dp;  // each replica's micro-batch (measure() splits the job's B)
       w.seq = S;
       w.recompute = to_plan(GetParam());
       if (model->num_key_value_heads % (pt.tp * pt.tsp) != 0) {  // the engine refuses it, so must we
@@ -343,7 +343,7 @@ TEST(CostModel, EqualsTheEngineOnTheParityMatrices) {
   for (const MatrixCase& c : parity_matrices()) {
     const plan::Mesh mesh{.dp = c.dp, .tp = c.tp, .sp = c.sp, .tsp = c.tsp, .sequence_parallel = c.seqpar};
     plan::Workload w;
-    w.batch = c.batch;
+    w.batch = c.batch / c.dp;  // each replica's micro-batch (c.batch is the job's)
     w.seq = c.seq;
     w.recompute = to_plan(c.recompute);
     w.contiguous = c.contiguous;
@@ -397,7 +397,8 @@ TEST(CostModelLayout, RefusesWhatTheEngineRefuses) {
   w.batch = 2;
   w.seq = 16;
   EXPECT_THROW(plan::memory_per_device(m, {.dp = 1, .tp = 4, .sp = 1, .sequence_parallel = false}, w), ConfigError);  // kv heads 2
-  EXPECT_THROW(plan::memory_per_device(m, {.dp = 4, .tp = 1, .sp = 1, .sequence_parallel = false}, w), ConfigError);  // batch 2
+  // Each replica runs its own micro-batch: dp need not divide it.
+  EXPECT_NO_THROW(plan::memory_per_device(m, {.dp = 4, .tp = 1, .sp = 1, .sequence_parallel = false}, w));
   EXPECT_THROW(plan::memory_per_device(m, {.dp = 1, .tp = 1, .sp = 3, .sequence_parallel = false}, w), ConfigError);  // 16 % 6
   EXPECT_THROW(plan::memory_per_device(m, {.dp = 0, .tp = 1, .sp = 1, .sequence_parallel = false}, w), ConfigError);
   EXPECT_THROW(plan::parse_recompute("some"), ConfigError);

@@ -192,7 +192,7 @@ const std::vector<LayoutRow>& layouts() {
       {"tpsp8", "tpsp", 8, "", {.dp = 1, .tp = 8, .sp = 1, .tsp = 1, .sequence_parallel = true}, 1},
       {"sp8", "sp", 8, "", {.dp = 1, .tp = 1, .sp = 8, .tsp = 1, .sequence_parallel = false}, 1},
       {"tp2xsp4", "tp", 1, "tp=2,sp=4", {.dp = 1, .tp = 2, .sp = 4, .tsp = 1, .sequence_parallel = false}, 1},
-      {"dp2xtsp4", "tsp", 1, "dp=2,tsp=4", {.dp = 2, .tp = 1, .sp = 1, .tsp = 4, .sequence_parallel = false}, 2}};
+      {"dp2xtsp4", "tsp", 1, "dp=2,tsp=4", {.dp = 2, .tp = 1, .sp = 1, .tsp = 4, .sequence_parallel = false}, 1}};  // micro-batch 1 per replica
   return all;
 }
 
@@ -288,7 +288,7 @@ TEST(DryRunCheck, SlowLinksAtTwoRanks) {
                       small, 87.5e9, link});
       rows.push_back({"sp2" + tag, "sp", 2, "", {.dp = 1, .tp = 1, .sp = 2, .tsp = 1, .sequence_parallel = false}, 1, 2048, "fp32", rc, 4, 1,
                       small, 87.5e9, link});
-      rows.push_back({"dp2" + tag, "dp", 2, "", {.dp = 2, .tp = 1, .sp = 1, .tsp = 1, .sequence_parallel = false}, 2, 2048, "fp32", rc, 4, 1,
+      rows.push_back({"dp2" + tag, "dp", 2, "", {.dp = 2, .tp = 1, .sp = 1, .tsp = 1, .sequence_parallel = false}, 1, 2048, "fp32", rc, 4, 1,
                       small, 87.5e9, link});
     }
   }

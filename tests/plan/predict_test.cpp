@@ -117,7 +117,8 @@ TEST(Predict, GradientAccumulationRepeatsTheMicroBatchNotTheReductions) {
     EXPECT_GT(once, 0);
     EXPECT_DOUBLE_EQ(three.compute_s, 3 * one.compute_s);
     EXPECT_NEAR(three.step_s, 3 * one.step_s - 2 * once, 1e-12);
-    EXPECT_DOUBLE_EQ(three.tokens_per_s, 3 * 64 / three.step_s);
+    // Every replica's micro-batch: 2 sequences of 32 tokens per replica.
+    EXPECT_DOUBLE_EQ(three.tokens_per_s, 3 * 64 * l.dp / three.step_s);
     EXPECT_EQ(three.memory.total(), one.memory.total());  // one micro-batch in flight
   }
 }

@@ -35,7 +35,8 @@ PlanCommand::PlanCommand(CLI::App& app) {
                        "devices (every dp x tp x sp and dp x tsp factorisation)")
       ->required();
   command_->add_option("--micro-batch,--batch", batch_,
-                       "sequences per micro-batch, the whole job's (split over dp; default 1)");
+                       "sequences per micro-batch of EACH data-parallel replica (default 1): "
+                       "global batch = micro-batch x dp x grad-accum");
   command_->add_option("--grad-accum", grad_accum_,
                        "micro-batches per optimizer step (default 1): the step time and "
                        "tokens/s count them, memory is one micro-batch's");

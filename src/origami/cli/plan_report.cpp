@@ -146,7 +146,8 @@ nlohmann::json plan_json(const PlanReport& p) {
 
 void print_plan_table(std::ostream& out, const PlanReport& p) {
   out << fmt::format(
-      "model {} (L={} h={} heads {}/{} f={} V={}) | seq {} x micro-batch {} x {} per step | {} "
+      "model {} (L={} h={} heads {}/{} f={} V={}) | seq {} x micro-batch {} per replica x {} per "
+      "step | {} "
       "devices, {} per "
       "node | {} | recompute {} | hardware {}: {} GiB/device, {:.1f} TFLOP/s achievable, "
       "runtime overhead {} GiB per device (included in total)\n",

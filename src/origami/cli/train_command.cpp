@@ -14,6 +14,7 @@
 #include "origami/cli/machine_peak.h"
 #include "origami/core/error.h"
 #include "origami/kernels/simd.h"
+#include "origami/train/batch_size.h"
 #include "origami/train/dry_run.h"
 #include "origami/train/memory_check.h"
 #include "origami/train/parallel_train.h"
@@ -76,11 +77,20 @@ TrainCommand::TrainCommand(CLI::App& app) {
                        "holding one, or \"byte\" (default); its vocabulary must fit the model's "
                        "vocab_size");
   command_->add_option("--seq", o.seq, "tokens per sequence")->capture_default_str();
-  batch_option_ =
-      command_->add_option("--batch", o.batch, "sequences per micro-batch (dry run: default 1)")
+  // The batch convention (train/batch_size.h): per data-parallel replica, as Megatron's.
+  batch_option_ = command_
+                      ->add_option("--batch,--micro-batch", o.batch,
+                                   "sequences per micro-batch of EACH data-parallel replica "
+                                   "(dry run: default 1); global batch = micro-batch x dp x "
+                                   "grad-accum")
+                      ->capture_default_str();
+  grad_accum_option_ =
+      command_->add_option("--grad-accum", o.grad_accum, "micro-batches per optimizer step")
           ->capture_default_str();
-  command_->add_option("--grad-accum", o.grad_accum, "micro-batches per optimizer step")
-      ->capture_default_str();
+  command_->add_option("--global-batch", o.global_batch,
+                       "sequences per optimizer step over all replicas (micro-batch x dp x "
+                       "grad-accum): with --micro-batch, grad-accum is derived; else the "
+                       "micro-batch (grad-accum stays); all three must agree");
   steps_option_ = command_->add_option("--steps", o.steps, "optimizer steps (dry run: default 1)")
                       ->capture_default_str();
   command_->add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
@@ -153,9 +163,14 @@ int TrainCommand::run_dry() {
                              o.model.max_position_embeddings, o.seq);
     o.model.max_position_embeddings = o.seq;
   }
+  const parallel::ParallelConfig plan = parallel::make_parallel_config(
+      o.strategy, o.degree, o.mesh, o.tp_sequence_parallel, parallel::parse_token_layout(o.layout));
+  if (!o.batch_fixed && o.global_batch == 0) o.batch = 1;  // one long sequence unless asked
+  const std::string derived = resolve_global_batch(o, plan.dp);
+  if (!derived.empty()) std::cout << "dry run: " << derived << "\n";
   DryRunOptions d;
   d.seq = o.seq;
-  d.batch = batch_option_->count() > 0 ? o.batch : 1;  // one long sequence unless asked
+  d.batch = o.batch;
   d.grad_accum = o.grad_accum;
   d.steps = steps_option_->count() > 0 ? o.steps : 1;
   d.recompute = o.recompute;
@@ -166,10 +181,8 @@ int TrainCommand::run_dry() {
   d.link = link_;
   d.seed = o.seed;
   d.memory_cap = o.memory_cap;  // --memory-cap: does the layout fit a device of this size?
-  const parallel::ParallelConfig plan = parallel::make_parallel_config(
-      o.strategy, o.degree, o.mesh, o.tp_sequence_parallel, parallel::parse_token_layout(o.layout));
   std::cout << fmt::format(
-      "dry run: {} parameters, {} on {} simulated ranks, {} x {} tokens x {} "
+      "dry run: {} parameters, {} on {} simulated ranks, {} x {} tokens per replica x {} "
       "micro-batches, recompute {}, precision {}, {:.4g} GFLOP/s per rank, {}\n",
       o.model.num_parameters(), plan.describe(), plan.world(), d.batch, d.seq, d.grad_accum,
       d.recompute, d.precision.name, flops_rate_gflops_, dry_run_links(link_));
@@ -225,6 +238,8 @@ int TrainCommand::run() {
                                         : load_model_config(config_path_, &warnings);
   for (const std::string& w : warnings) std::cerr << "origami: warning: " << w << "\n";
   if (!memory_cap_.empty()) options_.memory_cap = parse_bytes(memory_cap_);
+  options_.batch_fixed = batch_option_->count() > 0;
+  options_.grad_accum_fixed = grad_accum_option_->count() > 0;
   if (strategy_option_->count() == 0 && degree_option_->count() == 0 && options_.mesh.empty() &&
       !options_.tp_sequence_parallel) {
     options_.strategy = "tsp";

@@ -38,6 +38,7 @@ class TrainCommand {
   std::vector<CLI::Option*> link_options_;
   CLI::Option* steps_option_ = nullptr;
   CLI::Option* batch_option_ = nullptr;
+  CLI::Option* grad_accum_option_ = nullptr;
   int run_dry();
   double stated_peak_gflops() const;
 };

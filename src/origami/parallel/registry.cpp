@@ -192,7 +192,7 @@ std::vector<ParallelConfig> enumerate_meshes(int world) {
 }
 
 void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64_t seq,
-                   std::int64_t global_batch, int world_size) {
+                   std::int64_t micro_batch, int world_size) {
   validate(model);
   for (const int d : {p.dp, p.tp, p.sp, p.tsp})
     if (d < 1) throw ConfigError(fmt::format("every mesh degree must be >= 1 ({})", p.mesh_spec()));
@@ -210,18 +210,13 @@ void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64
   check_tensor_split(model, p.tp, "tensor-parallel (tp)");
   if (p.is_tsp()) check_tensor_split(model, p.tsp, "TSP (tsp)");
   check_token_split(p.token_layout(), seq, p.token_degree());
-  if (global_batch % p.dp != 0)
-    throw ConfigError(
-        fmt::format("the micro-batch of {} sequences does not split over dp={}; use a "
-                    "micro-batch that is a multiple of {} or dp={}",
-                    global_batch, p.dp, p.dp, largest_divisor_at_most(global_batch, p.dp)));
   if (p.sequence_parallel && p.tp > 1) {
-    const std::int64_t rows = global_batch / p.dp * seq / p.sp;
+    const std::int64_t rows = micro_batch * seq / p.sp;
     if (rows % p.tp != 0)
       throw ConfigError(fmt::format(
-          "sequence-parallel regions split each rank's {} token rows (batch x sequence / sp) "
-          "over tp={}: make batch x sequence a multiple of {}",
-          rows, p.tp, std::int64_t{p.tp} * p.sp * p.dp));
+          "sequence-parallel regions split each rank's {} token rows (micro-batch x sequence / "
+          "sp) over tp={}: make micro-batch x sequence a multiple of {}",
+          rows, p.tp, std::int64_t{p.tp} * p.sp));
   }
 }
 

@@ -61,10 +61,10 @@ std::vector<ParallelConfig> enumerate_meshes(int world);
 // Refuses up front (ConfigError naming the constraint and a value that works) a plan that
 // cannot run: world size mismatch, tsp beside tp or sp, a weight-sharding degree (tp or tsp)
 // not dividing heads / kv heads / MLP width, the sequence not splitting over the token axis in
-// the layout, micro-batch rows not splitting over tp under TP-SP, global batch not divisible
-// by dp.
+// the layout, micro-batch rows not splitting over tp under TP-SP. `micro_batch` is each
+// data-parallel replica's (global batch = micro-batch x dp x grad-accum), so dp divides nothing.
 void validate_plan(const ParallelConfig& plan, const ModelConfig& model, std::int64_t seq,
-                   std::int64_t global_batch, int world_size);
+                   std::int64_t micro_batch, int world_size);
 
 // States every tensor's reduction groups for this plan (only axes of size > 1 are named); the
 // token axis is sp or tsp, the weight axis tp or tsp:

@@ -72,7 +72,7 @@ Shapes shapes_of(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
   s.qd = s.heads * s.d;
   s.kvd = s.kv_heads * s.d;
   s.vocab_rows = (s.V + s.T - 1) / s.T;  // V padded to a multiple of the degree, split
-  s.block_rows = w.batch / mesh.dp * (w.seq / (mesh.sp * mesh.tsp));
+  s.block_rows = w.batch * (w.seq / (mesh.sp * mesh.tsp));  // each replica's own micro-batch
   s.stream_rows = s.seqpar ? s.block_rows / mesh.tp : s.block_rows;
   s.rope_positions = std::max<std::int64_t>(m.max_position_embeddings, w.seq);
   return s;
@@ -291,7 +291,7 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
 std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& mesh,
                                             const ElementSizes& elem, int axis_rank) {
   Workload w;
-  w.batch = mesh.dp;
+  w.batch = 1;
   w.seq = 2 * mesh.sp * mesh.tp * mesh.tsp;  // shapes of the weights only: any valid workload
   const Shapes s = shapes_of(m, mesh, w);
   Ledger out;

@@ -39,7 +39,8 @@ struct ElementSizes {
 };
 
 struct Workload {
-  std::int64_t batch = 1;  // global micro-batch (sequences), split over dp
+  std::int64_t batch = 1;  // micro-batch of each dp replica (sequences); the whole job's
+                           // micro-batch is batch x dp, its global batch that x grad_accum
   std::int64_t grad_accum = 1;  // micro-batches per optimizer step
   std::int64_t seq = 1;    // tokens per sequence, split over sp (or tsp)
   bool contiguous = false; // token layout: contiguous chunks (S % degree) instead of zigzag
@@ -53,7 +54,7 @@ struct Workload {
 
 // Refuses (ConfigError saying what to change) a mesh the engine would refuse: degrees < 1,
 // tsp combined with tp or sp, tp (or tsp) not dividing heads, kv heads or the MLP width,
-// batch % dp, zigzag's S % 2·degree (contiguous: S % degree), TP-SP's rows % tp.
+// zigzag's S % 2·degree (contiguous: S % degree), TP-SP's rows % tp.
 void check_layout(const ModelConfig& m, const Mesh& mesh, const Workload& w);
 
 // Per-device peak bytes by category (the tracker's categories, core/memory_tracker.h).

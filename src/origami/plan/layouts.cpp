@@ -24,7 +24,9 @@ std::vector<PlanRow> plan_rows(const ModelConfig& m, int world, const Workload& 
   };
   std::stable_sort(rows.begin(), rows.end(), [&](const PlanRow& a, const PlanRow& b) {
     if (rank(a) != rank(b)) return rank(a) < rank(b);
-    if (rank(a) == 0) return a.prediction.step_s < b.prediction.step_s;
+    // Throughput, not step time: a step of dp replicas takes dp micro-batches (the micro-batch
+    // is per replica), so layouts with another dp run another global batch per step.
+    if (rank(a) == 0) return a.prediction.tokens_per_s > b.prediction.tokens_per_s;
     if (rank(a) == 1) return a.prediction.memory.total() < b.prediction.memory.total();
     return false;
   });

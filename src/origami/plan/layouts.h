@@ -24,8 +24,9 @@ struct PlanRow {
   bool recommended = false;
 };
 
-// Predicts every layout; infeasible ones carry the reason. Sorted: fitting rows by step time
-// (fastest first), then feasible rows that do not fit by total memory, then infeasible rows.
+// Predicts every layout; infeasible ones carry the reason. Sorted: fitting rows by tokens/s
+// (highest first; the micro-batch is per dp replica, so step times of different dp are not
+// comparable), then feasible rows that do not fit by total memory, then infeasible rows.
 // The first fitting row is marked recommended.
 std::vector<PlanRow> plan_rows(const ModelConfig& m, int world, const Workload& w,
                                const Hardware& hw);

@@ -108,10 +108,11 @@ BlockSeconds block_seconds(const ModelConfig& m, const Layout& l, const Workload
   const double h = double(m.hidden_size), d = double(m.head_dim());
   const double H = double(m.num_attention_heads), Hkv = double(m.num_key_value_heads);
   const double f = double(m.intermediate_size), V = double(m.vocab_size);
-  const double T = double(w.batch) * double(w.seq), S = double(w.seq);
+  const double B = double(w.batch) * double(l.dp);  // the job's micro-batch: every replica's
+  const double T = B * double(w.seq), S = double(w.seq);
   const double n = double(l.world()) * rate;
   const double linear = 2 * (2 * h * H * d + 2 * h * Hkv * d) * T;
-  const double core = 4 * d * H * double(w.batch) * S * (S + 1) / 2;
+  const double core = 4 * d * H * B * S * (S + 1) / 2;
   BlockSeconds b;
   b.attention_f = (linear + core) / n;
   b.attention_b = (2 * linear + 2.5 * core) / n;
@@ -266,8 +267,9 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& w, con
   add(step, true);
 
   const double rate = hw.flops_per_s(w.bf16() ? Precision::bf16() : Precision::fp32());
-  p.model_flops_per_device = training_flops(m, w.batch, w.seq) / l.world();
-  p.executed_flops_per_device = executed_training_flops(m, w.batch, w.seq, w.recompute) / l.world();
+  const std::int64_t job_batch = w.batch * l.dp;  // each replica runs its own micro-batch
+  p.model_flops_per_device = training_flops(m, job_batch, w.seq) / l.world();
+  p.executed_flops_per_device = executed_training_flops(m, job_batch, w.seq, w.recompute) / l.world();
   BlockSeconds blocks = block_seconds(m, l, w, rate);
   if (s.tsp()) {
     // TSP's head ring recomputes each logits chunk in the backward (docs/tsp.md): the rank's
@@ -304,7 +306,7 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& w, con
     (c.link == LinkClass::Intra ? p.intra_bytes : p.inter_bytes) += c.op.bytes_sent;
   }
   p.step_s = p.compute_s + p.exposed_comm_s;
-  p.tokens_per_s = double(w.batch) * double(w.seq) * double(k) / p.step_s;
+  p.tokens_per_s = double(job_batch) * double(w.seq) * double(k) / p.step_s;
   return p;
 }
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "origami/core/error.h"
+#include "origami/train/batch_size.h"
 #include "origami/train/preemption.h"
 #include "origami/train/rank_agreement.h"
 
@@ -72,9 +73,15 @@ std::int64_t begin_run(const TrainOptions& o, comm::Communicator* world, const R
                                     dir, flag, saved, flag, mine));
   };
   same("seed", static_cast<std::int64_t>(o.seed), "--seed");
-  same("batch", o.batch, "--batch");
+  // The global batch, not its split (train() has already kept the saved one under another
+  // dp, or refused): the batches' sequences are a pure function of the sequence index, so
+  // step t + 1 starts at sequence t x global batch however it is split.
+  const std::int64_t global = saved_global_batch(run);
+  if (global != o.global_batch)
+    throw ConfigError(fmt::format("{}: saved with global batch {}, this run has {}; a resumed run "
+                                  "must draw the same batches (use --init-from to start afresh)",
+                                  dir, global, o.global_batch));
   same("seq", o.seq, "--seq");
-  same("grad_accum", o.grad_accum, "--grad-accum");
   // (Checkpoints from before --data-order existed were drawn in the random order.)
   const std::string order = run.value("data_order", std::string("random"));
   if (order != o.data_order)
@@ -120,11 +127,15 @@ void save_step(const TrainOptions& o, comm::Communicator* world, const RankState
   const nlohmann::json run = {
       {"optimizer_steps", st.optimizer->steps_taken()},
       {"seed", o.seed},
-      {"batch", o.batch},
+      {"batch", o.batch},  // each data-parallel replica's micro-batch
+      {"dp", o.global_batch / (o.batch * o.grad_accum)},
       {"seq", o.seq},
       {"grad_accum", o.grad_accum},
-      // The data cursor: batches are a pure function of (seed, batch index) in either order.
+      {"global_batch", o.global_batch},  // batch x dp x grad_accum
+      // The data cursor: batches are a pure function of (seed, batch index) in either order,
+      // and their sequences of (seed, sequence index); a step draws global_batch sequences.
       {"batches_drawn", step * o.grad_accum},
+      {"sequences_drawn", step * o.global_batch},
       {"data_order", o.data_order},
       {"lr_schedule",
        {{"step", step},

@@ -20,7 +20,8 @@ SaveDirLock open_save_dir(const TrainOptions& options, comm::Communicator* world
 
 // Collective. Loads what the options ask for into `state` and returns the number of steps
 // already taken (0 for a fresh run or --init-from). A resumed run must draw the same batches:
-// its seed, batch, seq and grad-accum must equal the checkpoint's (ConfigError otherwise).
+// its seed, global batch (resolved: options.global_batch), seq and data order must equal the
+// checkpoint's (ConfigError otherwise); the split of the global batch may differ.
 std::int64_t begin_run(const TrainOptions& options, comm::Communicator* world,
                        const RankState& state, const Log& log);
 

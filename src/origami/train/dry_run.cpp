@@ -17,12 +17,15 @@ namespace origami {
 namespace {
 
 // Deterministic token ids (the data does not matter to the schedule, only its shape; the
-// labels are all unmasked so every rank's count is real).
-void synthetic_batch(std::int64_t B, std::int64_t S, std::int64_t vocab, std::uint64_t seed,
-                     std::int64_t step, std::int32_t* ids, std::int32_t* labels) {
-  for (std::int64_t i = 0; i < B * S; ++i) {
+// labels are all unmasked so every rank's count is real): `rows` sequences from row `first` of
+// micro-batch `step` of the job's B sequences (each replica's micro-batch is its rows of it).
+void synthetic_rows(std::int64_t B, std::int64_t first, std::int64_t rows, std::int64_t S,
+                    std::int64_t vocab, std::uint64_t seed, std::int64_t step, std::int32_t* ids,
+                    std::int32_t* labels) {
+  for (std::int64_t i = 0; i < rows * S; ++i) {
     const std::uint64_t x =
-        seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(step * B * S + i) * 7919u;
+        seed * 0x9E3779B97F4A7C15ull +
+        static_cast<std::uint64_t>(step * B * S + first * S + i) * 7919u;
     ids[i] = static_cast<std::int32_t>(x % static_cast<std::uint64_t>(vocab));
     labels[i] = static_cast<std::int32_t>((x + 7919u) % static_cast<std::uint64_t>(vocab));
   }
@@ -37,19 +40,22 @@ void run_rank(const ModelConfig& model, const parallel::ParallelConfig& plan,
                                  o.seed);
   AdamW optimizer(rank_model.params(), tracker,
                   {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f});
+  // o.batch is each data-parallel replica's micro-batch: replica p reads rows
+  // [p * batch, (p + 1) * batch) of the job's micro-batch of batch x dp sequences.
   const int P = groups.dp().size(), p = groups.dp().rank();
-  const std::int64_t per = o.batch / P;
+  const std::int64_t job = o.batch * P;
   for (std::int64_t step = 1; step <= o.steps; ++step) {
     const double start = clock.now_s;
     std::vector<parallel::LocalBatch> micro;
     for (std::int64_t m = 0; m < o.grad_accum; ++m) {
-      // As the trainer's sampler: the global batch in the tracker's workspace, the rank's share.
+      // As the trainer's prefetcher: the replica's rows only, in the tracker's workspace.
       Tensor ids(tracker, MemCategory::Workspace, DType::I32, {o.batch, o.seq});
       Tensor labels(tracker, MemCategory::Workspace, DType::I32, {o.batch, o.seq});
-      synthetic_batch(o.batch, o.seq, model.vocab_size, o.seed, (step - 1) * o.grad_accum + m,
-                      ids.data<std::int32_t>(), labels.data<std::int32_t>());
-      const TokenBatch mine{per, o.seq, ids.data<std::int32_t>() + p * per * o.seq,
-                            labels.data<std::int32_t>() + p * per * o.seq};
+      synthetic_rows(job, p * o.batch, o.batch, o.seq, model.vocab_size, o.seed,
+                     (step - 1) * o.grad_accum + m, ids.data<std::int32_t>(),
+                     labels.data<std::int32_t>());
+      const TokenBatch mine{o.batch, o.seq, ids.data<std::int32_t>(),
+                            labels.data<std::int32_t>()};
       micro.push_back(rank_model.localize(mine));
     }
     parallel::parallel_train_step(rank_model, optimizer, micro, 1e-3f, 1.0);
@@ -85,7 +91,7 @@ DryRunReport dry_run(const ModelConfig& model, const parallel::ParallelConfig& p
   DryRunReport r;
   r.ranks = std::move(ranks);
   for (const DryRunRank& k : r.ranks) r.step_s = std::max(r.step_s, k.step_s);
-  const double tokens = static_cast<double>(o.batch * o.seq * o.grad_accum);
+  const double tokens = static_cast<double>(o.batch * plan.dp * o.seq * o.grad_accum);
   r.tokens_per_s = r.step_s > 0 ? tokens / r.step_s : 0.0;
   r.describe = plan.describe();
   return r;

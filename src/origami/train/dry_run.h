@@ -28,7 +28,8 @@ namespace origami {
 
 struct DryRunOptions {
   std::int64_t seq = 4096;         // tokens per sequence
-  std::int64_t batch = 1;          // global micro-batch (sequences), split over dp
+  std::int64_t batch = 1;          // micro-batch of each dp replica (sequences): the job's
+                                   // micro-batch is batch x dp
   std::int64_t grad_accum = 1;     // micro-batches per optimizer step
   std::int64_t steps = 1;          // optimizer steps; the report's step time is the last one's
   std::string recompute = "none";  // none | mlp | full
@@ -65,7 +66,7 @@ struct DryRunRank {
 struct DryRunReport {
   std::vector<DryRunRank> ranks;  // world rank order
   double step_s = 0;              // the last step's virtual time: the slowest rank's
-  double tokens_per_s = 0;        // batch * seq * grad_accum / step_s (the whole cluster)
+  double tokens_per_s = 0;        // batch * dp * seq * grad_accum / step_s (the whole cluster)
   std::string describe;           // the plan, e.g. "tsp=8"
   // A human-readable table: peak by category per rank, bytes per op kind, step time.
   std::string summary() const;

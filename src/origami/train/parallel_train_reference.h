@@ -1,6 +1,7 @@
 // What one device would need for the same run, measured (not estimated): the single-device
 // model with the same config, recompute policy and optimizer runs one forward+backward of
-// one global micro-batch on its own tracker. The parallel loop prints it beside every rank's
+// options.batch sequences (the caller passes the job's micro-batch: every dp replica's) on its
+// own tracker. The parallel loop prints it beside every rank's
 // peaks (TSP's closing memory report).
 #pragma once
 

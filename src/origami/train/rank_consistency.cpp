@@ -47,6 +47,7 @@ std::vector<std::pair<std::string, std::string>> agreed_fields(const TrainOption
           {"--seq", std::to_string(o.seq)},
           {"--batch", std::to_string(o.batch)},
           {"--grad-accum", std::to_string(o.grad_accum)},
+          {"--global-batch", std::to_string(o.global_batch)},
           {"--steps", std::to_string(o.steps)},
           {"--warmup", std::to_string(o.warmup)},
           {"--lr", fmt::format("{}", o.lr)},

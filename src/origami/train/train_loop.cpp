@@ -23,6 +23,7 @@
 #include "origami/kernels/threads.h"
 #include "origami/parallel/rank_model.h"
 #include "origami/parallel/registry.h"
+#include "origami/train/batch_size.h"
 #include "origami/train/checkpoint_loop.h"
 #include "origami/train/parallel_train_reference.h"
 #include "origami/train/memory_check.h"
@@ -132,28 +133,31 @@ void run_rank(Shared& sh, comm::Communicator& world) {
                    .beta2 = o.beta2,
                    .eps = 1e-8f,
                    .weight_decay = o.weight_decay});
-  // Every rank reads its share of the same global batches, on a background thread: data
-  // parallel rank p reads sequences [p*B/P, (p+1)*B/P) of each micro-batch, and the layout
-  // keeps its positions of them.
+  // Every rank reads its part of the same global batches, on a background thread: o.batch is
+  // each data-parallel replica's micro-batch, so micro-batch m is the sampler's batch of
+  // B x P sequences (what one device running B x P sequences per micro-batch reads) and
+  // replica p reads its sequences [p*B, (p+1)*B); the layout keeps its positions of them.
   const ckpt::RankState saved{&model.specs(), &model.params(), &optimizer};
   const std::int64_t done = ckpt::begin_run(o, &world, saved, log);
   const int P = groups.dp().size(), p = groups.dp().rank();
-  const std::int64_t per = o.batch / P;
+  const std::int64_t job_batch = o.batch * P;  // sequences per micro-batch over all replicas
   data::BatchPrefetcher batches(*sh.dataset, o.seed,
-                                {.batch = o.batch, .seq = o.seq, .per_step = o.grad_accum,
-                                 .first_row = p * per, .rows = per},
+                                {.batch = job_batch, .seq = o.seq, .per_step = o.grad_accum,
+                                 .first_row = p * o.batch, .rows = o.batch},
                                 done + 1, o.steps, tracker);
   const double flops_per_step =
-      training_flops(o.model, o.batch, o.seq) * static_cast<double>(o.grad_accum);
+      training_flops(o.model, job_batch, o.seq) * static_cast<double>(o.grad_accum);
   std::ofstream metrics = open_metrics(lead ? o.metrics_path : std::string());
   log(fmt::format("model: {} parameters (h {}, {} layers, {} heads, {} kv heads, intermediate {}, "
                   "vocabulary {}); data: {}",
                   o.model.num_parameters(), o.model.hidden_size, o.model.num_hidden_layers,
                   o.model.num_attention_heads, o.model.num_key_value_heads,
                   o.model.intermediate_size, o.model.vocab_size, sh.dataset->describe()));
-  log(fmt::format("run: {} steps of {} x {} sequences of {} tokens, {} kernel threads per rank; "
-                  "MFU against a stated peak of {:.0f} GFLOP/s",
-                  o.steps, o.grad_accum, o.batch, o.seq, sh.kernel_threads, o.peak_gflops));
+  log(fmt::format("run: {} steps of global batch {} ({} x micro-batch {} per replica x dp {}) "
+                  "sequences of {} tokens, {} kernel threads per rank; MFU against a stated peak "
+                  "of {:.0f} GFLOP/s",
+                  o.steps, o.global_batch, o.grad_accum, o.batch, P, o.seq, sh.kernel_threads,
+                  o.peak_gflops));
   if (world.size() == 1)
     log(fmt::format("layout: one device ({}), recompute {}", world.transport().name(),
                     o.recompute));
@@ -167,14 +171,14 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     const data::BatchPrefetcher::Step mine = batches.next();
     for (const data::Batch& b : mine.micro)
       micro.push_back(model.localize(
-          {per, o.seq, b.input_ids.data<std::int32_t>(), b.labels.data<std::int32_t>()}));
+          {o.batch, o.seq, b.input_ids.data<std::int32_t>(), b.labels.data<std::int32_t>()}));
     const float lr = learning_rate(step, o.steps, o.warmup, o.lr, o.min_lr_ratio);
     const parallel::ParallelStepStats st =
         parallel::parallel_train_step(model, optimizer, micro, lr, o.max_grad_norm);
     StepStats s;
     s.step = step;
     s.loss = st.loss;
-    s.tokens = o.batch * o.seq * o.grad_accum;
+    s.tokens = o.global_batch * o.seq;
     s.grad_norm = st.grad_norm;
     s.clip_coefficient = st.clip_coefficient;
     s.lr = lr;
@@ -223,7 +227,10 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     log("peak memory per rank by category:\n" + rank_memory_report(sh.result.rank_memory));
     if (sh.plan.is_tsp()) {
       // Beside them, what one device needs for the same run (measured on its own tracker).
-      const MemoryStats one = one_device_memory(o, *sh.dataset);
+      // One device running the same run takes every replica's micro-batch at once.
+      TrainOptions whole = o;
+      whole.batch = job_batch;
+      const MemoryStats one = one_device_memory(whole, *sh.dataset);
       std::string row = rank_memory_report({one});
       row = row.substr(row.find('\n') + 1);
       row.replace(0, 4, "1dev");  // the row is one device, not a rank
@@ -245,10 +252,27 @@ bool run_rank_or_stop(Shared& sh, comm::Communicator& world) {
   }
 }
 
+// The run's batch sizes once the plan's dp is known: --global-batch resolved, and a resume
+// under another dp keeping the saved global batch (batch_size.h); what was derived is logged.
+// Every MPI rank reads the same checkpoint index, so all of them resolve alike.
+void resolve_batch(TrainOptions& o, int dp, const std::function<void(const std::string&)>& log,
+                   bool lead) {
+  std::vector<std::string> notes = {resolve_global_batch(o, dp)};
+  const CheckpointOptions& c = o.checkpoint;
+  if (c.init_from.empty()) {
+    const std::string dir = ckpt::find_resume(c, [](const std::string&) {});
+    if (!dir.empty())
+      notes.push_back(keep_saved_global_batch(o, dp, ckpt::read_index(dir).at("run"), dir));
+  }
+  for (const std::string& n : notes)
+    if (lead && !n.empty()) log(n);
+}
+
 }  // namespace
 
-TrainResult train(const TrainOptions& o, const std::function<void(const std::string&)>& log) {
-  check_options(o);
+TrainResult train(const TrainOptions& given, const std::function<void(const std::string&)>& log) {
+  check_options(given);
+  TrainOptions o = given;
   if (o.backend != "auto" && o.backend != "threads" && o.backend != "mpi")
     throw ConfigError(fmt::format("unknown --backend '{}'; use threads or mpi", o.backend));
   const bool mpi = launched_by_mpirun();
@@ -275,6 +299,7 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
   if (mpi) {
     sh.kernel_threads = o.threads;
     const int code = comm::mpi_main([&](comm::Communicator& world) {
+      resolve_batch(o, sh.plan.dp, log, world.rank() == 0);
       parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world.size());
       // Ranks started on this host share its memory.
       const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -285,6 +310,7 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
     if (code != 0 && code != kPreemptedExitCode) throw Error(fmt::format("the MPI run ended with code {}", code));
   } else {
     const int world = sh.plan.world();
+    resolve_batch(o, sh.plan.dp, log, true);
     parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world);  // before any rank starts
     check_run_memory(o, sh.plan, world);  // every rank is a thread of this process
     sh.kernel_threads = std::max(1, o.threads / world);

@@ -48,8 +48,16 @@ struct TrainOptions {
   std::string data_order = "random";  // or "epoch" (data.h)
   std::string tokenizer_path;  // text data's tokenizer (tokenizer/tokenizer.h); empty: bytes
   std::int64_t seq = 256;
-  std::int64_t batch = 8;        // sequences per micro-batch
-  std::int64_t grad_accum = 1;   // micro-batches per step
+  // The batch (train/batch_size.h): `batch` sequences per micro-batch of EACH data-parallel
+  // replica, `grad_accum` micro-batches per step, so a step takes global_batch = batch x dp x
+  // grad_accum sequences. global_batch 0: not given (train() sets it); given, the one of batch
+  // and grad_accum not fixed is derived. The *_fixed flags say what the user gave (the CLI:
+  // the flag appeared): only the others may be changed by --global-batch or by a resume under
+  // another dp.
+  std::int64_t batch = 8;
+  std::int64_t grad_accum = 1;
+  std::int64_t global_batch = 0;
+  bool batch_fixed = false, grad_accum_fixed = false, global_batch_fixed = false;
   std::int64_t steps = 120;
   std::int64_t warmup = 10;
   float lr = 2e-3f;

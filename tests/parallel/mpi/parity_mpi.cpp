@@ -65,7 +65,8 @@ std::vector<Case> cases() {
   add("tsp2_contiguous_full", mha, tsp(1, 2, parallel::TokenLayoutKind::Contiguous),
       Recompute::Full, 0);
   add("tsp4_zigzag_steps", mha, tsp(1, 4, parallel::TokenLayoutKind::Zigzag), Recompute::Mlp, 5);
-  add("dp2xtsp2", gqa, tsp(2, 2, parallel::TokenLayoutKind::Contiguous), Recompute::None, 0);
+  // Micro-batch 1 per replica (batch 2 over dp 2), five AdamW steps.
+  add("dp2xtsp2", gqa, tsp(2, 2, parallel::TokenLayoutKind::Contiguous), Recompute::None, 5);
   return v;
 }
 

@@ -1,0 +1,179 @@
+// A resume under another dp keeps the global batch (train/batch_size.h): the checkpoint records
+// the global batch with its split, the resumed run adjusts what the user did not fix (saying
+// so) and continues the data exactly, or refuses with the reason and a value that works.
+#include <cmath>
+#include <filesystem>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "ckpt_util.h"
+#include "origami/core/error.h"
+#include "origami/train/batch_size.h"
+
+namespace origami::ckpt_test {
+namespace {
+
+using ::testing::HasSubstr;
+
+bool said(const std::vector<std::string>& lines, const std::string& what) {
+  for (const std::string& s : lines)
+    if (s.find(what) != std::string::npos) return true;
+  return false;
+}
+
+// dp=2 x tsp=2 at micro-batch 1 x grad-accum 2 (global batch 4), saved after step 3, resumed
+// under tsp=2 alone and on one device: grad-accum becomes 4 and steps 4 and 5 have the
+// uninterrupted run's losses (the same sequences; float32 rounding of the other layout).
+TEST(DpResume, AnotherDpKeepsTheGlobalBatchAndTheDataCursor) {
+  const std::string a = fresh_dir("dp_from");
+  TrainOptions oa = tiny_options({"tsp", 1, "dp=2,tsp=2"}, 5);
+  oa.batch = 1;
+  oa.checkpoint.save_dir = a;
+  oa.checkpoint.save_every = 3;
+  const TrainResult ra = quiet_train(oa);
+  ASSERT_EQ(ra.steps.size(), 5u);
+  const nlohmann::json run = ckpt::read_index(ckpt::checkpoint_dir(a, 3)).at("run");
+  EXPECT_EQ(run.at("global_batch"), 4);
+  EXPECT_EQ(run.at("batch"), 1);
+  EXPECT_EQ(run.at("dp"), 2);
+  EXPECT_EQ(run.at("grad_accum"), 2);
+  EXPECT_EQ(run.at("sequences_drawn"), 12);
+  for (const Layout& to : {Layout{"tsp", 2, ""}, Layout{"single", 1, ""}}) {
+    const std::string b = fresh_dir("dp_to");
+    TrainOptions ob = tiny_options(to, 5);
+    ob.batch = 1;
+    ob.batch_fixed = true;  // as --micro-batch 1: only grad-accum may follow
+    ob.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
+    ob.checkpoint.save_dir = b;
+    std::vector<std::string> lines;
+    const TrainResult rb = quiet_train(ob, &lines);
+    EXPECT_TRUE(said(lines, "--grad-accum 4 keeps the saved global batch 4")) << to.name();
+    ASSERT_EQ(rb.steps.size(), 2u) << to.name();
+    for (std::size_t k = 0; k < 2; ++k) {
+      const double want = ra.steps[3 + k].loss;
+      EXPECT_NEAR(rb.steps[k].loss, want, 2e-5 * std::abs(want)) << to.name() << " step " << 4 + k;
+      EXPECT_EQ(rb.steps[k].tokens, ra.steps[3 + k].tokens);
+    }
+    const nlohmann::json saved = ckpt::read_index(ckpt::checkpoint_dir(b, 5)).at("run");
+    EXPECT_EQ(saved.at("global_batch"), 4);
+    EXPECT_EQ(saved.at("dp"), 1);
+    EXPECT_EQ(saved.at("grad_accum"), 4);
+    EXPECT_EQ(saved.at("sequences_drawn"), 20);
+    std::filesystem::remove_all(b);
+  }
+  // Back to dp=2 x tp=2 from one device's checkpoint: micro-batch 2 x dp 2 x grad-accum 1.
+  const std::string c = fresh_dir("dp_back");
+  TrainOptions oc = tiny_options({"tp", 1, "dp=2,tp=2"}, 5);
+  oc.batch = 2;
+  oc.batch_fixed = true;
+  oc.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
+  std::vector<std::string> lines;
+  const TrainResult rc = quiet_train(oc, &lines);
+  EXPECT_TRUE(said(lines, "--grad-accum 1 keeps the saved global batch 4"));
+  ASSERT_EQ(rc.steps.size(), 2u);
+  EXPECT_NEAR(rc.steps[0].loss, ra.steps[3].loss, 2e-5 * std::abs(ra.steps[3].loss));
+  std::filesystem::remove_all(a);
+  std::filesystem::remove_all(c);
+}
+
+// What cannot keep the global batch is refused before any work, saying why and what works.
+TEST(DpResume, RefusesWhatCannotKeepTheGlobalBatch) {
+  const std::string a = fresh_dir("dp_refuse");
+  TrainOptions oa = tiny_options({"single", 1, ""}, 2);  // micro-batch 4 x grad-accum 2 = 8
+  oa.checkpoint.save_dir = a;
+  quiet_train(oa);
+  const std::string saved = ckpt::checkpoint_dir(a, 2);
+  auto refusal = [&](TrainOptions o) {
+    o.steps = 3;
+    o.checkpoint.resume = saved;
+    try {
+      quiet_train(o);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no refusal");
+  };
+  // dp 3 does not divide 8.
+  EXPECT_THAT(refusal(tiny_options({"dp", 3, ""}, 3)),
+              HasSubstr("8 sequences do not split over dp 3"));
+  // Both halves of the split fixed, and they make 2 x 2 x 1 = 4.
+  TrainOptions both = tiny_options({"dp", 2, ""}, 3);
+  both.batch = 2;
+  both.grad_accum = 1;
+  both.batch_fixed = both.grad_accum_fixed = true;
+  const std::string b = refusal(both);
+  EXPECT_THAT(b, HasSubstr("saved with global batch 8 (micro-batch 4 x dp 1 x grad-accum 2)"));
+  EXPECT_THAT(b, HasSubstr("--micro-batch x --grad-accum = 4"));
+  // A --global-batch other than the saved one.
+  TrainOptions global = tiny_options({"dp", 2, ""}, 3);
+  global.global_batch = 16;
+  EXPECT_THAT(refusal(global), HasSubstr("give --global-batch 8"));
+  // A fixed micro-batch that does not divide 8 / dp.
+  TrainOptions micro = tiny_options({"dp", 2, ""}, 3);
+  micro.batch = 3;
+  micro.batch_fixed = true;
+  EXPECT_THAT(refusal(micro), HasSubstr("--micro-batch 3 does not divide 8 / dp 2 = 4"));
+  std::filesystem::remove_all(a);
+}
+
+// --global-batch resolved against the split (no run needed: the rules themselves).
+TEST(GlobalBatch, DerivesWhatIsNotFixedAndRefusesContradictions) {
+  TrainOptions o;
+  o.batch = 2;
+  o.batch_fixed = true;
+  o.global_batch = 16;
+  EXPECT_THAT(resolve_global_batch(o, 4), HasSubstr("--grad-accum 2"));
+  EXPECT_EQ(o.grad_accum, 2);
+  EXPECT_TRUE(o.global_batch_fixed);
+
+  o = TrainOptions{};
+  o.global_batch = 12;  // neither fixed: the micro-batch follows, grad-accum stays 1
+  EXPECT_THAT(resolve_global_batch(o, 3), HasSubstr("--micro-batch 4 per replica"));
+  EXPECT_EQ(o.batch, 4);
+  EXPECT_EQ(o.grad_accum, 1);
+
+  o = TrainOptions{};
+  o.grad_accum = 3;
+  o.grad_accum_fixed = true;
+  o.global_batch = 12;
+  resolve_global_batch(o, 2);
+  EXPECT_EQ(o.batch, 2);
+
+  o = TrainOptions{};  // nothing given: global = 8 x dp 2 x 1
+  EXPECT_EQ(resolve_global_batch(o, 2), "");
+  EXPECT_EQ(o.global_batch, 16);
+  EXPECT_FALSE(o.global_batch_fixed);
+
+  auto refused = [](TrainOptions t, int dp) {
+    try {
+      resolve_global_batch(t, dp);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no refusal");
+  };
+  TrainOptions all;
+  all.batch = 2;
+  all.grad_accum = 2;
+  all.batch_fixed = all.grad_accum_fixed = true;
+  all.global_batch = 10;
+  EXPECT_THAT(refused(all, 2), HasSubstr("--global-batch 10 contradicts --micro-batch 2 x dp 2 x "
+                                         "--grad-accum 2 = 8"));
+  EXPECT_THAT(refused(all, 2), HasSubstr("or --global-batch 8"));
+  TrainOptions micro;
+  micro.batch = 3;
+  micro.batch_fixed = true;
+  micro.global_batch = 10;
+  EXPECT_THAT(refused(micro, 2), HasSubstr("use --global-batch 12"));
+  TrainOptions split;
+  split.global_batch = 5;
+  EXPECT_THAT(refused(split, 2), HasSubstr("does not split over dp 2 x --grad-accum 1 = 2: use "
+                                           "--global-batch 6"));
+  TrainOptions negative;
+  negative.global_batch = -4;
+  EXPECT_THAT(refused(negative, 1), HasSubstr("--global-batch must be at least 1"));
+}
+
+}  // namespace
+}  // namespace origami::ckpt_test
