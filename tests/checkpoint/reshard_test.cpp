@@ -26,6 +26,11 @@ const Pair kPairs[] = {
     {{"tsp", 4, ""}, {"tp", 1, "tp=2,sp=2"}},
     {{"tp", 2, ""}, {"tsp", 3, ""}},
     {{"tsp", 1, "dp=2,tsp=2"}, {"single", 1, ""}},
+    // Above tiny's 2 kv heads: each kv head saved once though held by 2 ranks, and loaded
+    // by fewer ranks, by one, and by TP's replicas.
+    {{"tsp", 4, ""}, {"tsp", 2, ""}},
+    {{"tsp", 4, ""}, {"single", 1, ""}},
+    {{"tp", 2, ""}, {"tp", 4, ""}},
 };
 
 class Reshard : public ::testing::TestWithParam<Pair> {};
@@ -60,7 +65,8 @@ INSTANTIATE_TEST_SUITE_P(Layouts, Reshard, ::testing::ValuesIn(kPairs),
                          });
 
 // Per-tensor parity: a tp-2 checkpoint loaded whole (the single-device layout) and loaded as
-// each rank's block of tp 1 and tp 2 agree exactly, for parameters and both moments.
+// each rank's block of tp 1, 2 and 4 (the kv heads replicated) agree exactly, for parameters
+// and both moments.
 TEST(ReshardParity, EveryBlockIsTheSliceOfTheWholeTensor) {
   const std::string d = fresh_dir("parity");
   TrainOptions o = tiny_options({"tp", 2, ""}, 2);
@@ -76,7 +82,7 @@ TEST(ReshardParity, EveryBlockIsTheSliceOfTheWholeTensor) {
   AdamW whole_opt(whole, tracker, hyper);
   ckpt::load(c, cfg, {&whole_specs, &whole, &whole_opt});
   EXPECT_EQ(whole_opt.steps_taken(), 2);
-  for (int tp = 1; tp <= 2; ++tp)
+  for (int tp : {1, 2, 4})
     for (int r = 0; r < tp; ++r) {
       const auto specs = parallel::make_shard_specs(cfg, tp, r);
       ModelTensors part = parallel::allocate_sharded(cfg, specs, tracker, MemCategory::Parameters);
