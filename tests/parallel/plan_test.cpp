@@ -137,21 +137,26 @@ TEST(ShardSpec, KvHeadsReplicatedAboveTheirCount) {
         EXPECT_EQ(s.replicas, 1) << s.name;
         EXPECT_TRUE(s.norm_counted) << s.name;
       }
-      if (s.name.find("q_proj") != std::string::npos)
+      if (s.name.find("q_proj") != std::string::npos) {
         EXPECT_EQ(s.offset, (Shape{t * 8, 0})) << s.name;
+      }
     }
   }
   // The reduction groups: the replicas' gradients summed over the kv-replica group.
   std::vector<ShardSpec> specs = make_shard_specs(c, 4, 1);
   assign_reduction_axes(ParallelConfig{.tp = 4, .sp = 2}, specs);
-  for (const ShardSpec& s : specs)
-    if (s.replicas > 1)
+  for (const ShardSpec& s : specs) {
+    if (s.replicas > 1) {
       EXPECT_EQ(s.grad_sum_axes, (std::vector<std::string>{"sp", "tp-kv"})) << s.name;
+    }
+  }
   specs = make_shard_specs(c, 4, 1);
   assign_reduction_axes(ParallelConfig{.dp = 2, .tsp = 4}, specs);
-  for (const ShardSpec& s : specs)
-    if (s.replicas > 1)
+  for (const ShardSpec& s : specs) {
+    if (s.replicas > 1) {
       EXPECT_EQ(s.grad_sum_axes, (std::vector<std::string>{"dp", "tsp-kv"})) << s.name;
+    }
+  }
 }
 
 TEST(Plan, StrategyNamesMapToDegrees) {
