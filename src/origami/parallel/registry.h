@@ -60,9 +60,9 @@ std::vector<ParallelConfig> enumerate_meshes(int world);
 
 // Refuses up front (ConfigError naming the constraint and a value that works) a plan that
 // cannot run: world size mismatch, tsp beside tp or sp, a weight-sharding degree (tp or tsp)
-// not dividing heads / MLP width or neither dividing nor a multiple of the kv heads, the sequence not splitting over the token axis in
-// the layout, micro-batch rows not splitting over tp under TP-SP, global batch not divisible
-// by dp.
+// not dividing heads / MLP width or neither dividing nor a multiple of the kv heads, the
+// sequence not splitting over the token axis in the layout, micro-batch rows not splitting
+// over tp under TP-SP, global batch not divisible by dp.
 void validate_plan(const ParallelConfig& plan, const ModelConfig& model, std::int64_t seq,
                    std::int64_t global_batch, int world_size);
 
