@@ -15,6 +15,7 @@ namespace {
 
 struct Pair {
   Layout from, to;
+  std::int64_t kv_heads = 0;  // another kv-head count than tiny_model's 12 (0: its own)
 };
 
 const Pair kPairs[] = {
@@ -26,6 +27,13 @@ const Pair kPairs[] = {
     {{"tsp", 4, ""}, {"tp", 1, "tp=2,sp=2"}},
     {{"tp", 2, ""}, {"tsp", 3, ""}},
     {{"tsp", 1, "dp=2,tsp=2"}, {"single", 1, ""}},
+    // Kv heads replicated (12 heads over 2 kv heads at degree 4: each kv head held by 2
+    // ranks, saved once), loaded by fewer ranks, by one, and by TP's replicas; over 1 kv head
+    // (4 replicas) into TP.
+    {{"tsp", 4, ""}, {"tsp", 2, ""}, 2},
+    {{"tsp", 4, ""}, {"single", 1, ""}, 2},
+    {{"tp", 2, ""}, {"tp", 4, ""}, 2},
+    {{"tsp", 4, ""}, {"tp", 2, ""}, 1},
 };
 
 class Reshard : public ::testing::TestWithParam<Pair> {};
@@ -34,10 +42,12 @@ TEST_P(Reshard, NextStepLossMatchesSavingLayout) {
   const Pair p = GetParam();
   const std::string a = fresh_dir("from"), b = fresh_dir("to");
   TrainOptions oa = tiny_options(p.from, 4);
+  if (p.kv_heads > 0) oa.model.num_key_value_heads = p.kv_heads;
   oa.checkpoint.save_dir = a;
   oa.checkpoint.save_every = 3;
   const TrainResult ra = quiet_train(oa);
   TrainOptions ob = tiny_options(p.to, 4);
+  ob.model = oa.model;
   ob.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
   const TrainResult rb = quiet_train(ob);
   ASSERT_EQ(rb.steps.size(), 1u);
@@ -54,20 +64,24 @@ TEST_P(Reshard, NextStepLossMatchesSavingLayout) {
 INSTANTIATE_TEST_SUITE_P(Layouts, Reshard, ::testing::ValuesIn(kPairs),
                          [](const auto& info) {
                            std::string n = info.param.from.name() + "_to_" + info.param.to.name();
+                           if (info.param.kv_heads > 0)
+                             n += "_kv" + std::to_string(info.param.kv_heads);
                            for (char& c : n)
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return n;
                          });
 
-// Per-tensor parity: a tp-2 checkpoint loaded whole (the single-device layout) and loaded as
-// each rank's block of tp 1 and tp 2 agree exactly, for parameters and both moments.
+// Per-tensor parity: a tp-2 checkpoint (of tiny_model over 2 kv heads) loaded whole (the
+// single-device layout) and loaded as each rank's block of tp 1, 2 and 4 (each kv head then
+// replicated over 2 ranks) agree exactly, for parameters and both moments.
 TEST(ReshardParity, EveryBlockIsTheSliceOfTheWholeTensor) {
   const std::string d = fresh_dir("parity");
   TrainOptions o = tiny_options({"tp", 2, ""}, 2);
+  o.model.num_key_value_heads = 2;
   o.checkpoint.save_dir = d;
   quiet_train(o);
   const std::string c = ckpt::checkpoint_dir(d, 2);
-  const ModelConfig cfg = tiny_model();
+  const ModelConfig cfg = o.model;
   MemoryTracker tracker("parity");
   const kernels::AdamWHyper hyper{};
   // The whole model (single-device specs).
@@ -76,7 +90,7 @@ TEST(ReshardParity, EveryBlockIsTheSliceOfTheWholeTensor) {
   AdamW whole_opt(whole, tracker, hyper);
   ckpt::load(c, cfg, {&whole_specs, &whole, &whole_opt});
   EXPECT_EQ(whole_opt.steps_taken(), 2);
-  for (int tp = 1; tp <= 2; ++tp)
+  for (int tp : {1, 2, 4})
     for (int r = 0; r < tp; ++r) {
       const auto specs = parallel::make_shard_specs(cfg, tp, r);
       ModelTensors part = parallel::allocate_sharded(cfg, specs, tracker, MemCategory::Parameters);

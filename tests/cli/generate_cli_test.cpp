@@ -97,6 +97,8 @@ TEST_F(GenerateCli, RefusesBadInputWithExitCode2) {
   EXPECT_THAT(r.all(), HasSubstr("--temperature"));
   r = origami(ck + " --prompt abc --strategy tsp --degree 4");  // 2 kv heads
   EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.all(), HasSubstr("inference does not replicate kv heads"));
+  EXPECT_THAT(r.all(), HasSubstr("at most 2"));
   r = origami("generate --prompt abc");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.all(), HasSubstr("--checkpoint"));

@@ -81,12 +81,13 @@ TEST_F(Messages, MeshAloneImpliesItsStrategy) {
 }
 
 TEST_F(Messages, TheSuggestedDegreeIsOneThatWorks) {
-  // tiny: 4 heads, 2 kv heads; 1000 was answered "4", which the next check refused.
+  // tiny: 4 heads, 2 kv heads; 1000 was once answered "4" while the kv-head check refused 4;
+  // now 4 works (each kv head replicated over 2 ranks), and it is what the message suggests.
   CliRun r = origami("train --model tiny --strategy tsp --degree 1000");
   EXPECT_EQ(r.code, 2) << r.all();
-  EXPECT_THAT(r.err, HasSubstr("the largest degree that works is 2"));
+  EXPECT_THAT(r.err, HasSubstr("the largest degree that works is 4"));
   r = origami("train --model tiny --seq 16 --batch 2 --threads 2 --steps 1 --strategy tsp "
-              "--degree 2");
+              "--degree 4");
   EXPECT_EQ(r.code, 0) << r.all();
 }
 

@@ -2,6 +2,7 @@
 // single-device run's (same seed, same data), on threads and under mpirun; plans that cannot
 // work are refused with exit code 2 and a message naming the constraint.
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,9 @@ TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
         "--strategy cp --degree 2 --layout contiguous", "--strategy sp --degree 2",
         "--strategy tp --mesh tp=2,sp=2", "--strategy tp --mesh dp=2,tp=2 --grad-accum 1",
         "--strategy tsp --degree 2", "--strategy tsp --mesh dp=2,tsp=2 --recompute full",
-        "--strategy tsp --degree 2 --layout contiguous --recompute mlp", ""}) {
+        "--strategy tsp --degree 2 --layout contiguous --recompute mlp",
+        // Above tiny's 2 kv heads: each kv head replicated over 2 ranks.
+        "--strategy tp --degree 4", "--strategy tsp --degree 4 --recompute full", ""}) {
     const CliRun r = origami(job_for(flags));
     ASSERT_EQ(r.code, 0) << flags << "\n" << r.all();
     EXPECT_EQ(losses(r.all()), want) << flags << "\n" << r.all();
@@ -182,7 +185,7 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
     const char* message;
   };
   for (const Bad& b : std::vector<Bad>{
-           {"--strategy tp --degree 4", "largest degree that works is 2"},  // tiny: 2 kv heads
+           {"--strategy tp --degree 8", "largest degree that works is 4"},  // tiny: 4 heads
            {"--strategy tp --degree 3", "attention heads"},
            {"--strategy sp --degree 3", "2 x degree"},  // 32 % 6 != 0
            // dp=3 runs (each replica its own micro-batch); a global batch it cannot make does not.
@@ -190,9 +193,6 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
            {"--strategy tp --degree 2 --mesh tp=2", "either --degree or --mesh"},
            {"--strategy sp --mesh sp=2,tp=2", "does not use a tp axis"},
            {"--strategy tsp2", "unknown strategy"},
-           {"--strategy tsp --degree 4", "TSP (tsp) degree 4 must divide the number of key/value "
-                                         "heads"},  // tiny: 2 kv heads
-           {"--strategy tsp --degree 4", "the largest degree that works is 2"},
            {"--strategy tsp --mesh tp=2,tsp=2", "does not use a tp axis"},
            {"--strategy tp --degree 2 --recompute some", "unknown recompute policy"},
            {"--strategy sp --degree 2 --layout spiral", "unknown token layout"},
@@ -202,6 +202,22 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
     const CliRun r = origami(kJob + b.flags);
     EXPECT_EQ(r.code, 2) << b.flags << "\n" << r.all();
     EXPECT_THAT(r.all(), HasSubstr(b.message)) << b.flags;
+  }
+}
+
+// A degree that neither divides the kv heads nor is a multiple of them: exit 2, naming the
+// field and a degree that works (12 heads over 4 kv heads at 6: 4 works).
+TEST(ParallelCli, RefusesDegreesBesideTheKvHeads) {
+  const std::string cfg = ::testing::TempDir() + "/kv4_config.json";
+  std::ofstream(cfg) << R"({"vocab_size": 256, "hidden_size": 96, "intermediate_size": 96,
+    "num_hidden_layers": 1, "num_attention_heads": 12, "num_key_value_heads": 4,
+    "max_position_embeddings": 64})";
+  for (const char* strategy : {"tp", "tsp"}) {
+    const CliRun r = origami("train --config " + cfg + " --seq 24 --batch 2 --steps 1 --threads 1 "
+                             "--strategy " + strategy + " --degree 6");
+    EXPECT_EQ(r.code, 2) << r.all();
+    EXPECT_THAT(r.all(), HasSubstr("num_key_value_heads, 4")) << strategy;
+    EXPECT_THAT(r.all(), HasSubstr("largest degree that works is 4")) << strategy;
   }
 }
 

@@ -115,6 +115,34 @@ TEST(DryRun, EqualsARealRunForEveryStrategy) {
   }
 }
 
+// (a') The same with each kv head replicated (4 heads over 2 kv heads at degree 4): the
+// kv-replica groups' gradient sums and the replicated k/v blocks are accounted alike.
+TEST(DryRun, EqualsARealRunWithKvHeadsReplicated) {
+  const ModelConfig m = parity::make_model(97, 64, 96, 4, 2, 2);
+  const auto z = TokenLayoutKind::Zigzag;
+  for (const Layout& l : {Layout{"tp4", make_parallel_config("tp", 4, "", false, z)},
+                          Layout{"tpsp4", make_parallel_config("tpsp", 4, "", false, z)},
+                          Layout{"tsp4", make_parallel_config("tsp", 4, "", false, z)}}) {
+    for (const char* recompute : {"none", "full"}) {
+      DryRunOptions o;
+      o.seq = 32;
+      o.batch = 2;
+      o.steps = 2;
+      o.recompute = recompute;
+      const DryRunReport dry = dry_run(m, l.plan, o);
+      o.execute = true;
+      const DryRunReport real = dry_run(m, l.plan, o);
+      // One packed attention shard: H/D query heads and the one kv head, twice (K, V / Q, O).
+      const std::int64_t shard_bytes =
+          l.plan.is_tsp() ? 2 * (m.num_attention_heads / 4 + 1) * m.head_dim() * m.hidden_size * 4
+                          : 0;
+      expect_same_accounting(dry, real, std::string(l.name) + " kv2 recompute " + recompute,
+                             shard_bytes);
+      EXPECT_TRUE(dry.ranks[0].comm.count(l.plan.is_tsp() ? "tsp-kv" : "tp-kv")) << l.name;
+    }
+  }
+}
+
 // (c) Every layout charges the single device's FLOPs, summed over its ranks: the strategies
 // split the same products, none skipped (a kernel whose output pointer is an unbacked
 // tensor's null must still be charged: SP's output projection once was not). TSP's head

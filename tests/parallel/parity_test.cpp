@@ -4,6 +4,9 @@
 // clipping (losses and parameters, per tensor <= 1e-4).
 //   * the registry sweep: every registered strategy (parallel/registry.h) at degrees 2, 3 and
 //     4, one recompute policy each, so that a new strategy is compared by registering it;
+//   * the kv-replication sweep: every registered weight-sharding strategy (degree axis tp or
+//     tsp) at D = 2 Hkv and 4 Hkv on a model with 2 kv heads (8 query heads), each kv head
+//     replicated over D / Hkv ranks;
 //   * the chosen cases: strategy x degree 1..4 (3 on a model with 6 heads, 8 for TSP), zigzag
 //     and contiguous, grouped-query attention x degree, B = 1, 2, 4, gradient accumulation,
 //     each recompute policy x strategy, TP+SP meshes and dp x strategy; vocabularies not
@@ -44,6 +47,11 @@ ModelConfig six() {
 ModelConfig eight() {
   return make_model(100, 64, 96, 8, 8);
 }
+// "kv2": 8 query heads over 2 kv heads, so that D = 4 and 8 replicate each kv head over 2 and
+// 4 ranks.
+ModelConfig kv2() {
+  return make_model(97, 64, 96, 8, 2);
+}
 
 ParallelConfig plan(int dp, int tp, int sp, bool seqpar = false,
                     TokenLayoutKind layout = TokenLayoutKind::Zigzag) {
@@ -79,6 +87,17 @@ std::vector<Case> matrix() {
       const Recompute r = policies[d - 2];
       add(fmt::format("registry_{}{}_{}", s.name, d, recompute_name(r)), m, p, r,
           s.name == "dp" ? 2 * d : 2);
+    }
+  }
+  // The kv-replication sweep: D = 2 Hkv and 4 Hkv for each strategy that shards the weights.
+  for (const parallel::StrategyInfo& s : parallel::registered_strategies()) {
+    if (s.degree_axis != "tp" && s.degree_axis != "tsp") continue;
+    for (int d : {4, 8}) {
+      const ParallelConfig p =
+          parallel::make_parallel_config(s.name, d, "", false, TokenLayoutKind::Zigzag);
+      const Recompute r = d == 4 ? Recompute::Mlp : Recompute::Full;
+      add(fmt::format("registry_kvrep_{}{}_{}", s.name, d, recompute_name(r)), kv2(), p, r, 2, 1,
+          32);
     }
   }
   // The generic driver on one rank, every policy.
@@ -138,6 +157,19 @@ std::vector<Case> matrix() {
   add("tsp2_full_accum", gqa(), tsp(1, 2), Recompute::Full, 2, 2);
   add("dp2xtsp2", mha(), tsp(2, 2));
   add("dp2xtsp2_gqa_full", gqa(), tsp(2, 2, kContig), Recompute::Full, 4);
+  // Kv heads replicated (D = 2 Hkv, 4 Hkv): TP, TP-SP, TP+SP, TSP, under dp, accumulation.
+  add("tp4_kvrep2", gqa(), plan(1, 4, 1));
+  add("tp8_kvrep4", kv2(), plan(1, 8, 1));
+  add("tpsp4_kvrep2_full", gqa(), plan(1, 4, 1, true), Recompute::Full);
+  add("tpsp8_kvrep4", kv2(), plan(1, 8, 1, true), Recompute::None, 2, 1, 32);
+  add("tp4xsp2_kvrep2", kv2(), plan(1, 4, 2));
+  add("tpsp4xsp2_kvrep2_contiguous", kv2(), plan(1, 4, 2, true, kContig));
+  add("dp2xtp4_kvrep2", gqa(), plan(2, 4, 1));
+  add("tsp4_kvrep2", gqa(), tsp(1, 4));
+  add("tsp4_kvrep2_contiguous_accum", gqa(), tsp(1, 4, kContig), Recompute::None, 2, 2);
+  add("tsp8_kvrep4", kv2(), tsp(1, 8), Recompute::None, 2, 1, 32);
+  add("tsp8_kvrep4_mlp_B1", kv2(), tsp(1, 8, kContig), Recompute::Mlp, 1, 1, 32);
+  add("dp2xtsp4_kvrep2_full", gqa(), tsp(2, 4), Recompute::Full, 4);
   return v;
 }
 
@@ -168,7 +200,10 @@ std::vector<Case> step_cases() {
                                                     "dp2xtp2",     "sp2_full_accum",
                                                     "tsp2_zigzag", "tsp3_contiguous",
                                                     "tsp4_gqa_B4", "tsp2_full_accum",
-                                                    "dp2xtsp2"};
+                                                    "dp2xtsp2",    "tp4_kvrep2",
+                                                    "tp8_kvrep4",  "tpsp8_kvrep4",
+                                                    "tsp4_kvrep2", "tsp8_kvrep4",
+                                                    "dp2xtsp4_kvrep2_full"};
     if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
     c.steps = 5;
     c.max_grad_norm = 1.0;

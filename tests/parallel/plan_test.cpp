@@ -95,19 +95,67 @@ TEST(ShardSpec, ShardsEqualSlicesOfTheSingleDeviceTensorsAndGatherBack) {
 
 TEST(ShardSpec, RefusesDegreesThatDoNotDivideHeads) {
   const ModelConfig c = small_model();  // 4 heads, 2 kv heads
+  // 12 heads over 4 kv heads at degree 6: 6 neither divides 4 nor is a multiple of it.
   try {
-    make_shard_specs(c, 4, 0);
+    make_shard_specs(parity::make_model(97, 96, 96, 12, 4), 6, 0);
     FAIL();
   } catch (const ConfigError& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("key/value heads"), std::string::npos) << m;
-    EXPECT_NE(m.find("largest degree that works is 2"), std::string::npos) << m;
+    EXPECT_NE(m.find("num_key_value_heads, 4"), std::string::npos) << m;
+    EXPECT_NE(m.find("or be a multiple of it"), std::string::npos) << m;
+    EXPECT_NE(m.find("largest degree that works is 4"), std::string::npos) << m;
   }
   try {
     make_shard_specs(c, 3, 0);
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("attention heads"), std::string::npos) << e.what();
+  }
+}
+
+// More ranks than kv heads: rank t holds kv head t / (T / Hkv), the same block as its
+// replicas; only the first replica counts it in the gradient norm; the other tensors are split
+// as usual.
+TEST(ShardSpec, KvHeadsReplicatedAboveTheirCount) {
+  const ModelConfig c = parity::make_model(97, 64, 96, 8, 2);  // d 8, kv rows 16
+  EXPECT_EQ(kv_replicas(c, 8), 4);
+  EXPECT_EQ(kv_heads_per_rank(c, 8), 1);
+  EXPECT_EQ(kv_replicas(c, 2), 1);
+  EXPECT_EQ(kv_heads_per_rank(c, 2), 1);
+  EXPECT_EQ(kv_heads_per_rank(c, 1), 2);
+  for (int t = 0; t < 8; ++t) {
+    const std::vector<ShardSpec> specs = make_shard_specs(c, 8, t);
+    for (const ShardSpec& s : specs) {
+      const bool kv = s.name.find("k_proj") != std::string::npos ||
+                      s.name.find("v_proj") != std::string::npos;
+      if (kv) {
+        EXPECT_EQ(s.local, (Shape{8, 64})) << s.name;
+        EXPECT_EQ(s.offset, (Shape{(t / 4) * 8, 0})) << s.name << " rank " << t;
+        EXPECT_EQ(s.replicas, 4);
+        EXPECT_EQ(s.norm_counted, t % 4 == 0);
+      } else {
+        EXPECT_EQ(s.replicas, 1) << s.name;
+        EXPECT_TRUE(s.norm_counted) << s.name;
+      }
+      if (s.name.find("q_proj") != std::string::npos) {
+        EXPECT_EQ(s.offset, (Shape{t * 8, 0})) << s.name;
+      }
+    }
+  }
+  // The reduction groups: the replicas' gradients summed over the kv-replica group.
+  std::vector<ShardSpec> specs = make_shard_specs(c, 4, 1);
+  assign_reduction_axes(ParallelConfig{.tp = 4, .sp = 2}, specs);
+  for (const ShardSpec& s : specs) {
+    if (s.replicas > 1) {
+      EXPECT_EQ(s.grad_sum_axes, (std::vector<std::string>{"sp", "tp-kv"})) << s.name;
+    }
+  }
+  specs = make_shard_specs(c, 4, 1);
+  assign_reduction_axes(ParallelConfig{.dp = 2, .tsp = 4}, specs);
+  for (const ShardSpec& s : specs) {
+    if (s.replicas > 1) {
+      EXPECT_EQ(s.grad_sum_axes, (std::vector<std::string>{"dp", "tsp-kv"})) << s.name;
+    }
   }
 }
 
@@ -201,14 +249,18 @@ TEST(Plan, RefusesPlansThatCannotRunBeforeAnyWork) {
 
 // Bad input refused up front, the constraint named.
 TEST(Plan, TspRefusesDegreesThatDoNotDivide) {
-  const ParallelConfig p4{.tsp = 4};
+  const ParallelConfig p6{.tsp = 6};
   try {
-    validate_plan(p4, parity::make_model(97, 64, 96, 4, 2), 24, 2, 4);  // 2 kv heads < 4
-    FAIL() << "kv heads 2 < degree 4 accepted";
+    validate_plan(p6, parity::make_model(97, 96, 96, 12, 4), 24, 2, 6);  // 4 kv heads, 6
+    FAIL() << "degree 6 over 4 kv heads accepted";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("largest degree that works is 4"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("tsp"), std::string::npos) << e.what();
   }
+  // Above the kv heads, a multiple of them: each kv head replicated (2 kv heads, degree 4).
+  EXPECT_NO_THROW(validate_plan({.tsp = 4}, parity::make_model(97, 64, 96, 4, 2), 24, 2, 4));
+  EXPECT_NO_THROW(validate_plan({.tp = 4}, parity::make_model(97, 64, 96, 4, 2), 24, 2, 4));
   EXPECT_THROW(validate_plan({.tsp = 3}, parity::make_model(100, 64, 96, 4, 4), 24, 2, 3),
                ConfigError);  // heads 4
   EXPECT_THROW(validate_plan({.tsp = 4}, parity::make_model(100, 64, 96, 4, 4), 20, 2, 4),

@@ -57,7 +57,8 @@ Measured measure(const ModelConfig& m, const parallel::ParallelConfig& p, Recomp
     const std::int64_t per = B / p.dp, first = groups.dp().rank() * per * S;
     const parallel::LocalBatch b =
         model.localize({per, S, all.input_ids + first, all.labels + first});
-    const std::vector<std::string> axes{"dp", "tp", "sp"};
+    std::vector<std::string> axes{"dp", "tp", "sp"};
+    if (parallel::kv_replicas(m, p.tp) > 1) axes.push_back("tp-kv");  // replicated kv heads
     for (const auto& a : axes) groups.axis(a).reset_stats();
     t.reset_peaks();
     model.run(b, true, 1e-2);
@@ -118,7 +119,8 @@ Measured measure_tsp(const ModelConfig& m, int dp, int D, Recompute r, std::int6
     const std::int64_t per = B / dp, first = groups.dp().rank() * per * S;
     const parallel::LocalBatch local{per, layout.slice(all.input_ids + first, per),
                                      layout.slice(all.labels + first, per)};
-    const std::vector<std::string> axes{"dp", "tsp"};
+    std::vector<std::string> axes{"dp", "tsp"};
+    if (parallel::kv_replicas(m, D) > 1) axes.push_back("tsp-kv");  // replicated kv heads
     for (const auto& a : axes) groups.axis(a).reset_stats();
     ops.shard_comm().reset_stats();
     ops.grad_comm().reset_stats();
@@ -228,7 +230,8 @@ void expect_comm_buffers(const ModelConfig& m, const plan::Mesh& mesh, const pla
 class CostModel : public ::testing::TestWithParam<Recompute> {};
 
 TEST_P(CostModel, EqualsTheEngineOnEveryBaseline) {
-  // Vocabulary 97 (padded under tp), 3 layers; and a grouped-query model (4 heads, 2 kv).
+  // Vocabulary 97 (padded under tp), 3 layers; and a grouped-query model (4 heads, 2 kv: at
+  // tp 4 and tsp 4 each kv head is replicated over 2 ranks).
   const ModelConfig m = make_model(97, 32, 40, 4, 4, 3);
   const ModelConfig gqa = make_model(64, 32, 48, 4, 2, 2);
   for (const ModelConfig* model : {&m, &gqa}) {
@@ -240,10 +243,6 @@ TEST_P(CostModel, EqualsTheEngineOnEveryBaseline) {
       w.batch = B / pt.dp;  // each replica's micro-batch (measure() splits the job's B)
       w.seq = S;
       w.recompute = to_plan(GetParam());
-      if (model->num_key_value_heads % (pt.tp * pt.tsp) != 0) {  // the engine refuses it, so must we
-        EXPECT_THROW(plan::memory_per_device(*model, mesh, w), ConfigError) << pt.name;
-        continue;
-      }
       const std::string what = std::string(pt.name) + " " + recompute_name(GetParam()) +
                                (model == &gqa ? " gqa" : "");
       const Measured got = pt.tsp > 1 ? measure_tsp(*model, pt.dp, pt.tsp, GetParam(), B, S, 0)
@@ -285,7 +284,7 @@ struct MatrixCase {
 std::vector<MatrixCase> parity_matrices() {
   const ModelConfig mha = make_model(100, 64, 96, 4, 4), gqa = make_model(97, 64, 96, 4, 2),
                     six = make_model(100, 48, 96, 6, 3), gqa4 = make_model(97, 64, 96, 8, 4),
-                    eight = make_model(100, 64, 96, 8, 8);
+                    eight = make_model(100, 64, 96, 8, 8), kv2 = make_model(97, 64, 96, 8, 2);
   const auto N = Recompute::None, M = Recompute::Mlp, F = Recompute::Full;
   return {
       {"single", mha, 1, 1, 1, false, 1, false, N, 2, 24},
@@ -336,6 +335,14 @@ std::vector<MatrixCase> parity_matrices() {
       {"tsp2_full", gqa, 1, 1, 1, false, 2, false, F, 2, 24},
       {"dp2xtsp2", mha, 2, 1, 1, false, 2, false, N, 2, 24},
       {"dp2xtsp2_gqa_full", gqa, 2, 1, 1, false, 2, true, F, 4, 24},
+      // Kv heads replicated over D / Hkv ranks (parity_test.cpp's kvrep cases).
+      {"tp4_kvrep2", gqa, 1, 4, 1, false, 1, false, N, 2, 24},
+      {"tp8_kvrep4", kv2, 1, 8, 1, false, 1, false, N, 2, 24},
+      {"tpsp8_kvrep4", kv2, 1, 8, 1, true, 1, false, N, 2, 32},
+      {"tp4xsp2_kvrep2", kv2, 1, 4, 2, false, 1, false, N, 2, 24},
+      {"tsp4_kvrep2", gqa, 1, 1, 1, false, 4, false, N, 2, 24},
+      {"tsp8_kvrep4", kv2, 1, 1, 1, false, 8, false, N, 2, 32},
+      {"dp2xtsp4_kvrep2_full", gqa, 2, 1, 1, false, 4, false, F, 4, 24},
   };
 }
 
@@ -396,7 +403,7 @@ TEST(CostModelLayout, RefusesWhatTheEngineRefuses) {
   plan::Workload w;
   w.batch = 2;
   w.seq = 16;
-  EXPECT_THROW(plan::memory_per_device(m, {.dp = 1, .tp = 4, .sp = 1, .sequence_parallel = false}, w), ConfigError);  // kv heads 2
+  EXPECT_THROW(plan::memory_per_device(make_model(64, 48, 48, 6, 2, 2), {.dp = 1, .tp = 3, .sp = 1, .sequence_parallel = false}, w), ConfigError);  // 3 neither divides nor is a multiple of 2 kv heads
   // Each replica runs its own micro-batch: dp need not divide it.
   EXPECT_NO_THROW(plan::memory_per_device(m, {.dp = 4, .tp = 1, .sp = 1, .sequence_parallel = false}, w));
   EXPECT_THROW(plan::memory_per_device(m, {.dp = 1, .tp = 1, .sp = 3, .sequence_parallel = false}, w), ConfigError);  // 16 % 6

@@ -265,6 +265,27 @@ TEST(DryRunCheck, GradientAccumulation) {
 // Slow links at two ranks, where every transfer is longer than the compute that could hide it
 // (docs/results-planner-wallclock.md's model and rate, beta 50 and 30 MB/s): the rules'
 // edges, e.g. a backward ring's first and last steps carrying one hop, not two.
+// Kv heads replicated: the 7B widths over 2 kv heads, so that tsp 8, tp 8 and tp-sp 8 each
+// hold one kv head per rank, replicated over 4 ranks (the k/v gradients summed over "tp-kv" /
+// "tsp-kv", the replicas' K/V projections executed by each).
+TEST(DryRunCheck, ReplicatedKvHeads) {
+  const std::int64_t seq = 16384;
+  ModelConfig m = model_7b(2, seq);
+  m.num_key_value_heads = 2;
+  std::vector<Row> rows;
+#ifdef ORIGAMI_TESTS_SANITIZED
+  const std::vector<const char*> recomputes = {"full"};
+#else
+  const std::vector<const char*> recomputes = {"none", "full"};
+#endif
+  for (Row row : rows_of({"tsp8", "tp8", "tpsp8"}, seq, {"bf16"}, recomputes, 2)) {
+    row.name += " kv2";
+    row.model = m;
+    rows.push_back(row);
+  }
+  run_all(rows);
+}
+
 TEST(DryRunCheck, SlowLinksAtTwoRanks) {
   ModelConfig small;
   small.vocab_size = 4096;

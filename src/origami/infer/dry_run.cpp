@@ -74,7 +74,7 @@ InferDryRunReport infer_dry_run(const ModelConfig& model, int degree,
         "--prompt-tokens {} + --max-new-tokens {} exceeds the model's max_position_embeddings "
         "{}: shorten the prompt or lower --max-new-tokens",
         o.prompt_tokens, o.new_tokens, model.max_position_embeddings));
-  parallel::check_tensor_split(model, degree, "tsp");
+  check_inference_degree(model, degree);
   const DryRunMachine machine{.precision = o.precision,
                               .flop_rate = o.flop_rate,
                               .memory_bw = o.memory_bw,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -26,6 +27,20 @@ parallel::ParallelConfig axis_plan(int D, parallel::TokenLayoutKind layout) {
 
 }  // namespace
 
+void check_inference_degree(const ModelConfig& config, int degree) {
+  parallel::check_tensor_split(config, degree, "tsp");
+  if (parallel::kv_replicas(config, degree) == 1) return;
+  throw ConfigError(fmt::format(
+      "tsp degree {} exceeds the number of key/value heads (num_key_value_heads, {}): "
+      "inference does not replicate kv heads (training does); use a degree of at most {} "
+      "that divides the heads",
+      degree, config.num_key_value_heads,
+      parallel::largest_divisor_at_most(
+          std::gcd(config.num_key_value_heads,
+                   std::gcd(config.num_attention_heads, config.intermediate_size)),
+          degree)));
+}
+
 InferenceEngine::InferenceEngine(const ModelConfig& config, comm::Communicator world,
                                  MemoryTracker& tracker, parallel::TokenLayoutKind layout)
     : config_((validate(config), config)),
@@ -33,7 +48,7 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, comm::Communicator w
       layout_kind_(layout),
       D_(world.size()) {
   require_derived_head_dim(config_, "the inference engine (TSP prefill and decode)");
-  parallel::check_tensor_split(config_, D_, "tsp");
+  check_inference_degree(config_, D_);
   groups_ = std::make_unique<parallel::ParallelGroups>(world, axis_plan(D_, layout));
   axis_ = groups_->tokens();
   rank_ = axis_.rank();

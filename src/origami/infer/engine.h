@@ -34,6 +34,12 @@
 
 namespace origami::infer {
 
+// Refuses (ConfigError) a TSP degree the engine cannot serve: one check_tensor_split refuses,
+// or one above the kv heads (replicated kv heads are built for training only: the KV cache
+// kept by head group would then be duplicated on every replica, and decode is not checked
+// for it). The message names the degree that works.
+void check_inference_degree(const ModelConfig& config, int degree);
+
 class InferenceEngine {
  public:
   // Collective over `world` (its D ranks form the axis). Allocates this rank's shards

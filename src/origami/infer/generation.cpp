@@ -159,7 +159,7 @@ GenerateResult generate(const GenerateOptions& o,
     D = world;
   }
   require_derived_head_dim(config, "the inference engine (TSP prefill and decode)");
-  parallel::check_tensor_split(config, D, "tsp");
+  check_inference_degree(config, D);
 
   GenerateResult result;
   std::mutex m;

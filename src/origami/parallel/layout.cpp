@@ -109,23 +109,45 @@ Range even_range(std::int64_t total, int parts, int index) {
   return {index * n, (index + 1) * n};
 }
 
+namespace {
+// Whether `degree` can shard the kv heads: it divides them, or each is replicated over
+// degree / Hkv ranks.
+bool kv_split_works(std::int64_t kv_heads, std::int64_t degree) {
+  return kv_heads % degree == 0 || degree % kv_heads == 0;
+}
+}  // namespace
+
 void check_tensor_split(const ModelConfig& c, int degree, const std::string& axis) {
   if (degree < 1) throw ConfigError(fmt::format("{} degree must be >= 1 (got {})", axis, degree));
-  // One suggestion for every refusal: the largest degree that divides all three counts, so
+  // One suggestion for every refusal: the largest degree that passes all three checks, so
   // that the degree suggested is never refused by the next check.
-  const std::int64_t works = largest_divisor_at_most(
-      std::gcd(c.num_key_value_heads, std::gcd(c.num_attention_heads, c.intermediate_size)),
-      degree);
-  auto need = [&](std::int64_t n, const char* what, const char* note) {
+  std::int64_t works = 1;
+  for (std::int64_t d = degree; d > 1 && works == 1; --d)
+    if (c.num_attention_heads % d == 0 && c.intermediate_size % d == 0 &&
+        kv_split_works(c.num_key_value_heads, d))
+      works = d;
+  auto need = [&](std::int64_t n, const char* what) {
     if (n % degree == 0) return;
-    throw ConfigError(fmt::format("{} degree {} must divide the number of {} ({}){}; the largest "
+    throw ConfigError(fmt::format("{} degree {} must divide the number of {} ({}); the largest "
                                   "degree that works is {}",
-                                  axis, degree, what, n, note, works));
+                                  axis, degree, what, n, works));
   };
-  need(c.num_attention_heads, "attention heads (num_attention_heads)", "");
-  need(c.num_key_value_heads, "key/value heads (num_key_value_heads)",
-       ": grouped-query models with fewer kv heads than the degree are not supported");
-  need(c.intermediate_size, "MLP columns (intermediate_size)", "");
+  need(c.num_attention_heads, "attention heads (num_attention_heads)");
+  if (!kv_split_works(c.num_key_value_heads, degree))
+    throw ConfigError(fmt::format(
+        "{} degree {} must divide the number of key/value heads (num_key_value_heads, {}) or be "
+        "a multiple of it (each kv head then replicated over degree / kv heads ranks); the "
+        "largest degree that works is {}",
+        axis, degree, c.num_key_value_heads, works));
+  need(c.intermediate_size, "MLP columns (intermediate_size)");
+}
+
+int kv_replicas(const ModelConfig& c, int degree) {
+  return degree > c.num_key_value_heads ? static_cast<int>(degree / c.num_key_value_heads) : 1;
+}
+
+std::int64_t kv_heads_per_rank(const ModelConfig& c, int degree) {
+  return degree > c.num_key_value_heads ? 1 : c.num_key_value_heads / degree;
 }
 
 std::int64_t padded_vocab(std::int64_t vocab, int degree) {

@@ -77,8 +77,16 @@ void check_token_split(TokenLayoutKind kind, std::int64_t seq, int degree);
 // by the callers' validation, re-checked here).
 Range even_range(std::int64_t total, int parts, int index);
 
-// Refuses a tensor-parallel degree that does not divide heads, kv heads or the MLP width.
+// Refuses a tensor-parallel degree that does not divide the heads or the MLP width, or that
+// neither divides the kv heads nor is a multiple of them (then each kv head is replicated).
 void check_tensor_split(const ModelConfig& config, int degree, const std::string& axis_name);
+
+// Ranks of a weight axis of `degree` holding each kv head: degree / Hkv when the degree exceeds
+// the kv heads (Megatron's replication: rank r uses kv head r / replicas), else 1.
+int kv_replicas(const ModelConfig& config, int degree);
+
+// The kv heads a rank of that axis holds: Hkv / degree, or 1 when they are replicated.
+std::int64_t kv_heads_per_rank(const ModelConfig& config, int degree);
 
 // V rounded up to a multiple of `degree`.
 std::int64_t padded_vocab(std::int64_t vocab, int degree);

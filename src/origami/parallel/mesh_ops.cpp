@@ -68,7 +68,7 @@ AttentionDims MeshOps::attention_dims() const {
           .seq = layout_.local_seq(),
           .hidden = config_.hidden_size,
           .heads = config_.num_attention_heads / tp_size_,
-          .kv_heads = config_.num_key_value_heads / tp_size_,
+          .kv_heads = kv_heads_per_rank(config_, tp_size_),
           .head_dim = config_.head_dim()};
 }
 
@@ -220,6 +220,7 @@ void MeshOps::head_backward(float grad_scale, float* dnf) {
 
 Strategy mesh_strategy(const ModelConfig& config, ParallelGroups& groups) {
   Strategy s;
+  groups.split_kv_replicas(kv_replicas(config, groups.tp().size()));
   s.specs = make_shard_specs(config, groups.tp().size(), groups.tp().rank());
   assign_reduction_axes(groups.plan(), s.specs);
   s.make_ops = [](const ModelConfig& c, ParallelGroups& g, const TokenLayout& layout,

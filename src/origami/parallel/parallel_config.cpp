@@ -32,4 +32,20 @@ comm::Communicator& ParallelGroups::tsp() {
   return mesh_.axis("tsp");
 }
 
+comm::Communicator& ParallelGroups::axis(const std::string& name) {
+  if (kv_replicas_ && name == kv_name_) return *kv_replicas_;
+  return mesh_.axis(name);
+}
+
+void ParallelGroups::split_kv_replicas(int replicas) {
+  if (replicas <= 1 || kv_replicas_) return;
+  const std::string weight_axis = plan_.is_tsp() ? "tsp" : "tp";
+  comm::Communicator& w = mesh_.axis(weight_axis);
+  ORIGAMI_CHECK(w.size() % replicas == 0, "{} kv replicas on a {} axis of {}", replicas,
+                weight_axis, w.size());
+  kv_name_ = weight_axis + "-kv";
+  kv_replicas_ = std::make_unique<comm::Communicator>(
+      w.split(w.rank() / replicas, w.rank(), kv_name_));
+}
+
 }  // namespace origami::parallel

@@ -7,6 +7,7 @@
 // each optionally times dp. The planner predicts the same struct (plan::Mesh is this type).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "origami/comm/mesh.h"
@@ -48,11 +49,18 @@ class ParallelGroups {
   comm::Communicator& tsp();  // weight and token shards (TSP plans only)
   // The axis whose ranks hold different tokens of each sequence: tsp under TSP, else sp.
   comm::Communicator& tokens() { return mesh_.axis(plan_.is_tsp() ? "tsp" : "sp"); }
-  comm::Communicator& axis(const std::string& name) { return mesh_.axis(name); }
+  // A mesh axis by name, or "tp-kv" / "tsp-kv": the kv-replica groups below.
+  comm::Communicator& axis(const std::string& name);
+  // With more weight-axis ranks than kv heads, the groups of `replicas` consecutive ranks of
+  // the weight axis (tp, or tsp) that hold the same kv head: their k/v gradients are summed
+  // over it. Collective over the weight axis; the strategies build it (once) before use.
+  void split_kv_replicas(int replicas);
 
  private:
   ParallelConfig plan_;
   comm::DeviceMesh mesh_;
+  std::string kv_name_;  // "<weight axis>-kv" once split
+  std::unique_ptr<comm::Communicator> kv_replicas_;
 };
 
 }  // namespace origami::parallel

@@ -96,9 +96,11 @@ double RankModel::grad_norm() {
   // over their weight axis, replicated ones (RMSNorm weights) over nothing, i.e. counted once.
   std::map<std::vector<std::string>, double> squares;
   std::vector<NamedTensor> g = named_tensors(grads_);
+  // A kv block held by several replicas adds its squares on the first of them only.
   for (std::size_t i = 0; i < g.size(); ++i)
     squares[specs_[i].norm_sum_axes] +=
-        kernels::sum_of_squares(g[i].tensor->numel(), g[i].tensor->f32());
+        specs_[i].norm_counted ? kernels::sum_of_squares(g[i].tensor->numel(), g[i].tensor->f32())
+                               : 0.0;
   double total = 0;
   for (auto& [axes, sq] : squares) {
     std::vector<double> v{sq};

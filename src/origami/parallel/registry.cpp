@@ -232,6 +232,8 @@ void assign_reduction_axes(const ParallelConfig& p, std::vector<ShardSpec>& spec
       s.grad_sum_axes.push_back(token_axis);
     if (p.dp > 1) s.grad_sum_axes.push_back("dp");
     if (s.is_norm && p.sequence_parallel && p.tp > 1) s.grad_sum_axes.push_back("tp");
+    // Replicated kv blocks: each replica's gradient covers its own query heads only.
+    if (s.replicas > 1) s.grad_sum_axes.push_back(weight_axis + "-kv");
     if (sharded) s.norm_sum_axes.push_back(weight_axis);
   }
 }

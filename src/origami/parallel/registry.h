@@ -60,9 +60,10 @@ std::vector<ParallelConfig> enumerate_meshes(int world);
 
 // Refuses up front (ConfigError naming the constraint and a value that works) a plan that
 // cannot run: world size mismatch, tsp beside tp or sp, a weight-sharding degree (tp or tsp)
-// not dividing heads / kv heads / MLP width, the sequence not splitting over the token axis in
-// the layout, micro-batch rows not splitting over tp under TP-SP. `micro_batch` is each
-// data-parallel replica's (global batch = micro-batch x dp x grad-accum), so dp divides nothing.
+// not dividing heads / MLP width or neither dividing nor a multiple of the kv heads, the
+// sequence not splitting over the token axis in the layout, micro-batch rows not splitting
+// over tp under TP-SP. `micro_batch` is each data-parallel replica's (global batch =
+// micro-batch x dp x grad-accum), so dp divides nothing.
 void validate_plan(const ParallelConfig& plan, const ModelConfig& model, std::int64_t seq,
                    std::int64_t micro_batch, int world_size);
 
@@ -73,8 +74,11 @@ void validate_plan(const ParallelConfig& plan, const ModelConfig& model, std::in
 //                  gradient complete on its owner); dp for every tensor; and tp for the RMSNorm
 //                  weights under TP-SP (each tp rank normed different rows; under plain TP
 //                  every tp rank saw every row, so their gradients are already equal)
+//                  and, for k/v blocks replicated over several ranks of the weight axis
+//                  (more ranks than kv heads), that axis' kv-replica group "<axis>-kv"
+//                  (each replica's gradient covers its own query heads only)
 //   gradient norm  the weight axis for the sharded tensors; nothing for replicated ones
-//                  (counted once)
+//                  (counted once); a replicated kv block counts once (ShardSpec::norm_counted)
 void assign_reduction_axes(const ParallelConfig& plan, std::vector<ShardSpec>& specs);
 
 // The rank's shard specs and block factory for its plan (TSP's blocks or the mesh's).

@@ -30,6 +30,16 @@ std::vector<ShardSpec> make_shard_specs(const ModelConfig& c, int tp, int t) {
   auto vocab = [&](std::string name) {
     specs.push_back({std::move(name), {V, h}, {Vl, h}, {t * Vl, 0}, 0, tp, false, {}, {}});
   };
+  // k/v proj: the rank's kv heads, or (more ranks than kv heads) the one kv head its query
+  // heads use, held by `replicas` consecutive ranks.
+  const int replicas = kv_replicas(c, tp);
+  auto kv_rows = [&](std::string name) {
+    const Range r = even_range(kvd, tp / replicas, t / replicas);
+    specs.push_back(
+        {std::move(name), {kvd, h}, {r.size(), h}, {r.begin, 0}, 0, tp, false, {}, {}});
+    specs.back().replicas = replicas;
+    specs.back().norm_counted = t % replicas == 0;
+  };
   auto norm = [&](std::string name) {
     specs.push_back({std::move(name), {h}, {h}, {0}, -1, 1, true, {}, {}});
   };
@@ -38,8 +48,8 @@ std::vector<ShardSpec> make_shard_specs(const ModelConfig& c, int tp, int t) {
     const std::string p = fmt::format("model.layers.{}.", l);
     norm(p + "input_layernorm.weight");
     rows(p + "self_attn.q_proj.weight", qd, h);
-    rows(p + "self_attn.k_proj.weight", kvd, h);
-    rows(p + "self_attn.v_proj.weight", kvd, h);
+    kv_rows(p + "self_attn.k_proj.weight");
+    kv_rows(p + "self_attn.v_proj.weight");
     cols(p + "self_attn.o_proj.weight", h, qd);
     norm(p + "post_attention_layernorm.weight");
     rows(p + "mlp.gate_proj.weight", f, h);
@@ -102,7 +112,12 @@ Tensor gather_full(const ShardSpec& s, const Tensor& local, comm::Communicator& 
   Tensor all(tracker, MemCategory::Workspace, {s.parts * local.numel()});
   tp.all_gather(local, all);
   const std::int64_t rows = s.local[0], cols = s.local[1];
-  if (s.shard_dim == 0) {  // blocks of rows in rank order; drop the vocabulary padding
+  if (s.replicas > 1) {  // blocks of rows, each held by `replicas` ranks: take the first's
+    ORIGAMI_CHECK(s.shard_dim == 0, "replicated column blocks of {}", s.name);
+    for (int p = 0; p < s.parts; p += s.replicas)
+      copy_floats(float_at(full.f32(), p / s.replicas * local.numel()),
+                  float_at(all.f32(), p * local.numel()), local.numel());
+  } else if (s.shard_dim == 0) {  // blocks of rows in rank order; drop the vocabulary padding
     copy_floats(full.f32(), all.f32(), full.numel());
   } else {  // blocks of columns: block p holds columns [p*cols, (p+1)*cols) of every row
     for (int p = 0; p < s.parts; ++p)

@@ -8,6 +8,8 @@
 //   embed_tokens, lm_head      rows  [t*Vp/T, (t+1)*Vp/T) of the vocabulary padded to Vp;
 //                              rows >= V are padding (zero, never updated: their gradient is 0)
 //   RMSNorm weights            replicated (every rank holds the whole vector)
+// With more ranks than kv heads (T = Hkv * n), k/v proj hold kv head t / n: each block is held
+// by n ranks (`replicas`), whose gradients are partial (their own query heads' share).
 // Every tensor is replicated over the other axes (data and sequence parallel).
 #pragma once
 
@@ -36,10 +38,15 @@ struct ShardSpec {
   // The mesh axis whose ranks hold the blocks (gather_full runs over it): "tp" for the
   // baselines, "tsp" for TSP (its one axis carries both weight and token shards).
   std::string shard_axis = "tp";
+  // Ranks of the shard axis holding this same block (k/v proj with more ranks than kv heads;
+  // 1 otherwise). Replicas are consecutive ranks; only the first (norm_counted) adds the
+  // block's squares to the gradient norm, so that each replicated block counts once.
+  int replicas = 1;
+  bool norm_counted = true;
 };
 
 // Specs in the order of named_tensors() for tensor-parallel degree `tp`, rank `tp_rank`.
-// Throws ConfigError if the degree does not divide heads, kv heads or the MLP width.
+// Throws ConfigError for a degree check_tensor_split refuses (layout.h).
 std::vector<ShardSpec> make_shard_specs(const ModelConfig& config, int tp, int tp_rank);
 
 // Allocates tensors with the specs' local shapes (zeroed), in named_tensors() order.
@@ -53,6 +60,7 @@ void initialize_sharded(ModelTensors& params, const std::vector<ShardSpec>& spec
 
 // Collective over the tensor axis `tp` (size spec.parts, or any size for a replicated
 // tensor): every rank receives the full [global] tensor, allocated on `tracker` as Workspace.
+// A block held by several replicas is taken from the first of them.
 Tensor gather_full(const ShardSpec& spec, const Tensor& local, comm::Communicator& tp,
                    MemoryTracker& tracker);
 

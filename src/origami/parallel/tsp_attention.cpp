@@ -34,7 +34,7 @@ AttentionDims TspOps::attention_dims() const {
           .seq = layout_.local_seq(),
           .hidden = config_.hidden_size,
           .heads = config_.num_attention_heads / size_,
-          .kv_heads = config_.num_key_value_heads / size_,
+          .kv_heads = kv_heads_per_rank(config_, size_),
           .head_dim = config_.head_dim()};
 }
 

@@ -112,6 +112,7 @@ Strategy tsp_strategy(const ModelConfig& config, ParallelGroups& groups) {
   const ParallelConfig& plan = groups.plan();
   ORIGAMI_CHECK(plan.tp == 1 && plan.sp == 1, "tsp_strategy needs a TSP plan (tsp axis only)");
   Strategy s;
+  groups.split_kv_replicas(kv_replicas(config, groups.tokens().size()));
   s.specs = make_shard_specs(config, groups.tokens().size(), groups.tokens().rank());
   assign_reduction_axes(plan, s.specs);
   s.make_ops = [](const ModelConfig& c, ParallelGroups& g, const TokenLayout& layout,

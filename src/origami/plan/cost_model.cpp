@@ -67,7 +67,7 @@ Shapes shapes_of(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
   s.f = m.intermediate_size;
   s.V = m.vocab_size;
   s.heads = s.H / s.T;
-  s.kv_heads = s.Hkv / s.T;
+  s.kv_heads = parallel::kv_heads_per_rank(m, static_cast<int>(s.T));  // 1: replicated
   s.ffn = s.f / s.T;
   s.qd = s.heads * s.d;
   s.kvd = s.kv_heads * s.d;
@@ -305,6 +305,13 @@ std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& me
     if (norm && mesh.sequence_parallel && mesh.tp > 1)
       out.add("tp", "all_reduce", all_reduce_sent(n, mesh.tp, axis_rank, elem.comm));
   }
+  // More weight-axis ranks than kv heads: each layer's k and v blocks are held by `replicas`
+  // consecutive ranks, whose gradients are summed over that group (assign_reduction_axes).
+  const int replicas = parallel::kv_replicas(m, static_cast<int>(s.T));
+  if (replicas > 1)
+    for (std::int64_t i = 0; i < 2 * s.L; ++i)
+      out.add(mesh.tsp > 1 ? "tsp-kv" : "tp-kv", "all_reduce",
+              all_reduce_sent(s.kvd * s.h, replicas, axis_rank % replicas, elem.comm));
   return out.take();
 }
 

@@ -102,7 +102,8 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
                                          const Workload& w, int axis_rank = 0);
 // The step's weight-gradient all-reduces (once per optimizer step, every tensor over sp then
 // dp, and the RMSNorm weights over tp under TP-SP; under TSP the norms over tsp, everything
-// over dp).
+// over dp; with kv heads replicated, the k/v gradients over their kv-replica group, axis
+// "tp-kv" or "tsp-kv", whose rank is axis_rank % replicas).
 std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& mesh,
                                             const ElementSizes& elem, int axis_rank = 0);
 

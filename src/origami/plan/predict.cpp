@@ -111,7 +111,9 @@ BlockSeconds block_seconds(const ModelConfig& m, const Layout& l, const Workload
   const double B = double(w.batch) * double(l.dp);  // the job's micro-batch: every replica's
   const double T = B * double(w.seq), S = double(w.seq);
   const double n = double(l.world()) * rate;
-  const double linear = 2 * (2 * h * H * d + 2 * h * Hkv * d) * T;
+  // With more weight-axis ranks than kv heads, each kv head's projection runs on every replica.
+  const double kv_copies = parallel::kv_replicas(m, l.tp * l.tsp);
+  const double linear = 2 * (2 * h * H * d + 2 * h * Hkv * kv_copies * d) * T;
   const double core = 4 * d * H * B * S * (S + 1) / 2;
   BlockSeconds b;
   b.attention_f = (linear + core) / n;
@@ -229,8 +231,13 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& w, con
       CommCost c;
       c.op = op;
       c.gradient_reduction = grads;
-      c.link = link_class(l, op.axis, hw.devices_per_node);
-      const int n = axis_size(l, op.axis);
+      // The kv-replica groups ("tp-kv", "tsp-kv"): consecutive ranks of the innermost weight
+      // axis, kv_replicas of them, within a node when they tile it.
+      const bool kv_group = op.axis == "tp-kv" || op.axis == "tsp-kv";
+      const int n = kv_group ? parallel::kv_replicas(m, l.tp * l.tsp) : axis_size(l, op.axis);
+      c.link = !kv_group ? link_class(l, op.axis, hw.devices_per_node)
+               : n <= hw.devices_per_node && hw.devices_per_node % n == 0 ? LinkClass::Intra
+                                                                          : LinkClass::Mixed;
       const double per_call = op.calls > 0 ? double(op.bytes_sent) / double(op.calls) : 0;
       const Link& link = link_of(hw, c.link);
       if ((op.op == "broadcast" || op.op == "reduce") && n > 1) {
@@ -270,6 +277,15 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& w, con
   const std::int64_t job_batch = w.batch * l.dp;  // each replica runs its own micro-batch
   p.model_flops_per_device = training_flops(m, job_batch, w.seq) / l.world();
   p.executed_flops_per_device = executed_training_flops(m, job_batch, w.seq, w.recompute) / l.world();
+  // Replicated kv heads: every replica projects its kv head's K and V again (the forward's
+  // 4·h·Hkv·d per token, the backward's twice that, the recomputed forward under full).
+  const double kv_repeats = parallel::kv_replicas(m, l.tp * l.tsp) - 1;
+  if (kv_repeats > 0) {
+    const double kv_forward = 4.0 * double(m.hidden_size) * double(m.kv_dim()) *
+                              double(job_batch) * double(w.seq) * double(m.num_hidden_layers);
+    p.executed_flops_per_device += kv_repeats * kv_forward *
+                                   (w.recompute == Recompute::Full ? 4 : 3) / l.world();
+  }
   BlockSeconds blocks = block_seconds(m, l, w, rate);
   if (s.tsp()) {
     // TSP's head ring recomputes each logits chunk in the backward (docs/tsp.md): the rank's
