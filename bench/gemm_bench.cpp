@@ -3,6 +3,11 @@
 // layers (h = 256, 4 heads, intermediate 688, vocabulary 256; tokens 1024/2048/4096; forward
 // x@W^T, backward dy@W and dy^T@x) and at square 1024/2048, with 1 and 2 threads.
 // Reports GFLOP/s as a counter. Results and the commands: docs/results-kernels.md.
+// decode/...: the decode step's products (kernels/gemv.h against oneDNN's GEMM) at the shapes of
+// issue 15's model (h 1024, kv 256, f 2816, vocabulary 32000) for 1, 4 and 16 rows, reading W
+// from memory as decode does (copies of W of 128 MiB in all, a new one per call, so no cache
+// level holds it); reports the weight bytes read per second. Results: docs/inference.md.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
@@ -13,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "origami/kernels/gemm.h"
+#include "origami/kernels/gemv.h"
 #include "origami/kernels/threads.h"
 
 #ifdef ORIGAMI_BENCH_OPENBLAS
@@ -99,6 +105,58 @@ std::vector<Shape> model_shapes() {
   return shapes;
 }
 
+enum class DecodeKernel { Skinny, OneDnn };
+
+void run_decode(benchmark::State& state, DecodeKernel kernel, int threads, std::int64_t rows,
+                std::int64_t in, std::int64_t out) {
+  const std::int64_t w_elems = in * out;
+  const std::int64_t copies = std::max<std::int64_t>(2, (std::int64_t{128} << 20) / (w_elems * 4));
+  const auto W = random_matrix(w_elems * copies, 1);
+  const auto x = random_matrix(rows * in, 2);
+  std::vector<float> y(static_cast<std::size_t>(rows * out));
+  origami::kernels::set_thread_count(threads);
+  std::int64_t next = 0;
+  for (auto _ : state) {
+    const float* w = W.data() + next * w_elems;
+    next = (next + 1) % copies;
+    if (kernel == DecodeKernel::Skinny) {
+      origami::kernels::linear_forward_skinny(rows, in, out, x.data(), w, y.data());
+    } else {
+      origami::kernels::linear_forward(rows, in, out, x.data(), w, y.data());
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  origami::kernels::set_thread_count(1);
+  state.counters["weights_GB/s"] = benchmark::Counter(
+      static_cast<double>(w_elems) * 4e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void register_decode() {
+  struct Layer {
+    const char* name;
+    std::int64_t in, out;
+  };
+  const Layer layers[] = {{"q_o_1024x1024", 1024, 1024},
+                          {"kv_1024to256", 1024, 256},
+                          {"gate_up_1024to2816", 1024, 2816},
+                          {"down_2816to1024", 2816, 1024},
+                          {"lm_head_1024to32000", 1024, 32000}};
+  for (const Layer& l : layers)
+    for (std::int64_t rows : {1, 4, 16})
+      for (int threads : {1, 2})
+        for (DecodeKernel k : {DecodeKernel::Skinny, DecodeKernel::OneDnn}) {
+          const std::string name =
+              fmt::format("decode/{}/{}/rows:{}/threads:{}",
+                          k == DecodeKernel::Skinny ? "skinny" : "onednn", l.name, rows, threads);
+          benchmark::RegisterBenchmark(
+              name.c_str(),
+              [=](benchmark::State& st) { run_decode(st, k, threads, rows, l.in, l.out); })
+              ->UseRealTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -117,6 +175,7 @@ int main(int argc, char** argv) {
           run_gemm(st, lib, threads, s);
         })->UseRealTime()->Unit(benchmark::kMicrosecond);
       }
+  register_decode();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
