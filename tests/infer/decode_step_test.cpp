@@ -3,6 +3,7 @@
 // skinny kernel (oneDNN's GEMM) decoding each sequence as it decodes alone (the skinny kernel).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <mutex>
 
 #include "infer_harness.h"
@@ -15,6 +16,7 @@ namespace {
 class DecodeStep : public ::testing::TestWithParam<int> {};
 
 // After the first step, a step's peak is what is already held: no tensor is made and dropped.
+// (The communicator's all-reduce stages its B*h floats per call, CommBuffers: not the step's.)
 TEST_P(DecodeStep, AllocatesNothingAfterItsFirstStep) {
   const int D = GetParam();
   const ModelConfig c = gqa_model();
@@ -31,20 +33,29 @@ TEST_P(DecodeStep, AllocatesNothingAfterItsFirstStep) {
           infer::sample_tokens(e.axis(), logits->f32(), B, e.vocab(), greedy, 0);
       logits = &e.decode(tok);
       MemoryTracker& t = world.tracker();
-      const std::int64_t held = t.current_total();
+      std::array<std::int64_t, kNumMemCategories> held{};
+      for (int k = 0; k < kNumMemCategories; ++k)
+        held[static_cast<std::size_t>(k)] = t.current(static_cast<MemCategory>(k));
       t.reset_peaks();
       for (int step = 1; step < 5; ++step) {
         tok = infer::sample_tokens(e.axis(), logits->f32(), B, e.vocab(), greedy, step);
         logits = &e.decode(tok);
       }
-      EXPECT_EQ(t.current_total(), held) << "B=" << B << " rank " << world.rank();
-      EXPECT_EQ(t.peak_total(), held) << "B=" << B << " rank " << world.rank();
+      for (int k = 0; k < kNumMemCategories; ++k) {
+        const auto cat = static_cast<MemCategory>(k);
+        if (cat == MemCategory::CommBuffers) continue;
+        EXPECT_EQ(t.current(cat), held[static_cast<std::size_t>(k)])
+            << mem_category_name(cat) << " B=" << B << " rank " << world.rank();
+        EXPECT_EQ(t.peak(cat), held[static_cast<std::size_t>(k)])
+            << mem_category_name(cat) << " B=" << B << " rank " << world.rank();
+      }
     });
   }
 }
 
-// Every weight shard once, of the embedding only the batch's rows; over the ranks, the model's
-// parameters but the embedding table (the vocabulary's padding rows of the LM head included).
+// Every weight shard once, of the embedding B rows per rank; over the ranks, the model's
+// parameters but the embedding table, plus the LM head's padding rows and the norm weights
+// every rank holds (and reads) a copy of.
 TEST_P(DecodeStep, WeightBytesAreEveryShardOnceAndTheBatchsEmbeddingRows) {
   const int D = GetParam();
   const ModelConfig c = gqa_model();
@@ -58,9 +69,10 @@ TEST_P(DecodeStep, WeightBytesAreEveryShardOnceAndTheBatchsEmbeddingRows) {
     std::lock_guard lock(m);
     total += mine;
   });
-  const std::int64_t h = c.hidden_size, V = c.vocab_size;
-  const std::int64_t padded = (V + D - 1) / D * D;
-  EXPECT_EQ(total, 4 * (c.num_parameters() - V * h + (padded - V) * h + 2 * h));
+  const std::int64_t h = c.hidden_size, V = c.vocab_size, L = c.num_hidden_layers, B = 2;
+  const std::int64_t padding = parallel::padded_vocab(V, D) - V;
+  const std::int64_t norm_copies = (D - 1) * (2 * L + 1);
+  EXPECT_EQ(total, 4 * (c.num_parameters() - V * h + padding * h + norm_copies * h + D * B * h));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DecodeStep, ::testing::Values(1, 2));

@@ -128,12 +128,25 @@ float sum_floats(const float* p, std::int64_t n) {
   return s;
 }
 
-// Seconds of wall time of body(begin, end) over [0, n), split into one range per thread.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// body(begin, end, part) over [0, n) in one range per thread; the seconds of the slowest
+// range, in CPU time of the thread that ran it: on a machine shared with other work, time a
+// thread spends descheduled is not charged to the memory (as the sgemm peak does).
 template <class Body>
 double timed_split(std::int64_t n, int threads, const Body& body) {
-  const auto t0 = std::chrono::steady_clock::now();
-  kernels::detail::parallel_for(n, (n + threads - 1) / threads, body);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::int64_t part = (n + threads - 1) / threads;
+  std::vector<double> seconds(static_cast<std::size_t>(threads) * 8, 0.0);  // 64 bytes apart
+  kernels::detail::parallel_for(n, part, [&](std::int64_t b, std::int64_t e) {
+    const double t0 = thread_cpu_seconds();
+    body(b, e, b / part);
+    seconds[static_cast<std::size_t>(b / part) * 8] = thread_cpu_seconds() - t0;
+  });
+  return *std::max_element(seconds.begin(), seconds.end());
 }
 
 }  // namespace
@@ -147,14 +160,15 @@ MemoryBandwidth measure_memory_bandwidth(int threads, int runs) {
   std::vector<float> sums(static_cast<std::size_t>(threads) * 16, 0.0f);  // 64 bytes apart
   double best_read = 1e30, best_copy = 1e30;
   for (int r = 0; r < runs + 1; ++r) {
-    const double read = timed_split(n, threads, [&](std::int64_t b, std::int64_t e) {
-      const std::int64_t part = b / ((n + threads - 1) / threads);
-      sums[static_cast<std::size_t>(part) * 16] += sum_floats(buf.data() + b, e - b);
-    });
-    const double copy = timed_split(half, threads, [&](std::int64_t b, std::int64_t e) {
-      std::memcpy(buf.data() + half + b, buf.data() + b,
-                  static_cast<std::size_t>(e - b) * sizeof(float));
-    });
+    const double read =
+        timed_split(n, threads, [&](std::int64_t b, std::int64_t e, std::int64_t part) {
+          sums[static_cast<std::size_t>(part) * 16] += sum_floats(buf.data() + b, e - b);
+        });
+    const double copy =
+        timed_split(half, threads, [&](std::int64_t b, std::int64_t e, std::int64_t) {
+          std::memcpy(buf.data() + half + b, buf.data() + b,
+                      static_cast<std::size_t>(e - b) * sizeof(float));
+        });
     if (r > 0) {
       best_read = std::min(best_read, read);
       best_copy = std::min(best_copy, copy);

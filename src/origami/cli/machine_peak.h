@@ -24,7 +24,9 @@ MachinePeak machine_peak();
 
 // The ceiling a decode step is stated against (each step reads every weight once, so its
 // limit is bytes of weights / bandwidth): what `threads` threads reach streaming through a buffer
-// far larger than the caches, STREAM-like, cached per machine as the peak is.
+// far larger than the caches, STREAM-like, per second of the slowest thread's CPU time (time
+// descheduled by other work on a shared machine is not charged), cached per machine as the
+// peak is.
 struct MemoryBandwidth {
   double read_gbs = 0;  // 1e9 bytes/s summing kBandwidthBytes of floats, best of several passes
   double copy_gbs = 0;  // copying half of it onto the other half, bytes read + written (STREAM's

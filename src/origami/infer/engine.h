@@ -67,7 +67,8 @@ class InferenceEngine {
   std::int64_t prefill_length() const { return prefill_len_; }
   const KvCache* cache() const { return cache_.get(); }
   // Bytes of this rank's weights one decode step reads: every shard once (whatever the batch),
-  // of the embedding only the batch's rows. The achieved bandwidth is this over a step's time.
+  // of the embedding the batch's B rows (at most: a rank reads those in its vocabulary slice).
+  // The achieved bandwidth is this, summed over the ranks, over a step's time.
   std::int64_t step_weight_bytes();
 
  private:
