@@ -84,8 +84,9 @@ TEST_F(GenerateCli, TspAndSingleDeviceGenerateTheSameTextAndReport) {
   EXPECT_EQ(first_line(from_hf.all()), first_line(single.all()));
 }
 
-// Decode's weight-read bandwidth beside the memory-read ceiling of as many threads (ranks x
-// threads), measured on the first run into the cache file, read from it on the next.
+// Decode's weight-read bandwidth beside the memory-read ceiling of as many threads (the ranks'
+// kernel threads together), measured on the first run into the cache file, read from it on the
+// next.
 TEST_F(GenerateCli, StatesDecodeBandwidthAgainstAMeasuredThenCachedCeiling) {
   const std::string cache = dir_ + "/bw-cache";
   const std::string env = "XDG_CACHE_HOME=" + cache + " ";

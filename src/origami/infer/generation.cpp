@@ -219,6 +219,7 @@ GenerateResult generate(const GenerateOptions& o,
     std::vector<std::int64_t> v(mine.peak.begin(), mine.peak.end());
     v.push_back(mine.peak_total);
     v.push_back(weight_bytes);
+    v.push_back(kernels::thread_count());  // this rank's kernel threads
     std::vector<std::int64_t> all(v.size() * static_cast<std::size_t>(world.size()));
     world.all_gather(v, all);
     if (!lead) return;
@@ -236,8 +237,10 @@ GenerateResult generate(const GenerateOptions& o,
       for (int c = 0; c < kNumMemCategories; ++c)
         s.peak[static_cast<std::size_t>(c)] =
             all[static_cast<std::size_t>(r) * v.size() + static_cast<std::size_t>(c)];
-      s.peak_total = all[static_cast<std::size_t>(r + 1) * v.size() - 2];
-      result.step_weight_bytes += all[static_cast<std::size_t>(r + 1) * v.size() - 1];
+      s.peak_total = all[static_cast<std::size_t>(r + 1) * v.size() - 3];
+      result.step_weight_bytes += all[static_cast<std::size_t>(r + 1) * v.size() - 2];
+      result.kernel_threads +=
+          static_cast<int>(all[static_cast<std::size_t>(r + 1) * v.size() - 1]);
       result.rank_memory.push_back(s);
     }
   };
