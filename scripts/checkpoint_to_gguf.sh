@@ -34,24 +34,27 @@ if [[ ! -x $origami ]]; then
   exit 2
 fi
 
+if [[ -n $llama ]]; then  # what the converter needs, checked before anything is written
+  converter=$llama/convert_hf_to_gguf.py
+  if [[ ! -f $converter ]]; then
+    echo "$0: $converter not found: give the root of a llama.cpp checkout" >&2
+    exit 2
+  fi
+  missing=()
+  for module in numpy torch sentencepiece transformers; do
+    python3 -c "import $module" 2>/dev/null || missing+=("$module")
+  done
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    echo "$0: llama.cpp's converter needs the Python modules: ${missing[*]} (missing here)" >&2
+    exit 2
+  fi
+fi
+
 mkdir -p "$out"
 "$origami" export --checkpoint "$ckpt" --out "$out/hf"
 echo "Hugging Face folder: $out/hf"
 [[ -z $llama ]] && exit 0
 
-converter=$llama/convert_hf_to_gguf.py
-if [[ ! -f $converter ]]; then
-  echo "$0: $converter not found: give the root of a llama.cpp checkout" >&2
-  exit 2
-fi
-missing=()
-for module in numpy torch sentencepiece transformers; do
-  python3 -c "import $module" 2>/dev/null || missing+=("$module")
-done
-if [[ ${#missing[@]} -gt 0 ]]; then
-  echo "$0: llama.cpp's converter needs the Python modules: ${missing[*]} (missing here)" >&2
-  exit 2
-fi
 if [[ ! -f $out/hf/tokenizer.json && ! -f $out/hf/tokenizer.model ]]; then
   echo "$0: $out/hf has no tokenizer.json or tokenizer.model; copy the model's tokenizer there" >&2
   exit 2
