@@ -35,7 +35,7 @@ struct MemoryBandwidth {
   std::string source;  // "measured", or "cached in <file>"
 };
 
-// The probe's buffer: 256 MiB, eight times the largest L3 of one CPU die of today.
+// The probe's buffer: 256 MiB, past any L3 of one CPU die (32 MiB here, 96 MiB with V-Cache).
 inline constexpr std::int64_t kBandwidthBytes = std::int64_t{256} << 20;
 
 // Reads the cached figures for this CPU and thread count, or measures (about 0.3 s) and caches
