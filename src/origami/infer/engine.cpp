@@ -7,7 +7,7 @@
 
 #include "origami/core/error.h"
 #include "origami/core/float_ops.h"
-#include "origami/kernels/attention.h"
+#include "origami/kernels/decode_attention.h"
 #include "origami/kernels/embedding.h"
 #include "origami/kernels/gemm.h"
 #include "origami/kernels/gemv.h"
@@ -110,7 +110,7 @@ void InferenceEngine::allocate_step_buffers() {
   step_.k = work({B, kvd});
   step_.v = work({B, kvd});
   step_.out = work({B, qd});
-  step_.lse = work({c.num_attention_heads / D_});
+  step_.visible.assign(static_cast<std::size_t>(B), 0);
   step_.gate = Tensor(tracker_, MemCategory::Activations, {B, fl});
   step_.up = Tensor(tracker_, MemCategory::Activations, {B, fl});
 }
@@ -249,6 +249,9 @@ const Tensor& InferenceEngine::decode(const std::vector<std::int32_t>& tokens) {
   float* n = t.n.f32();
   float* y = t.y.f32();
   const std::int64_t* slot_pos = cache_->slot_positions().data();
+  for (std::int64_t b = 0; b < B; ++b)
+    t.visible[static_cast<std::size_t>(b)] =
+        cache_->visible_slots(pos[static_cast<std::size_t>(b)]);
   for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
     // Attention of the owned head group; the B new tokens are one "sequence" of B rows, each
@@ -260,20 +263,15 @@ const Tensor& InferenceEngine::decode(const std::vector<std::int32_t>& tokens) {
     kernels::rope_forward(1, B, Hl, d, pos.data(), rope_.cos.f32(), rope_.sin.f32(), t.q.f32());
     kernels::rope_forward(1, B, Kl, d, pos.data(), rope_.cos.f32(), rope_.sin.f32(), t.k.f32());
     for (std::int64_t b = 0; b < B; ++b) {
-      const std::int64_t p = pos[static_cast<std::size_t>(b)], slot = cache_->slot_of(p);
-      float* kc = cache_->k(l, b);
-      float* vc = cache_->v(l, b);
-      copy_floats(float_at(kc, slot * kvd), float_at(t.k.f32(), b * kvd), kvd);
-      copy_floats(float_at(vc, slot * kvd), float_at(t.v.f32(), b * kvd), kvd);
-      const kernels::AttentionShape shape{.batch = 1,
-                                          .q_len = 1,
-                                          .kv_len = cache_->visible_slots(p),
-                                          .heads = Hl,
-                                          .kv_heads = Kl,
-                                          .head_dim = d};
-      kernels::attention_forward(shape, float_at(t.q.f32(), b * qd), kc, vc, &p, slot_pos, scale,
-                                 float_at(t.out.f32(), b * qd), t.lse.f32());
+      const std::int64_t slot = cache_->slot_of(pos[static_cast<std::size_t>(b)]);
+      copy_floats(float_at(cache_->k(l, b), slot * kvd), float_at(t.k.f32(), b * kvd), kvd);
+      copy_floats(float_at(cache_->v(l, b), slot * kvd), float_at(t.v.f32(), b * kvd), kvd);
     }
+    // All B queries in one call, each against its own sequence's slots.
+    kernels::decode_attention(
+        {.batch = B, .slots = cache_->capacity(), .heads = Hl, .kv_heads = Kl, .head_dim = d},
+        t.q.f32(), cache_->k(l, 0), cache_->v(l, 0), pos.data(), slot_pos, t.visible.data(), scale,
+        t.out.f32());
     step_linear(B, qd, h, t.out.f32(), L.wo.f32(), y);
     if (D_ > 1) axis_.all_reduce(t.y, t.y);
     add_floats(x, y, B * h);

@@ -81,7 +81,8 @@ class InferenceEngine {
   // prefill, so that the steps after it allocate nothing (categories as the planner counts
   // them: the MLP's gate and up rows are Activations, the rest Workspace).
   struct StepBuffers {
-    Tensor x, n, rstd, y, q, k, v, out, lse, gate, up;
+    Tensor x, n, rstd, y, q, k, v, out, gate, up;
+    std::vector<std::int64_t> visible;  // cache slots each sequence's query searches
   };
 
   ModelConfig config_;
