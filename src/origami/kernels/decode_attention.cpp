@@ -32,6 +32,20 @@ HWY_BEFORE_NAMESPACE();
 namespace origami::kernels::decode_attn::HWY_NAMESPACE {
 using namespace vec::HWY_NAMESPACE;
 
+// The scaled dots of one key row with R consecutive query heads' rows (d apart), written R
+// apart by kKeyTile: one vector accumulator per head over the row, whatever R is.
+template <int R>
+HWY_INLINE void Scores(std::int64_t d, const float* q, const float* kj, float scale, float* p) {
+  const DF df;
+  VF acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+  ForEachVector(d, [&](std::int64_t e, std::int64_t count) {
+    const VF kv = Load(kj + e, count);
+    for (int r = 0; r < R; ++r) acc[r] = hn::MulAdd(Load(q + r * d + e, count), kv, acc[r]);
+  });
+  for (int r = 0; r < R; ++r) p[r * kKeyTile] = hn::GetLane(hn::SumOfLanes(df, acc[r])) * scale;
+}
+
 // Sequence b, kv head g: out rows of the rep query heads g*rep .. (g+1)*rep - 1.
 void Unit(const DecodeAttentionShape& s, std::int64_t b, std::int64_t g, const float* q,
           const float* k, const float* v, std::int64_t q_pos, const std::int64_t* slot_pos,
@@ -55,24 +69,25 @@ void Unit(const DecodeAttentionShape& s, std::int64_t b, std::int64_t g, const f
     for (std::int64_t j = j0; j < std::min(visible, j0 + kKeyTile); ++j)
       if (slot_pos[j] <= q_pos) keys[n++] = j;
     if (n == 0) continue;
+    // Scores: each key's row loaded once per vector for up to four heads' accumulators.
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float* kj = kb + keys[i] * kvd;
+      std::int64_t h = 0;
+      for (; h + 4 <= rep; h += 4) Scores<4>(d, qg + h * d, kj, scale, &p[h][i]);
+      for (; h < rep; ++h) Scores<1>(d, qg + h * d, kj, scale, &p[h][i]);
+    }
     for (std::int64_t h = 0; h < rep; ++h) {
-      const float* qh = qg + h * d;
       float tile_max = -std::numeric_limits<float>::infinity();
-      for (std::int64_t i = 0; i < n; ++i) {
-        const float* kj = kb + keys[i] * kvd;
-        const float dot = SumOver(d, [&](std::int64_t e, std::int64_t count) {
-          return hn::Mul(Load(qh + e, count), Load(kj + e, count));
-        });
-        p[h][i] = dot * scale;
-        tile_max = std::max(tile_max, p[h][i]);
-      }
+      for (std::int64_t i = 0; i < n; ++i) tile_max = std::max(tile_max, p[h][i]);
       const float m_new = std::max(m[h], tile_max);
       const float correction = std::exp(m[h] - m_new);  // 0 for the first tile (m = -inf)
-      float sum = 0.0f;
-      for (std::int64_t i = 0; i < n; ++i) {
-        p[h][i] = std::exp(p[h][i] - m_new);
-        sum += p[h][i];
-      }
+      float* ph = p[h];
+      const VF mv = hn::Set(DF(), m_new);
+      ForEachVector(n, [&](std::int64_t i, std::int64_t count) {
+        Store(Exp(hn::Sub(Load(ph + i, count), mv)), ph + i, count);
+      });
+      const float sum =
+          SumOver(n, [&](std::int64_t i, std::int64_t count) { return Load(ph + i, count); });
       l[h] = l[h] * correction + sum;
       m[h] = m_new;
       float* oh = og + h * d;
