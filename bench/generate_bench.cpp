@@ -2,6 +2,7 @@
 // decode timing do not fit Google Benchmark's loop.
 //
 //   generate_bench [--ranks 4] [--out-prefix docs/inference] [--max-seq 2048] [--decode-steps 16]
+//   generate_bench --speed [--out-prefix docs/inference] [--prompt 512] [--new-tokens 128]
 //
 // 1. Prefill memory per rank as the prompt grows (one prompt of S tokens, S = 128 .. max-seq),
 //    peak over the ranks of the tracker's peak total:
@@ -16,6 +17,13 @@
 // 2. Decode tokens/s per batch size (1, 2, 4, 8, 16) at D = 1 and D: prompts of 64 tokens,
 //    decode-steps greedy steps timed after the prefill.  -> PREFIX-decode.csv
 // Model: h 256, 4 layers, 8 heads / 4 kv heads, f 688, vocabulary 256.
+//
+// --speed alone: the speed of issue 15's model (h 1024, 8 layers, 16 heads / 4 kv heads, f 2816,
+// vocabulary 32000, 155.7 M parameters, F32 weights, random), one prompt of `prompt` random
+// tokens, then new-tokens greedy decode steps (the cache holding the prompt), for single at 1
+// and 2 threads and TSP at D = 2 of 1 thread: prefill and decode tokens/s, the weight bytes
+// decode reads per second and the measured memory-read ceiling of as many threads
+// (cli/machine_peak.h), with the CPU, SIMD target and precision.  -> PREFIX-speed.csv
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -24,14 +32,17 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "origami/cli/machine_peak.h"
 #include "origami/comm/run_ranks.h"
 #include "origami/infer/engine.h"
 #include "origami/kernels/cross_entropy.h"
+#include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/mesh_ops.h"
 #include "origami/parallel/rank_model.h"
@@ -110,16 +121,126 @@ double mib(std::int64_t b) {
   return static_cast<double>(b) / (1 << 20);
 }
 
+ModelConfig speed_model() {
+  ModelConfig c;
+  c.vocab_size = 32000;
+  c.hidden_size = 1024;
+  c.intermediate_size = 2816;
+  c.num_hidden_layers = 8;
+  c.num_attention_heads = 16;
+  c.num_key_value_heads = 4;
+  c.max_position_embeddings = 4096;
+  return c;
+}
+
+struct SpeedRun {
+  double prefill_s = 0, decode_s = 0;
+  std::int64_t step_weight_bytes = 0;  // all ranks together
+};
+
+// One prompt of `prompt_len` random ids prefilled (and its first token sampled), then
+// `new_tokens` greedy decode steps; wall times of rank 0 between barriers.
+SpeedRun speed_run(const ModelConfig& c, int ranks, int threads, std::int64_t prompt_len,
+                   std::int64_t new_tokens) {
+  std::mt19937 rng(15);
+  std::uniform_int_distribution<std::int32_t> id(0, static_cast<std::int32_t>(c.vocab_size - 1));
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(prompt_len));
+  for (std::int32_t& t : ids) t = id(rng);
+  SpeedRun run;
+  std::mutex m;
+  comm::RunOptions options;
+  options.kernel_threads = threads;
+  comm::run_ranks(
+      ranks,
+      [&](comm::Communicator& world) {
+        infer::InferenceEngine e(c, world, world.tracker());
+        e.initialize(1);
+        const infer::SamplingOptions greedy;
+        world.barrier();
+        const auto t0 = std::chrono::steady_clock::now();
+        const Tensor* logits = &e.prefill({ids}, new_tokens + 1);
+        std::vector<std::int32_t> tok =
+            infer::sample_tokens(e.axis(), logits->f32(), 1, e.vocab(), greedy, 0);
+        world.barrier();
+        const auto t1 = std::chrono::steady_clock::now();
+        for (std::int64_t t = 1; t <= new_tokens; ++t) {
+          logits = &e.decode(tok);
+          tok = infer::sample_tokens(e.axis(), logits->f32(), 1, e.vocab(), greedy, t);
+        }
+        world.barrier();
+        const auto t2 = std::chrono::steady_clock::now();
+        std::lock_guard lock(m);
+        run.step_weight_bytes += e.step_weight_bytes();
+        if (world.rank() == 0) {
+          run.prefill_s = std::chrono::duration<double>(t1 - t0).count();
+          run.decode_s = std::chrono::duration<double>(t2 - t1).count();
+        }
+      },
+      options);
+  return run;
+}
+
+int speed(const std::string& prefix, std::int64_t prompt_len, std::int64_t new_tokens) {
+  const ModelConfig c = speed_model();
+  std::printf("cpu: %s\nsimd_target: %s\nprecision: f32 weights, f32 KV cache\n",
+              cli::cpu_model_name().c_str(), kernels::simd_target().c_str());
+  std::printf(
+      "model: h %lld, %lld layers, %lld heads / %lld kv heads, f %lld, vocabulary %lld "
+      "(%.1f M parameters); prompt %lld tokens, %lld decode steps\n",
+      static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_hidden_layers),
+      static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.num_key_value_heads),
+      static_cast<long long>(c.intermediate_size), static_cast<long long>(c.vocab_size),
+      static_cast<double>(c.num_parameters()) / 1e6, static_cast<long long>(prompt_len),
+      static_cast<long long>(new_tokens));
+  struct Row {
+    const char* strategy;
+    int ranks, threads;
+  };
+  const Row rows[] = {{"single", 1, 1}, {"single", 1, 2}, {"tsp", 2, 1}};
+  std::ofstream csv(prefix + "-speed.csv");
+  csv << "strategy,ranks,threads_per_rank,prefill_tokens_per_s,decode_tokens_per_s,"
+         "weight_read_gb_per_s,read_ceiling_gb_per_s\n";
+  std::printf("%-8s %5s %7s %12s %12s %14s %16s\n", "strategy", "ranks", "threads", "prefill t/s",
+              "decode t/s", "weights GB/s", "ceiling GB/s");
+  for (const Row& r : rows) {
+    const cli::MemoryBandwidth ceiling = cli::memory_bandwidth(r.ranks * r.threads);
+    const SpeedRun s = speed_run(c, r.ranks, r.threads, prompt_len, new_tokens);
+    const double prefill = static_cast<double>(prompt_len) / s.prefill_s;
+    const double decode = static_cast<double>(new_tokens) / s.decode_s;
+    const double gbs = static_cast<double>(s.step_weight_bytes) * decode / 1e9;
+    csv << fmt::format("{},{},{},{:.1f},{:.2f},{:.2f},{:.2f}\n", r.strategy, r.ranks, r.threads,
+                       prefill, decode, gbs, ceiling.read_gbs);
+    std::printf("%-8s %5d %7d %12.1f %12.2f %14.2f %10.2f (%.0f%%)\n", r.strategy, r.ranks,
+                r.threads, prefill, decode, gbs, ceiling.read_gbs, 100.0 * gbs / ceiling.read_gbs);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int D = 4;
   std::string prefix = "docs/inference";
-  std::int64_t max_seq = 2048, decode_steps = 16, cap = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  std::int64_t max_seq = 2048, decode_steps = 16, cap = 0, prompt_len = 512, new_tokens = 128;
+  bool speed_only = false;
+  for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
+    if (k == "--speed") {
+      speed_only = true;
+      --i;  // a flag without a value
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", k.c_str());
+      return 2;
+    }
     const char* v = argv[i + 1];
-    if (k == "--ranks")
+    if (k == "--prompt")
+      prompt_len = std::atoll(v);
+    else if (k == "--new-tokens")
+      new_tokens = std::atoll(v);
+    else if (k == "--ranks")
       D = std::atoi(v);
     else if (k == "--out-prefix")
       prefix = v;
@@ -135,6 +256,7 @@ int main(int argc, char** argv) {
     }
   }
   kernels::set_thread_count(1);
+  if (speed_only) return speed(prefix, prompt_len, new_tokens);
   const ModelConfig c = bench_model();
   // 1. Prefill memory.
   std::vector<std::int64_t> seqs;

@@ -84,6 +84,35 @@ TEST_F(GenerateCli, TspAndSingleDeviceGenerateTheSameTextAndReport) {
   EXPECT_EQ(first_line(from_hf.all()), first_line(single.all()));
 }
 
+// Decode's weight-read bandwidth beside the memory-read ceiling of as many threads (the ranks'
+// kernel threads together), measured on the first run into the cache file, read from it on the
+// next.
+TEST_F(GenerateCli, StatesDecodeBandwidthAgainstAMeasuredThenCachedCeiling) {
+  const std::string cache = dir_ + "/bw-cache";
+  const std::string env = "XDG_CACHE_HOME=" + cache + " ";
+  const std::string args =
+      "generate --checkpoint " + ckpt_ + " --prompt 'The cat' --max-new-tokens 4 --threads 1";
+  const CliRun first = origami(args + " --strategy tsp --degree 2", env);
+  ASSERT_EQ(first.code, 0) << first.all();
+  EXPECT_THAT(first.out, HasSubstr("decode weight reads: "));
+  EXPECT_THAT(first.out, HasSubstr("memory read ceiling of 2 threads"));
+  EXPECT_THAT(first.out, HasSubstr("; measured)"));
+  const CliRun second = origami(args + " --strategy tsp --degree 2", env);
+  ASSERT_EQ(second.code, 0) << second.all();
+  EXPECT_THAT(second.out, HasSubstr("; cached in " + cache + "/origami/machine-peak.json)"));
+  // The same weights at one rank: the same bytes per step, a ceiling of one thread.
+  const CliRun single = origami(args, env);
+  ASSERT_EQ(single.code, 0) << single.all();
+  EXPECT_THAT(single.out, HasSubstr("memory read ceiling of 1 thread ("));
+  const auto per_step = [](const std::string& out) {
+    const std::size_t at = out.find(" MB of weights per step");
+    return at == std::string::npos ? std::string()
+                                   : out.substr(out.rfind('(', at), at - out.rfind('(', at));
+  };
+  EXPECT_FALSE(per_step(single.out).empty()) << single.out;
+  EXPECT_EQ(per_step(single.out), per_step(first.out));
+}
+
 TEST_F(GenerateCli, RefusesBadInputWithExitCode2) {
   const std::string ck = "generate --checkpoint " + ckpt_;
   CliRun r = origami(ck + " --prompt ''");

@@ -37,6 +37,22 @@ std::string memory_table(const std::vector<MemoryStats>& ranks) {
   return out;
 }
 
+// Decode reads every weight once per step: bytes of weights per second against what this
+// machine's memory delivers to as many threads (measured after the run, when no rank competes
+// for it, and cached). Under mpirun across hosts it is this host's ceiling.
+void print_decode_bandwidth(const infer::GenerateResult& r) {
+  if (r.decode_steps == 0 || r.decode_s <= 0) return;
+  const double achieved = static_cast<double>(r.step_weight_bytes) *
+                          static_cast<double>(r.decode_steps) / r.decode_s / 1e9;
+  const int threads = r.kernel_threads;
+  const MemoryBandwidth ceiling = memory_bandwidth(threads);
+  std::cout << fmt::format(
+      "decode weight reads: {:.1f} GB/s ({:.1f} MB of weights per step), {:.0f}% of the "
+      "measured {:.1f} GB/s memory read ceiling of {} thread{} (copy {:.1f} GB/s; {})\n",
+      achieved, static_cast<double>(r.step_weight_bytes) / 1e6, 100.0 * achieved / ceiling.read_gbs,
+      ceiling.read_gbs, threads, threads == 1 ? "" : "s", ceiling.copy_gbs, ceiling.source);
+}
+
 }  // namespace
 
 GenerateCommand::GenerateCommand(CLI::App& app) {
@@ -184,6 +200,7 @@ int GenerateCommand::run() {
   std::cout << fmt::format(
       "decode: {} tokens in {:.3f} s, {:.0f} tokens/s (batch {})\n", r.decode_tokens, r.decode_s,
       r.decode_s > 0 ? static_cast<double>(r.decode_tokens) / r.decode_s : 0.0, r.tokens.size());
+  print_decode_bandwidth(r);
   std::cout << "peak memory per rank by category:\n" << memory_table(r.rank_memory) << std::flush;
   return 0;
 }

@@ -3,10 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <ctime>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <vector>
 
 #include <fmt/format.h>
@@ -14,6 +17,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "origami/kernels/gemm.h"
+#include "origami/kernels/parallel.h"
 #include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 
@@ -100,6 +104,113 @@ double measure_sgemm_gflops(int runs) {
   }
   kernels::set_thread_count(saved);
   return kernels::gemm_flops(kN, kN, kN) / best / 1e9;
+}
+
+namespace {
+
+// Four 16-byte vectors of accumulators: SSE2, every x86-64, issues enough loads to outrun the
+// memory of one core (the probe measures memory, not the adder); GCC's vector extension keeps
+// it free of any one ISA's intrinsics.
+using Float4 = float __attribute__((vector_size(16)));
+
+float sum_floats(const float* p, std::int64_t n) {
+  Float4 a[4] = {};
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 4; ++j) {
+      Float4 v;
+      std::memcpy(&v, p + i + 4 * j, sizeof v);
+      a[j] += v;
+    }
+  const Float4 t = (a[0] + a[1]) + (a[2] + a[3]);
+  float s = t[0] + t[1] + t[2] + t[3];
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// body(begin, end, part) over [0, n) in one range per thread; the seconds of the slowest
+// range, in CPU time of the thread that ran it: on a machine shared with other work, time a
+// thread spends descheduled is not charged to the memory (as the sgemm peak does).
+template <class Body>
+double timed_split(std::int64_t n, int threads, const Body& body) {
+  const std::int64_t part = (n + threads - 1) / threads;
+  std::vector<double> seconds(static_cast<std::size_t>(threads) * 8, 0.0);  // 64 bytes apart
+  kernels::detail::parallel_for(n, part, [&](std::int64_t b, std::int64_t e) {
+    const double t0 = thread_cpu_seconds();
+    body(b, e, b / part);
+    seconds[static_cast<std::size_t>(b / part) * 8] = thread_cpu_seconds() - t0;
+  });
+  return *std::max_element(seconds.begin(), seconds.end());
+}
+
+}  // namespace
+
+MemoryBandwidth measure_memory_bandwidth(int threads, int runs) {
+  threads = std::max(1, threads);
+  const int saved = kernels::thread_count();
+  kernels::set_thread_count(threads);
+  const std::int64_t n = kBandwidthBytes / static_cast<std::int64_t>(sizeof(float)), half = n / 2;
+  std::vector<float> buf(static_cast<std::size_t>(n), 1.0f);  // written: the pages are touched
+  std::vector<float> sums(static_cast<std::size_t>(threads) * 16, 0.0f);  // 64 bytes apart
+  double best_read = 1e30, best_copy = 1e30;
+  for (int r = 0; r < runs + 1; ++r) {
+    const double read =
+        timed_split(n, threads, [&](std::int64_t b, std::int64_t e, std::int64_t part) {
+          sums[static_cast<std::size_t>(part) * 16] += sum_floats(buf.data() + b, e - b);
+        });
+    const double copy =
+        timed_split(half, threads, [&](std::int64_t b, std::int64_t e, std::int64_t) {
+          std::memcpy(buf.data() + half + b, buf.data() + b,
+                      static_cast<std::size_t>(e - b) * sizeof(float));
+        });
+    if (r > 0) {
+      best_read = std::min(best_read, read);
+      best_copy = std::min(best_copy, copy);
+    }
+  }
+  kernels::set_thread_count(saved);
+  // The sums are used, so that no pass can be optimised away.
+  volatile float sink = std::accumulate(sums.begin(), sums.end(), 0.0f);
+  (void)sink;
+  MemoryBandwidth m;
+  m.threads = threads;
+  m.read_gbs = static_cast<double>(n) * sizeof(float) / best_read / 1e9;
+  m.copy_gbs = 2.0 * static_cast<double>(half) * sizeof(float) / best_copy / 1e9;
+  m.source = "measured";
+  return m;
+}
+
+MemoryBandwidth memory_bandwidth(int threads) {
+  const std::string key =
+      fmt::format("{} | memory bandwidth | {} threads", cpu_model_name(), std::max(1, threads));
+  const fs::path file = cache_file();
+  nlohmann::json cache = file.empty() ? nlohmann::json::object() : read_cache(file);
+  if (cache.contains(key) && cache[key].is_object()) {
+    const nlohmann::json& c = cache[key];
+    const auto positive = [&](const char* field) {  // a damaged entry is measured again
+      return c.contains(field) && c[field].is_number() && c[field].get<double>() > 0;
+    };
+    if (positive("read_gbs") && positive("copy_gbs")) {
+      MemoryBandwidth m;
+      m.threads = std::max(1, threads);
+      m.read_gbs = c["read_gbs"].get<double>();
+      m.copy_gbs = c["copy_gbs"].get<double>();
+      m.source = "cached in " + file.string();
+      return m;
+    }
+  }
+  MemoryBandwidth m = measure_memory_bandwidth(threads, 5);
+  if (!file.empty()) {
+    cache[key] = {{"read_gbs", m.read_gbs}, {"copy_gbs", m.copy_gbs}};
+    write_cache(file, cache);
+  }
+  return m;
 }
 
 MachinePeak machine_peak() {

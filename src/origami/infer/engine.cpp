@@ -8,10 +8,14 @@
 
 #include "origami/core/error.h"
 #include "origami/core/float_ops.h"
-#include "origami/kernels/attention.h"
+#include "origami/kernels/decode_attention.h"
 #include "origami/kernels/embedding.h"
 #include "origami/kernels/gemm.h"
+#include "origami/kernels/gemv.h"
 #include "origami/kernels/rmsnorm.h"
+#include "origami/kernels/rope.h"
+#include "origami/kernels/swiglu.h"
+#include "origami/model/weights.h"
 #include "origami/parallel/tsp_ops.h"
 
 namespace origami::infer {
@@ -23,6 +27,17 @@ parallel::ParallelConfig axis_plan(int D, parallel::TokenLayoutKind layout) {
   p.tsp = D;
   p.layout = layout;
   return p;
+}
+
+// y = x W^T for the decode step's B rows: the kernel that streams W once for a few rows
+// (kernels/gemv.h), oneDNN's GEMM for a batch too large for it.
+void step_linear(std::int64_t rows, std::int64_t in, std::int64_t out, const float* x,
+                 const float* W, float* y) {
+  if (rows <= kernels::kSkinnyMaxRows) {
+    kernels::linear_forward_skinny(rows, in, out, x, W, y);
+  } else {
+    kernels::linear_forward(rows, in, out, x, W, y);
+  }
 }
 
 }  // namespace
@@ -75,15 +90,44 @@ std::int64_t InferenceEngine::padded_length(std::int64_t longest) const {
   return (longest + unit - 1) / unit * unit;
 }
 
-void InferenceEngine::head(const float* x, std::int64_t rows) {
+void InferenceEngine::head(const float* x, std::int64_t rows, float* n, float* rstd) {
   const std::int64_t h = config_.hidden_size;
-  Tensor nf(tracker_, MemCategory::Workspace, {rows, h});
-  Tensor rstd(tracker_, MemCategory::Workspace, {rows});
   kernels::rmsnorm_forward(rows, h, x, params_.final_norm.f32(),
-                           static_cast<float>(config_.rms_norm_eps), nf.f32(), rstd.f32());
-  logits_ = Tensor();
-  logits_ = Tensor(tracker_, MemCategory::Logits, {rows, vocab_rows_});
-  kernels::linear_forward(rows, h, vocab_rows_, nf.f32(), params_.lm_head.f32(), logits_.f32());
+                           static_cast<float>(config_.rms_norm_eps), n, rstd);
+  if (!logits_.defined() || logits_.shape() != Shape{rows, vocab_rows_}) {
+    logits_ = Tensor();
+    logits_ = Tensor(tracker_, MemCategory::Logits, {rows, vocab_rows_});
+  }
+  step_linear(rows, h, vocab_rows_, n, params_.lm_head.f32(), logits_.f32());
+}
+
+std::int64_t InferenceEngine::step_weight_bytes() {
+  std::int64_t bytes = 0;
+  for (const NamedTensor& t : named_tensors(params_))
+    if (t.tensor != &params_.embed) bytes += t.tensor->bytes();
+  return bytes + batch() * config_.hidden_size * static_cast<std::int64_t>(sizeof(float));
+}
+
+void InferenceEngine::allocate_step_buffers() {
+  const ModelConfig& c = config_;
+  const std::int64_t B = batch(), h = c.hidden_size;
+  const std::int64_t qd = c.num_attention_heads / D_ * c.head_dim();
+  const std::int64_t kvd = c.num_key_value_heads / D_ * c.head_dim();
+  const std::int64_t fl = c.intermediate_size / D_;
+  const auto work = [&](Shape shape) {
+    return Tensor(tracker_, MemCategory::Workspace, std::move(shape));
+  };
+  step_.x = work({B, h});
+  step_.n = work({B, h});
+  step_.rstd = work({B});
+  step_.y = work({B, h});
+  step_.q = work({B, qd});
+  step_.k = work({B, kvd});
+  step_.v = work({B, kvd});
+  step_.out = work({B, qd});
+  step_.visible.assign(static_cast<std::size_t>(B), 0);
+  step_.gate = Tensor(tracker_, MemCategory::Activations, {B, fl});
+  step_.up = Tensor(tracker_, MemCategory::Activations, {B, fl});
 }
 
 const Tensor& InferenceEngine::prefill(const std::vector<std::vector<std::int32_t>>& prompts,
@@ -138,6 +182,7 @@ const Tensor& InferenceEngine::prefill(const std::vector<std::vector<std::int32_
   for (int r = 0; r < D_; ++r)
     for (std::int64_t p : layout.positions_of(r)) kv_positions.push_back(p);
   cache_.reset();
+  step_ = StepBuffers();
   cache_ = std::make_unique<KvCache>(tracker_, c.num_hidden_layers, B,
                                      std::max(S, longest + max_new_tokens), kvd, kv_positions);
 
@@ -179,7 +224,9 @@ const Tensor& InferenceEngine::prefill(const std::vector<std::vector<std::int32_
     if (D_ > 1) axis_.broadcast(comm::Buffer(float_at(last.f32(), b * h), h, DType::F32), owner);
   }
   x = Tensor();
-  head(last.f32(), B);
+  Tensor nf(tracker_, MemCategory::Workspace, {B, h});
+  Tensor rstd(tracker_, MemCategory::Workspace, {B});
+  head(last.f32(), B, nf.f32(), rstd.f32());
   return logits_;
 }
 
@@ -189,7 +236,7 @@ const Tensor& InferenceEngine::decode(const std::vector<std::int32_t>& tokens) {
   const std::int64_t B = batch();
   ORIGAMI_CHECK(static_cast<std::int64_t>(tokens.size()) == B,
                 "decode got {} tokens for a batch of {} sequences", tokens.size(), B);
-  std::vector<std::int64_t> pos(lengths_);
+  const std::vector<std::int64_t>& pos = lengths_;  // the new tokens' positions (++ at the end)
   for (std::int64_t b = 0; b < B; ++b) {
     const std::int32_t id = tokens[static_cast<std::size_t>(b)];
     if (id < 0 || id >= c.vocab_size)
@@ -207,60 +254,53 @@ const Tensor& InferenceEngine::decode(const std::vector<std::int32_t>& tokens) {
   const float eps = static_cast<float>(c.rms_norm_eps);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
 
+  if (!step_.x.defined()) allocate_step_buffers();
+  StepBuffers& t = step_;
   // Embedding: the owned vocabulary rows (zeros for the others), summed over the axis.
-  Tensor x(tracker_, MemCategory::Workspace, {B, h});
   kernels::embedding_forward(B, h, tokens.data(), params_.embed.f32(), rank_ * vocab_rows_,
-                             vocab_rows_, x.f32());
-  if (D_ > 1) axis_.all_reduce(x, x);
-  Tensor n(tracker_, MemCategory::Workspace, {B, h});
-  Tensor rstd(tracker_, MemCategory::Workspace, {B});
-  Tensor y(tracker_, MemCategory::Workspace, {B, h});
-  Tensor q(tracker_, MemCategory::Workspace, {B, qd});
-  Tensor k(tracker_, MemCategory::Workspace, {B, kvd});
-  Tensor v(tracker_, MemCategory::Workspace, {B, kvd});
-  Tensor out(tracker_, MemCategory::Workspace, {B, qd});
-  Tensor lse(tracker_, MemCategory::Workspace, {Hl});
+                             vocab_rows_, t.x.f32());
+  if (D_ > 1) axis_.all_reduce(t.x, t.x);
+  float* x = t.x.f32();
+  float* n = t.n.f32();
+  float* y = t.y.f32();
   const std::int64_t* slot_pos = cache_->slot_positions().data();
+  for (std::int64_t b = 0; b < B; ++b)
+    t.visible[static_cast<std::size_t>(b)] =
+        cache_->visible_slots(pos[static_cast<std::size_t>(b)]);
   for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
     // Attention of the owned head group; the B new tokens are one "sequence" of B rows, each
-    // rotated at its own position.
-    kernels::rmsnorm_forward(B, h, x.f32(), L.input_norm.f32(), eps, n.f32(), rstd.f32());
-    const AttentionWeights w{L.wq.f32(), L.wk.f32(), L.wv.f32(), L.wo.f32()};
-    const AttentionDims dims{
-        .batch = 1, .seq = B, .hidden = h, .heads = Hl, .kv_heads = Kl, .head_dim = d};
-    attention_project_into(dims, n.f32(), w, pos.data(), rope_, q.f32(), k.f32(), v.f32());
+    // rotated at its own position. Each projection reads its weights once for all B rows.
+    kernels::rmsnorm_forward(B, h, x, L.input_norm.f32(), eps, n, t.rstd.f32());
+    step_linear(B, h, qd, n, L.wq.f32(), t.q.f32());
+    step_linear(B, h, kvd, n, L.wk.f32(), t.k.f32());
+    step_linear(B, h, kvd, n, L.wv.f32(), t.v.f32());
+    kernels::rope_forward(1, B, Hl, d, pos.data(), rope_.cos.f32(), rope_.sin.f32(), t.q.f32());
+    kernels::rope_forward(1, B, Kl, d, pos.data(), rope_.cos.f32(), rope_.sin.f32(), t.k.f32());
     for (std::int64_t b = 0; b < B; ++b) {
-      const std::int64_t p = pos[static_cast<std::size_t>(b)], slot = cache_->slot_of(p);
-      float* kc = cache_->k(l, b);
-      float* vc = cache_->v(l, b);
-      copy_floats(float_at(kc, slot * kvd), float_at(k.f32(), b * kvd), kvd);
-      copy_floats(float_at(vc, slot * kvd), float_at(v.f32(), b * kvd), kvd);
-      const kernels::AttentionShape shape{.batch = 1,
-                                          .q_len = 1,
-                                          .kv_len = cache_->visible_slots(p),
-                                          .heads = Hl,
-                                          .kv_heads = Kl,
-                                          .head_dim = d};
-      kernels::attention_forward(shape, float_at(q.f32(), b * qd), kc, vc, &p, slot_pos, scale,
-                                 float_at(out.f32(), b * qd), lse.f32());
+      const std::int64_t slot = cache_->slot_of(pos[static_cast<std::size_t>(b)]);
+      copy_floats(float_at(cache_->k(l, b), slot * kvd), float_at(t.k.f32(), b * kvd), kvd);
+      copy_floats(float_at(cache_->v(l, b), slot * kvd), float_at(t.v.f32(), b * kvd), kvd);
     }
-    kernels::linear_forward(B, qd, h, out.f32(), w.wo, y.f32());
-    if (D_ > 1) axis_.all_reduce(y, y);
-    add_floats(x.f32(), y.f32(), B * h);
-    // MLP on the owned F slice.
-    kernels::rmsnorm_forward(B, h, x.f32(), L.post_norm.f32(), eps, n.f32(), rstd.f32());
-    y.zero();
-    {
-      MlpSaved s;
-      mlp_block_forward({.rows = B, .hidden = h, .ffn = fl}, n.f32(),
-                        {L.w_gate.f32(), L.w_up.f32(), L.w_down.f32()}, tracker_, s, y.f32());
-    }
-    if (D_ > 1) axis_.all_reduce(y, y);
-    add_floats(x.f32(), y.f32(), B * h);
+    // All B queries in one call, each against its own sequence's slots.
+    kernels::decode_attention(
+        {.batch = B, .slots = cache_->capacity(), .heads = Hl, .kv_heads = Kl, .head_dim = d},
+        t.q.f32(), cache_->k(l, 0), cache_->v(l, 0), pos.data(), slot_pos, t.visible.data(), scale,
+        t.out.f32());
+    step_linear(B, qd, h, t.out.f32(), L.wo.f32(), y);
+    if (D_ > 1) axis_.all_reduce(t.y, t.y);
+    add_floats(x, y, B * h);
+    // MLP on the owned F slice: SwiGLU written over the gate rows, then W_down.
+    kernels::rmsnorm_forward(B, h, x, L.post_norm.f32(), eps, n, t.rstd.f32());
+    step_linear(B, h, fl, n, L.w_gate.f32(), t.gate.f32());
+    step_linear(B, h, fl, n, L.w_up.f32(), t.up.f32());
+    kernels::swiglu_forward(B * fl, t.gate.f32(), t.up.f32(), t.gate.f32());
+    step_linear(B, fl, h, t.gate.f32(), L.w_down.f32(), y);
+    if (D_ > 1) axis_.all_reduce(t.y, t.y);
+    add_floats(x, y, B * h);
   }
   for (std::int64_t& len : lengths_) ++len;
-  head(x.f32(), B);
+  head(x, B, n, t.rstd.f32());
   return logits_;
 }
 

@@ -72,10 +72,24 @@ class InferenceEngine {
   // The prompts' padded length S of the last prefill.
   std::int64_t prefill_length() const { return prefill_len_; }
   const KvCache* cache() const { return cache_.get(); }
+  // Bytes of this rank's weights one decode step reads: every shard once (whatever the batch),
+  // of the embedding the batch's B rows (at most: a rank reads those in its vocabulary slice).
+  // The achieved bandwidth is this, summed over the ranks, over a step's time.
+  std::int64_t step_weight_bytes();
 
  private:
   std::int64_t padded_length(std::int64_t longest) const;
-  void head(const float* x, std::int64_t rows);  // logits_ = final norm, owned vocab rows
+  // logits_ = final norm (into n, rstd: rows x h, rows), owned vocabulary rows
+  void head(const float* x, std::int64_t rows, float* n, float* rstd);
+  void allocate_step_buffers();  // step_, for batch(), at the first decode
+
+  // The decode step's buffers, sized for the batch at its first step and dropped by the next
+  // prefill, so that the steps after it allocate nothing (categories as the planner counts
+  // them: the MLP's gate and up rows are Activations, the rest Workspace).
+  struct StepBuffers {
+    Tensor x, n, rstd, y, q, k, v, out, gate, up;
+    std::vector<std::int64_t> visible;  // cache slots each sequence's query searches
+  };
 
   ModelConfig config_;
   MemoryTracker& tracker_;
@@ -91,6 +105,7 @@ class InferenceEngine {
   std::vector<std::int64_t> lengths_;
   std::int64_t prefill_len_ = 0;
   Tensor logits_;
+  StepBuffers step_;
 };
 
 }  // namespace origami::infer

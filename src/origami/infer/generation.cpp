@@ -214,9 +214,12 @@ GenerateResult generate(const GenerateOptions& o,
       if (lead && !rest.empty()) stream(static_cast<std::int64_t>(b), rest);
     }
     const auto t2 = std::chrono::steady_clock::now();
+    const std::int64_t weight_bytes = e.step_weight_bytes();  // this rank's; summed below
     const MemoryStats mine = tracker.stats();
     std::vector<std::int64_t> v(mine.peak.begin(), mine.peak.end());
     v.push_back(mine.peak_total);
+    v.push_back(weight_bytes);
+    v.push_back(kernels::thread_count());  // this rank's kernel threads
     std::vector<std::int64_t> all(v.size() * static_cast<std::size_t>(world.size()));
     world.all_gather(v, all);
     if (!lead) return;
@@ -226,6 +229,7 @@ GenerateResult generate(const GenerateOptions& o,
     result.finish = finish;
     for (const auto& p : prompts) result.prefill_tokens += static_cast<std::int64_t>(p.size());
     result.decode_tokens = B * decode_steps;
+    result.decode_steps = decode_steps;
     result.prefill_s = std::chrono::duration<double>(t1 - t0).count();
     result.decode_s = std::chrono::duration<double>(t2 - t1).count();
     for (int r = 0; r < world.size(); ++r) {
@@ -233,7 +237,10 @@ GenerateResult generate(const GenerateOptions& o,
       for (int c = 0; c < kNumMemCategories; ++c)
         s.peak[static_cast<std::size_t>(c)] =
             all[static_cast<std::size_t>(r) * v.size() + static_cast<std::size_t>(c)];
-      s.peak_total = all[static_cast<std::size_t>(r + 1) * v.size() - 1];
+      s.peak_total = all[static_cast<std::size_t>(r + 1) * v.size() - 3];
+      result.step_weight_bytes += all[static_cast<std::size_t>(r + 1) * v.size() - 2];
+      result.kernel_threads +=
+          static_cast<int>(all[static_cast<std::size_t>(r + 1) * v.size() - 1]);
       result.rank_memory.push_back(s);
     }
   };

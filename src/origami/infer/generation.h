@@ -45,6 +45,9 @@ struct GenerateResult {
   std::vector<FinishReason> finish;
   std::int64_t prefill_tokens = 0, decode_tokens = 0;
   double prefill_s = 0, decode_s = 0;
+  std::int64_t decode_steps = 0;
+  std::int64_t step_weight_bytes = 0;  // weights one decode step reads, all ranks together
+  int kernel_threads = 0;              // the ranks' kernel threads, all ranks together
   std::vector<MemoryStats> rank_memory;
 };
 

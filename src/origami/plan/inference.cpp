@@ -64,10 +64,10 @@ InferenceMemory decode_memory(const Shapes& s, const Workload& w, std::int64_t r
   m.kv_cache = resident_kv;
   // The in-place ring all-reduces of [B, h] (embedding, W_O, W_down).
   m.comm_buffers = all_reduce_staging(B * h, s.D, w.elem.comm);
-  // x, n, y, rstd, q, k, v, out, lse for the whole step, plus the MLP's gated rows or the
-  // head's final-norm output and rstd; the RoPE tables.
-  const std::int64_t step = 3 * B * h + B + 2 * B * s.qd + 2 * B * s.kvd + s.heads;
-  m.workspace = (s.rope_positions * s.d + step + std::max(B * s.ffn, B * h + B)) * ea;
+  // x, n, y, rstd, q, k, v, out, kept from the first step to the last (SwiGLU writes over the
+  // gate rows, the head reuses n and rstd); the RoPE tables.
+  const std::int64_t step = 3 * B * h + B + 2 * B * s.qd + 2 * B * s.kvd;
+  m.workspace = (s.rope_positions * s.d + step) * ea;
   m.activations = 2 * B * s.ffn * ea;  // the MLP's gate and up pre-activations
   m.logits = B * s.vocab_rows * w.elem.logits;
   return m;
