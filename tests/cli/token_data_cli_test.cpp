@@ -122,6 +122,28 @@ TEST_F(TokenDataCli, LargerVocabularyAndCorruptedFilesExitTwo) {
   EXPECT_THAT(r.err, HasSubstr("--data-dtype 'int8'"));
 }
 
+// --document-masking: packed rows on one device and under dp; refused (exit 2, naming the
+// strategy) under a strategy that splits the sequence, and on data without a document index.
+TEST_F(TokenDataCli, DocumentMaskingTrainsOrIsRefusedUpFront) {
+  tokenize_corpus();
+  const std::string base = "train --config " + config(260) + " --data " + dir_ +
+                           "/corpus --seq 32 --batch 2 --steps 2 --threads 2 --document-masking ";
+  CliRun r = origami(base + "--strategy single");
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_THAT(r.out, HasSubstr("random order, packed documents masked"));
+  r = origami(base + "--strategy dp --degree 2");
+  ASSERT_EQ(r.code, 0) << r.all();
+  r = origami(base + "--strategy tsp --degree 2");
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("--document-masking is not supported yet under"));
+  EXPECT_THAT(r.err, HasSubstr("tsp"));
+  std::ofstream(dir_ + "/text.txt") << std::string(200, 'a');
+  r = origami("train --model tiny --data " + dir_ + "/text.txt --seq 16 --steps 1 "
+              "--document-masking");
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("has no document index"));
+}
+
 // Under mpirun every process maps the files itself and reads its rows: the printed losses are
 // the single device's (as tests/cli/parallel_cli_test.cpp compares them).
 TEST_F(TokenDataCli, DataParallelUnderMpirunEqualsOneDevice) {

@@ -69,7 +69,9 @@ AttentionDims MeshOps::attention_dims() const {
           .hidden = config_.hidden_size,
           .heads = config_.num_attention_heads / tp_size_,
           .kv_heads = config_.num_key_value_heads / tp_size_,
-          .head_dim = config_.head_dim()};
+          .head_dim = config_.head_dim(),
+          .documents = {batch_->documents.empty() ? nullptr : batch_->documents.data(),
+                        batch_->positions.empty() ? nullptr : batch_->positions.data()}};
 }
 
 namespace {

@@ -54,7 +54,16 @@ LocalBatch RankModel::localize(const TokenBatch& b) const {
                   "ignore label",
                   b.labels[i], i, config_.vocab_size);
   }
-  return {b.batch, layout_.slice(b.input_ids, b.batch), layout_.slice(b.labels, b.batch)};
+  check_documents(b, config_.max_position_embeddings);
+  LocalBatch local{b.batch, layout_.slice(b.input_ids, b.batch), layout_.slice(b.labels, b.batch)};
+  if (b.documents != nullptr) {
+    ORIGAMI_CHECK(layout_.local_seq() == layout_.seq(),
+                  "packed documents on a layout that splits the sequence over {} ranks",
+                  layout_.degree());
+    local.documents = layout_.slice(b.documents, b.batch);
+    local.positions = layout_.slice(b.positions, b.batch);
+  }
+  return local;
 }
 
 kernels::LossSum RankModel::run(const LocalBatch& batch, bool backward, double grad_scale) {

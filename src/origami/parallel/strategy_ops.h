@@ -18,6 +18,10 @@ namespace origami::parallel {
 struct LocalBatch {
   std::int64_t batch = 1;
   std::vector<std::int32_t> ids, labels;  // [B, Sl]
+  // Packed documents (TokenBatch), [B, Sl] each; empty: unbroken rows. Only strategies whose
+  // ranks hold whole sequences take them (train refuses the others up front).
+  std::vector<std::int32_t> documents = {};
+  std::vector<std::int64_t> positions = {};
 };
 
 class StrategyOps : public BlockOps {
