@@ -57,11 +57,9 @@ LocalBatch RankModel::localize(const TokenBatch& b) const {
   check_documents(b, config_.max_position_embeddings);
   LocalBatch local{b.batch, layout_.slice(b.input_ids, b.batch), layout_.slice(b.labels, b.batch)};
   if (b.documents != nullptr) {
-    ORIGAMI_CHECK(layout_.local_seq() == layout_.seq(),
-                  "packed documents on a layout that splits the sequence over {} ranks",
-                  layout_.degree());
     local.documents = layout_.slice(b.documents, b.batch);
     local.positions = layout_.slice(b.positions, b.batch);
+    local.row_documents.assign(b.documents, b.documents + b.batch * b.seq);
   }
   return local;
 }

@@ -271,13 +271,6 @@ TrainResult train(const TrainOptions& o, const std::function<void(const std::str
   if (o.link.enabled && sh.plan.world() == 1 && !mpi)
     throw ConfigError("--link-model needs a parallel run (one device sends nothing): choose "
                       "--strategy and --degree, or --mesh");
-  if (o.document_masking && sh.plan.token_degree() > 1)
-    throw ConfigError(fmt::format(
-        "--document-masking is not supported yet under {}, which splits each sequence over {} "
-        "ranks (its K/V exchange does not carry document ids); it works on one device and "
-        "under strategies whose ranks hold whole sequences (dp, tp, tpsp); or train without "
-        "--document-masking",
-        sh.plan.describe(), sh.plan.token_degree()));
   data::DataOptions data_opts =
       data::data_options(o.data_dtype, o.data_order, o.tokenizer_path, o.model.vocab_size);
   data_opts.document_masking = o.document_masking;
