@@ -75,6 +75,25 @@ TEST(DocumentMasking, BatchesCarryTheDocumentsOfTheirWindows) {
   }
 }
 
+TEST(DocumentMasking, MegatronDocumentsAreTheGroupsOfItsIndex) {
+  // Sequences of 3, 2 and 4 tokens; documents [0, 1] and [2]: a boundary at token 5 only.
+  const std::string prefix = data_test::temp_prefix("megatron");
+  data_test::write_bytes(prefix + ".bin",
+                         data_test::le_all<std::uint16_t>({1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  data_test::write_bytes(prefix + ".idx",
+                         data_test::megatron_index(8, {3, 2, 4}, {0, 6, 10}, {0, 2, 3}));
+  DataOptions masked;
+  masked.document_masking = true;
+  masked.order = DataOrder::Epoch;  // windows at multiples of S: the one window from 0
+  const TokenDataset d = TokenDataset::open(prefix, masked);
+  MemoryTracker tracker;
+  const Batch b = d.batch(1, 0, 1, 8, tracker);
+  EXPECT_EQ(std::vector<std::int32_t>(b.documents.data<std::int32_t>(),
+                                      b.documents.data<std::int32_t>() + 8),
+            (std::vector<std::int32_t>{0, 0, 0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(b.labels.data<std::int32_t>()[4], kIgnore);  // token 4 ends the first document
+}
+
 TEST(DocumentMasking, SourcesWithoutADocumentIndexAreRefused) {
   const std::string text = data_test::temp_prefix("text") + ".txt";
   data_test::write_bytes(text, data_test::Bytes(100, 'a'));

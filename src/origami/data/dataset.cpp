@@ -93,6 +93,7 @@ TokenSource from_foreign(ForeignTokenFile f, const std::string& label) {
   s.tokens = f.tokens;
   s.storage = f.storage;
   s.documents = f.documents;
+  s.document_offsets = std::move(f.document_offsets);
   s.largest = f.largest;
   s.vocab_size = static_cast<std::int64_t>(f.largest.id) + 1;
   return s;
@@ -190,8 +191,9 @@ TokenDataset::TokenDataset(std::vector<TokenSource> sources, DataOrder order,
       if (s.document_offsets.empty())
         throw ConfigError(fmt::format(
             "--document-masking needs the document boundaries of every --data source, but '{}' "
-            "({}) has no document index; write it as an Origami token file (origami tokenize "
-            "--input FILE --out PREFIX) or train without --document-masking",
+            "({}) has no document index (Origami token files and Megatron prefixes have one); "
+            "write it as a token file (origami tokenize --input FILE --out PREFIX) or train "
+            "without --document-masking",
             s.label, s.format));
   double sum = 0;
   for (const TokenSource& s : sources_) cumulative_.push_back(sum += s.weight);

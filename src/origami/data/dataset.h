@@ -88,7 +88,7 @@ struct DataOptions {
   int flat_width = 2;  // --data-dtype of a flat .bin: 2 (uint16, nanoGPT's) or 4 (uint32)
   DataOrder order = DataOrder::Random;
   // --document-masking: rows carry their documents (Batch). Every source must have a document
-  // index (an Origami token file); ConfigError otherwise, naming the source.
+  // index (an Origami token file or a Megatron prefix); ConfigError otherwise, naming it.
   bool document_masking = false;
   // Text sources (and the built-in corpus) are encoded by it, with no special tokens added:
   // the text is one token stream. Null: byte tokens.
