@@ -5,7 +5,8 @@
 // (log-normal lengths, median 1K tokens, sigma 1.2, 16 .. S, split across rows as packing
 // does), prints per layout and degree D the mean and worst over rows of
 // max_rank(work) / mean_rank(work) - 1, work = attention_forward_flops of the rank's queries
-// against every key with document ids (the forward; backward is 2.5x the same pairs).
+// against every key with document ids (the forward; backward is 2.5x the same pairs), as
+// plan/document_imbalance.h counts it.
 // Run: build/bench/document_imbalance_bench [--seq 16384] [--rows 64]
 #include <algorithm>
 #include <cmath>
@@ -17,59 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "origami/kernels/attention.h"
 #include "origami/parallel/layout.h"
-
-namespace {
-
-using origami::parallel::TokenLayout;
-using origami::parallel::TokenLayoutKind;
-
-// Document ids of `rows` rows of S tokens: a stream of documents of log-normal lengths cut
-// into rows (a document split by a row end continues in the next row as a new document).
-std::vector<std::vector<std::int32_t>> packed_rows(std::int64_t S, std::int64_t rows,
-                                                   unsigned seed) {
-  std::mt19937_64 gen(seed);
-  std::lognormal_distribution<double> length(std::log(1024.0), 1.2);
-  std::vector<std::vector<std::int32_t>> out;
-  std::int64_t left_of_document = 0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::vector<std::int32_t> ids;
-    std::int32_t doc = -1;
-    while (static_cast<std::int64_t>(ids.size()) < S) {
-      if (left_of_document == 0)
-        left_of_document = std::clamp<std::int64_t>(std::llround(length(gen)), 16, S);
-      const std::int64_t n =
-          std::min(left_of_document, S - static_cast<std::int64_t>(ids.size()));
-      ++doc;
-      ids.insert(ids.end(), static_cast<std::size_t>(n), doc);
-      left_of_document -= n;
-    }
-    out.push_back(std::move(ids));
-  }
-  return out;
-}
-
-// max / mean - 1 of the ranks' forward attention work on one row.
-double imbalance(const std::vector<std::int32_t>& row, TokenLayoutKind kind, int D) {
-  const auto S = static_cast<std::int64_t>(row.size());
-  std::vector<std::int64_t> keys(static_cast<std::size_t>(S));
-  std::iota(keys.begin(), keys.end(), 0);
-  std::vector<double> work;
-  for (int r = 0; r < D; ++r) {
-    const TokenLayout layout(kind, S, D, r);
-    const std::vector<std::int64_t>& q = layout.positions();
-    std::vector<std::int32_t> q_doc;
-    for (const std::int64_t p : q) q_doc.push_back(row[static_cast<std::size_t>(p)]);
-    const origami::kernels::AttentionShape s{1, static_cast<std::int64_t>(q.size()), S, 1, 1, 1};
-    work.push_back(origami::kernels::attention_forward_flops(s, q.data(), keys.data(),
-                                                             {q_doc.data(), row.data()}));
-  }
-  const double mean = std::accumulate(work.begin(), work.end(), 0.0) / D;
-  return *std::max_element(work.begin(), work.end()) / mean - 1.0;
-}
-
-}  // namespace
+#include "origami/plan/document_imbalance.h"
 
 int main(int argc, char** argv) {
   std::int64_t S = 16384, rows = 64;
@@ -86,7 +36,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "need --seq >= 64, a multiple of 16, and --rows >= 1\n");
     return 2;
   }
-  const auto data = packed_rows(S, rows, 2026);
+  using origami::parallel::TokenLayoutKind;
+  const auto data = origami::plan::lognormal_packed_rows(S, rows, 1024.0, 1.2, 2026);
   std::int64_t docs = 0;
   for (const auto& r : data) docs += r.back() + 1;
   std::printf("rows of S = %lld tokens, %lld rows, %.1f documents per row (log-normal lengths, "
@@ -97,15 +48,10 @@ int main(int argc, char** argv) {
               "worst row");
   for (const TokenLayoutKind kind : {TokenLayoutKind::Zigzag, TokenLayoutKind::Contiguous}) {
     for (const int D : {2, 4, 8}) {
-      double sum = 0, worst = 0;
-      for (const auto& r : data) {
-        const double x = imbalance(r, kind, D);
-        sum += x;
-        worst = std::max(worst, x);
-      }
+      const origami::plan::WorkImbalance w = origami::plan::attention_work_imbalance(kind, D, data);
       std::printf("%-11s %3d  %21.1f%%  %21.1f%%\n",
-                  kind == TokenLayoutKind::Zigzag ? "zigzag" : "contiguous", D,
-                  100.0 * sum / static_cast<double>(rows), 100.0 * worst);
+                  kind == TokenLayoutKind::Zigzag ? "zigzag" : "contiguous", D, 100.0 * w.mean,
+                  100.0 * w.worst);
     }
   }
   return 0;

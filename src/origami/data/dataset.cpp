@@ -399,22 +399,21 @@ Batch TokenDataset::rows(std::uint64_t seed, std::int64_t step, std::int64_t B, 
   if (!out.input_ids.backed()) return out;  // dry run: accounted only
   std::int32_t* in = out.input_ids.data<std::int32_t>();
   std::int32_t* lab = out.labels.data<std::int32_t>();
-  std::vector<std::int32_t> w(static_cast<std::size_t>(S + 1));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const Window at = window(seed, step, B, first + r, S);
-    sources_[static_cast<std::size_t>(at.source)].tokens.copy(at.start, S + 1, w.data());
-    std::copy(w.begin(), w.end() - 1, in + r * S);
-    std::copy(w.begin() + 1, w.end(), lab + r * S);
-  }
   if (document_masking_) {
     out.documents = Tensor(tracker, category, DType::I32, {rows, S});
     out.positions = Tensor(tracker, category, DType::I64, {rows, S});
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const Window at = window(seed, step, B, first + r, S);
-      cut_at_documents(sources_[static_cast<std::size_t>(at.source)].document_offsets, at.start,
-                       S, out.documents.data<std::int32_t>() + r * S,
+  }
+  std::vector<std::int32_t> w(static_cast<std::size_t>(S + 1));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const Window at = window(seed, step, B, first + r, S);
+    const TokenSource& source = sources_[static_cast<std::size_t>(at.source)];
+    source.tokens.copy(at.start, S + 1, w.data());
+    std::copy(w.begin(), w.end() - 1, in + r * S);
+    std::copy(w.begin() + 1, w.end(), lab + r * S);
+    if (document_masking_)
+      cut_at_documents(source.document_offsets, at.start, S,
+                       out.documents.data<std::int32_t>() + r * S,
                        out.positions.data<std::int64_t>() + r * S, lab + r * S);
-    }
   }
   return out;
 }

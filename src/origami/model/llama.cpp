@@ -40,7 +40,7 @@ void check_documents(const TokenBatch& b, std::int64_t max_positions) {
             r, s, doc[s], pos[s], s > 0 ? doc[s - 1] : -1, s > 0 ? pos[s - 1] : -1));
       if (pos[s] >= max_positions)
         throw ConfigError(fmt::format(
-            "packed row {}, token {}: position {} is not below max_positions_embeddings {}", r, s,
+            "packed row {}, token {}: position {} is not below max_position_embeddings {}", r, s,
             pos[s], max_positions));
     }
   }
