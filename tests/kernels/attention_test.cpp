@@ -709,6 +709,34 @@ TEST_P(Attention, PackedDocumentsOnContextParallelChunks) {
   }
 }
 
+// Document ids in any order (the contract does not need them sorted), with random positions:
+// document ranges that meet without a common id, tiles cut to nothing, rows that see nothing.
+TEST_P(Attention, UnsortedDocumentIdsAndPositions) {
+  std::mt19937 gen(61);
+  for (int trial = 0; trial < 6; ++trial) {
+    const std::int64_t q_len = 1 + static_cast<std::int64_t>(gen() % 200);
+    const std::int64_t kv_len = 1 + static_cast<std::int64_t>(gen() % 600);
+    Positions qp(static_cast<std::size_t>(q_len)), kp(static_cast<std::size_t>(kv_len));
+    for (auto& x : qp) x = static_cast<std::int64_t>(gen() % 400);
+    for (auto& x : kp) x = static_cast<std::int64_t>(gen() % 400);
+    Problem p = make_problem(fmt::format("unsorted docs {}", trial), 2, 2, 1, 16, qp, kp,
+                             70 + static_cast<unsigned>(trial));
+    const unsigned docs = 1 + trial % 4;
+    for (std::int64_t i = 0; i < 2 * q_len; ++i) p.qd.push_back(static_cast<std::int32_t>(gen() % docs));
+    for (std::int64_t j = 0; j < 2 * kv_len; ++j) p.kd.push_back(static_cast<std::int32_t>(gen() % docs));
+    expect_matches_reference(p);
+  }
+  // A tile whose ranges meet but whose every key is cut (the later one by position, the
+  // earlier by a document after every query's): nothing visible, zero rows, lse -inf.
+  Problem p = make_problem("cut to nothing", 1, 1, 1, 8, {5, 5}, {0, 10}, 80);
+  p.qd = {0, 3};
+  p.kd = {9, 0};
+  expect_matches_reference(p);
+  const KernelResult r = run_kernels(p);
+  for (float x : r.out) EXPECT_EQ(x, 0.0f);
+  for (float x : r.lse) EXPECT_TRUE(std::isinf(x) && x < 0);
+}
+
 TEST_P(Attention, TilesOfOtherDocumentsAreNotRead) {
   // Queries of document 1 (keys 256..511) and a first key tile wholly of document 0 holding
   // NaN: a tile computed and then masked would still carry NaN into P V (0 * NaN); skipped,
