@@ -135,6 +135,47 @@ TEST(TokenFileResume, EpochOrder) {
   std::filesystem::remove_all(a);
 }
 
+// Packed documents (--document-masking, the token file's 40-token documents) resume as
+// exactly: bitwise on one device, to rounding under TSP 2 (zigzag); a resume without the
+// flag is refused.
+TEST(TokenFileResume, DocumentMasking) {
+  const std::string d = fresh_dir("tokdata"), a = fresh_dir("a");
+  token_blend(d);
+  const std::string data = d + "/corpus";  // the Origami token file alone: it has an index
+  TrainOptions oa = options({"single", 1, ""}, data, 5);
+  oa.document_masking = true;
+  oa.checkpoint.save_dir = a;
+  oa.checkpoint.save_every = 3;
+  const TrainResult ra = quiet_train(oa);
+  TrainOptions unmasked = options({"single", 1, ""}, data, 1);
+  EXPECT_NE(quiet_train(unmasked).steps[0].loss, ra.steps[0].loss);  // other attention
+  for (const Layout& to : {Layout{"single", 1, ""}, Layout{"tsp", 2, ""}}) {
+    TrainOptions ob = options(to, data, 5);
+    ob.document_masking = true;
+    ob.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
+    const TrainResult rb = quiet_train(ob);
+    ASSERT_EQ(rb.steps.size(), 2u);
+    for (std::size_t k = 0; k < 2; ++k) {
+      const double want = ra.steps[3 + k].loss;
+      if (to.strategy == "single")
+        EXPECT_EQ(rb.steps[k].loss, want);
+      else
+        EXPECT_NEAR(rb.steps[k].loss, want, 2e-5 * std::abs(want)) << to.name();
+    }
+  }
+  TrainOptions other = options({"single", 1, ""}, data, 5);
+  other.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
+  try {
+    quiet_train(other);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("saved with --document-masking"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(d);
+  std::filesystem::remove_all(a);
+}
+
 // A token file whose vocabulary exceeds the model's is refused before training, naming both.
 TEST(TokenFileResume, LargerVocabularyIsRefusedBeforeTraining) {
   const std::string d = fresh_dir("vocab");

@@ -122,6 +122,39 @@ TEST_F(TokenDataCli, LargerVocabularyAndCorruptedFilesExitTwo) {
   EXPECT_THAT(r.err, HasSubstr("--data-dtype 'int8'"));
 }
 
+// --document-masking: packed rows on one device, under dp and under TSP (zigzag) print the same
+// losses; data without a document index is refused (exit 2, naming the file).
+TEST_F(TokenDataCli, DocumentMaskingTrainsOrIsRefusedUpFront) {
+  tokenize_corpus();
+  const std::string base = "train --config " + config(260) + " --data " + dir_ +
+                           "/corpus --seq 32 --batch 2 --steps 2 --threads 2 --document-masking ";
+  const CliRun one = origami(base + "--strategy single");
+  ASSERT_EQ(one.code, 0) << one.all();
+  EXPECT_THAT(one.out, HasSubstr("random order, packed documents masked"));
+  // The first step's loss, as printed (4 decimals): the same on every strategy.
+  auto first_loss = [](const std::string& out) {
+    const std::size_t at = out.find("step     1  loss ");
+    return at == std::string::npos ? std::string("none") : out.substr(at + 17, 6);
+  };
+  for (const std::string strategy : {"--strategy dp --degree 2", "--strategy tsp --degree 2"}) {
+    const CliRun r = origami(base + strategy);
+    ASSERT_EQ(r.code, 0) << r.all();
+    EXPECT_EQ(first_loss(r.out), first_loss(one.out)) << strategy;
+  }
+  // Without masking the same data gives another loss (attention crosses the documents).
+  const CliRun unmasked = origami("train --config " + config(260) + " --data " + dir_ +
+                                  "/corpus --seq 32 --batch 2 --steps 2 --threads 2 "
+                                  "--strategy single");
+  ASSERT_EQ(unmasked.code, 0) << unmasked.all();
+  EXPECT_NE(first_loss(unmasked.out), first_loss(one.out));
+  CliRun r = one;
+  std::ofstream(dir_ + "/text.txt") << std::string(200, 'a');
+  r = origami("train --model tiny --data " + dir_ + "/text.txt --seq 16 --steps 1 "
+              "--strategy single --document-masking");
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("has no document index"));
+}
+
 // Under mpirun every process maps the files itself and reads its rows: the printed losses are
 // the single device's (as tests/cli/parallel_cli_test.cpp compares them).
 TEST_F(TokenDataCli, DataParallelUnderMpirunEqualsOneDevice) {

@@ -113,6 +113,7 @@ TEST_F(Megatron, ReadsTheIndexedDataset) {
   const ForeignTokenFile f = data::open_megatron_dataset(prefix_);
   EXPECT_EQ(f.format, "Megatron indexed (uint16)");
   EXPECT_EQ(f.documents, 2);
+  EXPECT_EQ(f.document_offsets, (std::vector<std::int64_t>{0, 5, 9}));  // for document masking
   EXPECT_EQ(all_tokens(f), (std::vector<std::int32_t>{10, 11, 12, 20, 21, 30, 31, 32, 33}));
   EXPECT_EQ(f.largest.id, 33u);
   EXPECT_EQ(f.largest.at, 8);

@@ -1,7 +1,8 @@
 // Flash attention against a naive float64 reference (the full score matrix, in double):
 // forward out and lse, backward dq/dk/dv, per tensor ||a - b|| / ||b|| <= 1e-5, on causal,
 // zigzag, contiguous-chunk, permuted and all-future positions, GQA, odd lengths and head sizes,
-// 1 and 2 threads, on every SIMD target; key splits merged by log-sum-exp; the += convention.
+// 1 and 2 threads, on every SIMD target; key splits merged by log-sum-exp; the += convention;
+// packed documents (per-row document ids) and the tile skipping they allow.
 #include "origami/kernels/attention.h"
 
 #include <algorithm>
@@ -27,6 +28,7 @@ constexpr double kTol = 1e-5;  // per-tensor relative error of fp32 against floa
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 using Positions = std::vector<std::int64_t>;
+using DocIds = std::vector<std::int32_t>;  // [B, len]; empty: one document
 
 // ----- the float64 reference ---------------------------------------------------------------
 
@@ -45,8 +47,12 @@ std::vector<double> to_double(const std::vector<T>& v) {
 // Straight from the definition: softmax over the visible keys of each (query, head).
 RefForward reference_forward(const AttentionShape& s, const std::vector<double>& q,
                              const std::vector<double>& k, const std::vector<double>& v,
-                             const Positions& qp, const Positions& kp, double scale) {
+                             const Positions& qp, const Positions& kp, double scale,
+                             const DocIds& qd = {}, const DocIds& kd = {}) {
   const std::int64_t H = s.heads, Hkv = s.kv_heads, d = s.head_dim, rep = H / Hkv;
+  auto hidden = [&](std::int64_t b, std::int64_t i, std::int64_t j) {
+    return kp[j] > qp[i] || (!qd.empty() && qd[b * s.q_len + i] != kd[b * s.kv_len + j]);
+  };
   RefForward r;
   r.out.assign(static_cast<std::size_t>(s.batch * s.q_len * H * d), 0.0);
   r.lse.assign(static_cast<std::size_t>(s.batch * H * s.q_len), -kInf);
@@ -58,7 +64,7 @@ RefForward reference_forward(const AttentionShape& s, const std::vector<double>&
         const double* qi = &q[static_cast<std::size_t>(((b * s.q_len + i) * H + h) * d)];
         double m = -kInf;
         for (std::int64_t j = 0; j < s.kv_len; ++j) {
-          if (kp[j] > qp[i]) continue;
+          if (hidden(b, i, j)) continue;
           const double* kj = &k[static_cast<std::size_t>(((b * s.kv_len + j) * Hkv + g) * d)];
           double dot = 0.0;
           for (std::int64_t c = 0; c < d; ++c) dot += qi[c] * kj[c];
@@ -68,13 +74,13 @@ RefForward reference_forward(const AttentionShape& s, const std::vector<double>&
         if (m == -kInf) continue;
         double l = 0.0;
         for (std::int64_t j = 0; j < s.kv_len; ++j) {
-          if (kp[j] <= qp[i]) l += std::exp(sc[j] - m);
+          if (!hidden(b, i, j)) l += std::exp(sc[j] - m);
         }
         const double lse = m + std::log(l);
         r.lse[static_cast<std::size_t>((b * H + h) * s.q_len + i)] = lse;
         double* o = &r.out[static_cast<std::size_t>(((b * s.q_len + i) * H + h) * d)];
         for (std::int64_t j = 0; j < s.kv_len; ++j) {
-          if (kp[j] > qp[i]) continue;
+          if (hidden(b, i, j)) continue;
           const double p = std::exp(sc[j] - lse);
           const double* vj = &v[static_cast<std::size_t>(((b * s.kv_len + j) * Hkv + g) * d)];
           for (std::int64_t c = 0; c < d; ++c) o[c] += p * vj[c];
@@ -89,9 +95,10 @@ RefForward reference_forward(const AttentionShape& s, const std::vector<double>&
 Grads reference_backward(const AttentionShape& s, const std::vector<double>& q,
                          const std::vector<double>& k, const std::vector<double>& v,
                          const Positions& qp, const Positions& kp, double scale,
-                         const std::vector<double>& dout) {
+                         const std::vector<double>& dout, const DocIds& qd = {},
+                         const DocIds& kd = {}) {
   const std::int64_t H = s.heads, Hkv = s.kv_heads, d = s.head_dim, rep = H / Hkv;
-  const RefForward f = reference_forward(s, q, k, v, qp, kp, scale);
+  const RefForward f = reference_forward(s, q, k, v, qp, kp, scale, qd, kd);
   Grads g{std::vector<double>(q.size(), 0.0), std::vector<double>(k.size(), 0.0),
           std::vector<double>(v.size(), 0.0)};
   for (std::int64_t b = 0; b < s.batch; ++b) {
@@ -104,7 +111,8 @@ Grads reference_backward(const AttentionShape& s, const std::vector<double>& q,
         double delta = 0.0;  // D = dO . O
         for (std::int64_t c = 0; c < d; ++c) delta += dout[qo + c] * f.out[qo + c];
         for (std::int64_t j = 0; j < s.kv_len; ++j) {
-          if (kp[j] > qp[i]) continue;
+          if (kp[j] > qp[i] || (!qd.empty() && qd[b * s.q_len + i] != kd[b * s.kv_len + j]))
+            continue;
           const std::size_t ko = static_cast<std::size_t>(((b * s.kv_len + j) * Hkv + kvh) * d);
           double dot = 0.0, dp = 0.0;
           for (std::int64_t c = 0; c < d; ++c) {
@@ -131,6 +139,7 @@ struct Problem {
   std::string name;
   AttentionShape s;
   Positions qp, kp;
+  DocIds qd, kd;  // empty: one document per row
   std::vector<float> q, k, v, dout;
   float scale = 1.0f;
 };
@@ -230,13 +239,22 @@ KernelResult run_kernels(const Problem& p) {
   KernelResult r;
   r.out.assign(p.q.size(), 123.0f);  // overwritten
   r.lse.assign(static_cast<std::size_t>(s.batch * s.heads * s.q_len), 123.0f);
-  attention_forward(s, p.q.data(), p.k.data(), p.v.data(), p.qp.data(), p.kp.data(), p.scale,
-                    r.out.data(), r.lse.data());
   r.dq.assign(p.q.size(), 0.0f);
   r.dk.assign(p.k.size(), 0.0f);
   r.dv.assign(p.v.size(), 0.0f);
-  attention_backward(s, p.q.data(), p.k.data(), p.v.data(), p.qp.data(), p.kp.data(), p.scale,
-                     r.out.data(), r.lse.data(), p.dout.data(), r.dq.data(), r.dk.data(),
+  if (p.qd.empty()) {  // the calls without documents
+    attention_forward(s, p.q.data(), p.k.data(), p.v.data(), p.qp.data(), p.kp.data(), p.scale,
+                      r.out.data(), r.lse.data());
+    attention_backward(s, p.q.data(), p.k.data(), p.v.data(), p.qp.data(), p.kp.data(), p.scale,
+                       r.out.data(), r.lse.data(), p.dout.data(), r.dq.data(), r.dk.data(),
+                       r.dv.data());
+    return r;
+  }
+  const AttentionDocs docs{p.qd.data(), p.kd.data()};
+  attention_forward(s, p.q.data(), p.k.data(), p.v.data(), p.qp.data(), p.kp.data(), docs,
+                    p.scale, r.out.data(), r.lse.data());
+  attention_backward(s, p.q.data(), p.k.data(), p.v.data(), p.qp.data(), p.kp.data(), docs,
+                     p.scale, r.out.data(), r.lse.data(), p.dout.data(), r.dq.data(), r.dk.data(),
                      r.dv.data());
   return r;
 }
@@ -246,8 +264,9 @@ void expect_matches_reference(const Problem& p) {
                            p.s.q_len, p.s.kv_len, p.s.heads, p.s.kv_heads, p.s.head_dim));
   const KernelResult r = run_kernels(p);
   const auto q = to_double(p.q), k = to_double(p.k), v = to_double(p.v);
-  const RefForward f = reference_forward(p.s, q, k, v, p.qp, p.kp, p.scale);
-  const Grads g = reference_backward(p.s, q, k, v, p.qp, p.kp, p.scale, to_double(p.dout));
+  const RefForward f = reference_forward(p.s, q, k, v, p.qp, p.kp, p.scale, p.qd, p.kd);
+  const Grads g =
+      reference_backward(p.s, q, k, v, p.qp, p.kp, p.scale, to_double(p.dout), p.qd, p.kd);
   for (const auto* x : {&r.out, &r.dq, &r.dk, &r.dv}) expect_finite(*x, "result");
   EXPECT_LE(rel_error(r.out, f.out), kTol);
   expect_lse_near(r.lse, f.lse);
@@ -617,6 +636,132 @@ TEST(AttentionChecks, ForwardFlopsCountVisiblePairs) {
   EXPECT_EQ(total, attention_forward_flops(s, all.data(), all.data()));
   const Positions future = range(S, 2 * S);
   EXPECT_EQ(attention_forward_flops(s, all.data(), future.data()), 0.0);
+}
+
+// ----- packed documents ---------------------------------------------------------------------
+
+// The document ids of one packed row of documents of these lengths (0, 0, 1, 1, 1, 2, ...).
+DocIds packed_row(const std::vector<std::int64_t>& lengths) {
+  DocIds d;
+  for (std::size_t i = 0; i < lengths.size(); ++i)
+    d.insert(d.end(), static_cast<std::size_t>(lengths[i]), static_cast<std::int32_t>(i));
+  return d;
+}
+// Self-attention over rows of these documents (one length list per row, each summing to S).
+Problem packed_problem(std::string name, std::int64_t H, std::int64_t Hkv, std::int64_t d,
+                       const std::vector<std::vector<std::int64_t>>& rows, unsigned seed) {
+  std::int64_t S = 0;
+  for (std::int64_t n : rows[0]) S += n;
+  Problem p = make_problem(std::move(name), static_cast<std::int64_t>(rows.size()), H, Hkv, d,
+                           range(0, S), range(0, S), seed);
+  for (const auto& r : rows) {
+    const DocIds ids = packed_row(r);
+    EXPECT_EQ(static_cast<std::int64_t>(ids.size()), S);
+    p.qd.insert(p.qd.end(), ids.begin(), ids.end());
+  }
+  p.kd = p.qd;
+  return p;
+}
+
+TEST_P(Attention, PackedDocumentsOddLengths) {
+  // A one-token document, documents shorter than a query block or a key tile, one crossing
+  // key tiles (256) and query blocks, odd lengths, GQA; two rows with different boundaries.
+  expect_matches_reference(packed_problem("short docs", 2, 1, 16, {{1, 3, 17, 1, 45}}, 41));
+  expect_matches_reference(
+      packed_problem("rows differ", 4, 2, 12, {{1, 66, 200, 33}, {150, 1, 1, 148}}, 42));
+  expect_matches_reference(packed_problem("across tiles", 2, 2, 33, {{5, 301, 1, 290}}, 43));
+  expect_matches_reference(packed_problem("one document", 2, 1, 16, {{131}}, 44));
+}
+
+TEST_P(Attention, ManyPackedDocuments) {
+  ThreadCountGuard guard;
+  std::mt19937 gen(45);
+  for (int trial = 0; trial < 4; ++trial) {
+    std::vector<std::int64_t> lengths;
+    std::int64_t left = 557;
+    while (left > 0) {  // documents of 1 to 40 tokens
+      const std::int64_t n = std::min<std::int64_t>(left, 1 + static_cast<std::int64_t>(gen() % 40));
+      lengths.push_back(n);
+      left -= n;
+    }
+    set_thread_count(1 + trial % 2);
+    expect_matches_reference(packed_problem(fmt::format("{} documents, {} threads", lengths.size(),
+                                                        thread_count()),
+                                            2, 1, 16, {lengths}, 46 + static_cast<unsigned>(trial)));
+  }
+}
+
+TEST_P(Attention, PackedDocumentsOnContextParallelChunks) {
+  // A rank's zigzag chunks with the document ids of its positions, against every key: the
+  // ids follow the tokens, whatever the chunk (a document shorter than a chunk, one crossing
+  // ranks).
+  const std::int64_t D = 3, chunk = 37;
+  const DocIds all = packed_row({1, 20, 100, 5, 1, 95});  // 222 = 2 * D * chunk
+  const Positions keys = zigzag_all(D, chunk);
+  DocIds kd;
+  for (std::int64_t pos : keys) kd.push_back(all[static_cast<std::size_t>(pos)]);
+  for (std::int64_t r = 0; r < D; ++r) {
+    Problem p = make_problem(fmt::format("zigzag docs rank {}", r), 1, 2, 1, 16,
+                             zigzag_rank(D, chunk, r), keys, static_cast<unsigned>(50 + r));
+    for (std::int64_t pos : p.qp) p.qd.push_back(all[static_cast<std::size_t>(pos)]);
+    p.kd = kd;
+    expect_matches_reference(p);
+  }
+}
+
+// Document ids in any order (the contract does not need them sorted), with random positions:
+// document ranges that meet without a common id, tiles cut to nothing, rows that see nothing.
+TEST_P(Attention, UnsortedDocumentIdsAndPositions) {
+  std::mt19937 gen(61);
+  for (int trial = 0; trial < 6; ++trial) {
+    const std::int64_t q_len = 1 + static_cast<std::int64_t>(gen() % 200);
+    const std::int64_t kv_len = 1 + static_cast<std::int64_t>(gen() % 600);
+    Positions qp(static_cast<std::size_t>(q_len)), kp(static_cast<std::size_t>(kv_len));
+    for (auto& x : qp) x = static_cast<std::int64_t>(gen() % 400);
+    for (auto& x : kp) x = static_cast<std::int64_t>(gen() % 400);
+    Problem p = make_problem(fmt::format("unsorted docs {}", trial), 2, 2, 1, 16, qp, kp,
+                             70 + static_cast<unsigned>(trial));
+    const unsigned docs = 1 + trial % 4;
+    for (std::int64_t i = 0; i < 2 * q_len; ++i) p.qd.push_back(static_cast<std::int32_t>(gen() % docs));
+    for (std::int64_t j = 0; j < 2 * kv_len; ++j) p.kd.push_back(static_cast<std::int32_t>(gen() % docs));
+    expect_matches_reference(p);
+  }
+  // A tile whose ranges meet but whose every key is cut (the later one by position, the
+  // earlier by a document after every query's): nothing visible, zero rows, lse -inf.
+  Problem p = make_problem("cut to nothing", 1, 1, 1, 8, {5, 5}, {0, 10}, 80);
+  p.qd = {0, 3};
+  p.kd = {9, 0};
+  expect_matches_reference(p);
+  const KernelResult r = run_kernels(p);
+  for (float x : r.out) EXPECT_EQ(x, 0.0f);
+  for (float x : r.lse) EXPECT_TRUE(std::isinf(x) && x < 0);
+}
+
+TEST_P(Attention, TilesOfOtherDocumentsAreNotRead) {
+  // Queries of document 1 (keys 256..511) and a first key tile wholly of document 0 holding
+  // NaN: a tile computed and then masked would still carry NaN into P V (0 * NaN); skipped,
+  // it leaves out, lse and every gradient exact, and its dK, dV untouched (zero).
+  Problem p = make_problem("nan tile", 1, 2, 1, 16, range(256, 512), range(0, 512), 60);
+  p.qd.assign(256, 1);
+  p.kd = packed_row({256, 256});
+  for (std::size_t i = 0; i < 256 * 16; ++i) {
+    p.k[i] = std::nanf("");
+    p.v[i] = std::nanf("");
+  }
+  expect_matches_reference(p);
+}
+
+TEST(AttentionChecks, DocumentFlopsCountPairsWithinDocuments) {
+  const std::int64_t S = 96;
+  const Positions all = range(0, S);
+  const AttentionShape s{2, S, S, 4, 2, 64};
+  const DocIds one = packed_row({S}), sixteen = packed_row(std::vector<std::int64_t>(16, 6));
+  DocIds rows = one;
+  rows.insert(rows.end(), sixteen.begin(), sixteen.end());
+  // Row 0 one document of 96, row 1 sixteen of 6.
+  EXPECT_EQ(attention_forward_flops(s, all.data(), all.data(), {rows.data(), rows.data()}),
+            4.0 * 64 * 4 * (S * (S + 1) / 2 + 16 * (6 * 7 / 2)));
+  EXPECT_THROW(attention_forward_flops(s, all.data(), all.data(), {rows.data(), nullptr}), Error);
 }
 
 ORIGAMI_ON_EVERY_SIMD_TARGET(Attention);

@@ -52,7 +52,23 @@ struct Case {
   std::int64_t masked_prefix = 0;
   int steps = 0;             // AdamW steps compared after the gradient check
   double max_grad_norm = 0;  // clipping threshold in the steps (0: none)
+  bool packed = false;       // rows of packed documents (packed_lengths)
 };
+
+// The documents of packed row r of a case (they sum to seq): a one-token document, documents
+// shorter than a rank's chunk, and ones that cross chunks and ranks, the pattern shifted per
+// row so that the rows' boundaries differ.
+inline std::vector<std::int64_t> packed_lengths(std::int64_t seq, std::int64_t r) {
+  std::vector<std::int64_t> lengths;
+  const std::int64_t pattern[] = {1, 2, 9, 1, 5, 13, 3};
+  std::int64_t left = seq;
+  for (std::int64_t i = r; left > 0; ++i) {
+    const std::int64_t n = std::min(left, pattern[i % 7]);
+    lengths.push_back(n);
+    left -= n;
+  }
+  return lengths;
+}
 
 // gtest prints a case by its name.
 inline void PrintTo(const Case& c, std::ostream* os) {
@@ -61,6 +77,8 @@ inline void PrintTo(const Case& c, std::ostream* os) {
 
 struct Data {
   std::vector<std::int32_t> ids, labels;  // [micro * batch, seq] per step, steps+1 sets
+  std::vector<std::int32_t> documents;    // the same shape, packed cases only
+  std::vector<std::int64_t> positions;
 };
 
 inline Data make_data(const Case& c, int sets, unsigned seed = 7) {
@@ -75,13 +93,32 @@ inline Data make_data(const Case& c, int sets, unsigned seed = 7) {
         masked ? kernels::kIgnoreLabel
                : static_cast<std::int32_t>(gen() % static_cast<unsigned>(c.model.vocab_size)));
   }
+  if (c.packed) {  // documents per row; a document's last label is no target
+    for (std::int64_t r = 0; r < n / c.seq; ++r) {
+      std::int32_t doc = 0;
+      for (const std::int64_t len : packed_lengths(c.seq, r)) {
+        for (std::int64_t i = 0; i < len; ++i) {
+          d.documents.push_back(doc);
+          d.positions.push_back(i);
+        }
+        d.labels[static_cast<std::size_t>(static_cast<std::int64_t>(d.documents.size()) - 1)] =
+            kernels::kIgnoreLabel;
+        ++doc;
+      }
+    }
+  }
   return d;
 }
 
 // Micro-batch m of set s: `batch` consecutive sequences.
 inline TokenBatch micro_batch(const Case& c, const Data& d, int set, int m) {
   const std::int64_t first = (static_cast<std::int64_t>(set) * c.micro + m) * c.batch;
-  return {c.batch, c.seq, d.ids.data() + first * c.seq, d.labels.data() + first * c.seq};
+  TokenBatch b{c.batch, c.seq, d.ids.data() + first * c.seq, d.labels.data() + first * c.seq};
+  if (c.packed) {
+    b.documents = d.documents.data() + first * c.seq;
+    b.positions = d.positions.data() + first * c.seq;
+  }
+  return b;
 }
 
 struct Result {
@@ -155,6 +192,10 @@ inline Result run_parallel(const Case& c, const Data& d, comm::Communicator& wor
       b.batch = per;
       b.input_ids += p * per * c.seq;
       b.labels += p * per * c.seq;
+      if (b.documents != nullptr) {
+        b.documents += p * per * c.seq;
+        b.positions += p * per * c.seq;
+      }
       out.push_back(model.localize(b));
     }
     return out;

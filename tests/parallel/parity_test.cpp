@@ -212,6 +212,36 @@ std::vector<Case> step_cases() {
   return v;
 }
 
+// Packed documents (harness.h packed_lengths: a one-token document, documents shorter than a
+// chunk, documents crossing chunks, ranks and rows): the registry sweep at D = 2, 3, 4 and
+// chosen cases of every axis and layout, loss and every gradient against one device.
+std::vector<Case> packed_cases() {
+  std::vector<Case> v;
+  static const std::vector<std::string> chosen = {
+      "single",         "single_full", "tp2_gqa",     "tpsp2",           "sp2_contiguous",
+      "sp4_zigzag_gqa", "sp2_full_accum", "tp2xsp2_zigzag", "tsp2_contiguous", "tsp3_zigzag",
+      "tsp4_gqa_B4",    "tsp2_full_accum", "tsp8_zigzag", "dp2xtsp2"};
+  for (Case c : matrix()) {
+    if (c.name.rfind("registry_", 0) != 0 &&
+        std::find(chosen.begin(), chosen.end(), c.name) == chosen.end())
+      continue;
+    c.name = "packed_" + c.name;
+    c.packed = true;
+    v.push_back(c);
+  }
+  return v;
+}
+
+class ParityPacked : public Parity {};
+
+TEST_P(ParityPacked, LossAndEveryGradientEqualOneDevice) {
+  const Case& c = GetParam();
+  const Data d = make_data(c, 1);
+  expect_equal(c, run_threads(c, d), run_single(c, d));
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, ParityPacked, ::testing::ValuesIn(packed_cases()), case_name);
+
 class ParitySteps : public Parity {};
 
 TEST_P(ParitySteps, FiveAdamWStepsMatchOneDevice) {

@@ -72,6 +72,10 @@ TrainCommand::TrainCommand(CLI::App& app) {
                        "random (windows drawn anywhere, with replacement) or epoch (each "
                        "S-token window once per epoch, shuffled by the seed)")
       ->capture_default_str();
+  command_->add_flag("--document-masking", o.document_masking,
+                     "rows of packed documents: attention and labels stop at each document's "
+                     "end, RoPE positions restart at 0 in each (needs Origami token files; "
+                     "default off: unbroken causal rows; docs/data.md)");
   command_->add_option("--tokenizer", o.tokenizer_path,
                        "tokenizer of text data: tokenizer.json, SentencePiece .model, a folder "
                        "holding one, or \"byte\" (default); its vocabulary must fit the model's "

@@ -11,6 +11,7 @@
 #include "origami/data/permutation.h"
 #include "origami/data/token_file.h"
 #include "origami/io/text_file.h"
+#include "origami/kernels/cross_entropy.h"
 #include "origami/tokenizer/tokenizer.h"
 
 namespace origami::data {
@@ -92,6 +93,7 @@ TokenSource from_foreign(ForeignTokenFile f, const std::string& label) {
   s.tokens = f.tokens;
   s.storage = f.storage;
   s.documents = f.documents;
+  s.document_offsets = std::move(f.document_offsets);
   s.largest = f.largest;
   s.vocab_size = static_cast<std::int64_t>(f.largest.id) + 1;
   return s;
@@ -113,6 +115,11 @@ TokenSource open_source(const std::string& path, const DataOptions& format) {
     s.vocab_declared = true;
     s.documents = f.documents();
     s.largest = largest_id(f.tokens);
+    if (format.document_masking) {
+      s.document_offsets.resize(static_cast<std::size_t>(s.documents + 1));
+      for (std::int64_t d = 0; d <= s.documents; ++d)
+        s.document_offsets[static_cast<std::size_t>(d)] = f.document_offset(d);
+    }
     return s;
   }
   for (const std::string_view tail : {".idx", ".bin"})
@@ -146,6 +153,27 @@ std::pair<std::string, double> path_and_weight(const std::string& item) {
 
 }  // namespace
 
+void cut_at_documents(const std::vector<std::int64_t>& offsets, std::int64_t start,
+                      std::int64_t S, std::int32_t* documents, std::int64_t* positions,
+                      std::int32_t* labels) {
+  // The document holding the window's first token, then the next boundary after it.
+  auto next = std::upper_bound(offsets.begin(), offsets.end(), start);
+  std::int32_t doc = 0;
+  std::int64_t doc_start = start;
+  for (std::int64_t s = 0; s < S; ++s) {
+    const std::int64_t t = start + s;
+    if (next != offsets.end() && t == *next) {  // token t begins a document
+      ++doc;
+      doc_start = t;
+      ++next;
+    }
+    documents[s] = doc;
+    positions[s] = t - doc_start;
+    // The label of s is token t + 1: another document's first token is not a target.
+    if (next != offsets.end() && t + 1 == *next) labels[s] = kernels::kIgnoreLabel;
+  }
+}
+
 // Key of a (stream, a, b) triple under the seed: one Philox draw.
 static rng::Key derived_key(std::uint64_t seed, std::string_view stream, std::uint64_t a,
                      std::uint32_t b) {
@@ -155,8 +183,18 @@ static rng::Key derived_key(std::uint64_t seed, std::string_view stream, std::ui
   return {c[0], c[1]};
 }
 
-TokenDataset::TokenDataset(std::vector<TokenSource> sources, DataOrder order)
-    : sources_(std::move(sources)), order_(order) {
+TokenDataset::TokenDataset(std::vector<TokenSource> sources, DataOrder order,
+                           bool document_masking)
+    : sources_(std::move(sources)), order_(order), document_masking_(document_masking) {
+  if (document_masking_)
+    for (const TokenSource& s : sources_)
+      if (s.document_offsets.empty())
+        throw ConfigError(fmt::format(
+            "--document-masking needs the document boundaries of every --data source, but '{}' "
+            "({}) has no document index (Origami token files and Megatron prefixes have one); "
+            "write it as a token file (origami tokenize --input FILE --out PREFIX) or train "
+            "without --document-masking",
+            s.label, s.format));
   double sum = 0;
   for (const TokenSource& s : sources_) cumulative_.push_back(sum += s.weight);
   if (order_ != DataOrder::Epoch) return;
@@ -212,7 +250,7 @@ TokenDataset TokenDataset::open(const std::string& spec, const DataOptions& form
   if (spec.empty()) {
     std::vector<TokenSource> corpus;
     corpus.push_back(text_source(default_corpus_text(), "built-in corpus", format));
-    return TokenDataset(std::move(corpus), format.order);
+    return TokenDataset(std::move(corpus), format.order, format.document_masking);
   }
   std::vector<TokenSource> sources;
   if (is_file(spec)) {
@@ -233,7 +271,7 @@ TokenDataset TokenDataset::open(const std::string& spec, const DataOptions& form
       begin = comma + 1;
     }
   }
-  return TokenDataset(std::move(sources), format.order);
+  return TokenDataset(std::move(sources), format.order, format.document_masking);
 }
 
 std::string TokenDataset::label() const {
@@ -254,7 +292,8 @@ std::string TokenDataset::describe() const {
     if (sources_.size() > 1) out += fmt::format(", weight {:.3g}", s.weight / cumulative_.back());
     out += ")";
   }
-  return out + (order_ == DataOrder::Epoch ? ", epoch order" : ", random order");
+  return out + (order_ == DataOrder::Epoch ? ", epoch order" : ", random order") +
+         (document_masking_ ? ", packed documents masked" : "");
 }
 
 std::int64_t TokenDataset::size() const {
@@ -360,12 +399,21 @@ Batch TokenDataset::rows(std::uint64_t seed, std::int64_t step, std::int64_t B, 
   if (!out.input_ids.backed()) return out;  // dry run: accounted only
   std::int32_t* in = out.input_ids.data<std::int32_t>();
   std::int32_t* lab = out.labels.data<std::int32_t>();
+  if (document_masking_) {
+    out.documents = Tensor(tracker, category, DType::I32, {rows, S});
+    out.positions = Tensor(tracker, category, DType::I64, {rows, S});
+  }
   std::vector<std::int32_t> w(static_cast<std::size_t>(S + 1));
   for (std::int64_t r = 0; r < rows; ++r) {
     const Window at = window(seed, step, B, first + r, S);
-    sources_[static_cast<std::size_t>(at.source)].tokens.copy(at.start, S + 1, w.data());
+    const TokenSource& source = sources_[static_cast<std::size_t>(at.source)];
+    source.tokens.copy(at.start, S + 1, w.data());
     std::copy(w.begin(), w.end() - 1, in + r * S);
     std::copy(w.begin() + 1, w.end(), lab + r * S);
+    if (document_masking_)
+      cut_at_documents(source.document_offsets, at.start, S,
+                       out.documents.data<std::int32_t>() + r * S,
+                       out.positions.data<std::int64_t>() + r * S, lab + r * S);
   }
   return out;
 }

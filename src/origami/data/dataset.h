@@ -18,7 +18,9 @@
 // so any rank computes any batch or any part of one without communicating, and a run resumed
 // at step t sees exactly the batches it would have seen: the checkpoint's batches_drawn is
 // the whole cursor. A window may span documents: their end-of-text tokens separate them, as in
-// nanoGPT and Megatron.
+// nanoGPT and Megatron; with document masking (DataOptions::document_masking, docs/data.md)
+// each row also carries its documents, from the sources' document index: the same windows,
+// cut at the document boundaries that fall inside them.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +54,14 @@ std::string_view default_corpus_text();
 struct Batch {
   Tensor input_ids;  // I32 [rows, S]
   Tensor labels;     // I32 [rows, S]: labels[b, s] = the token after input_ids[b, s]
+  // Document masking only (else undefined): documents[b, s] is the document of token s within
+  // its row, counted from 0 at the row's first token and up by one at each boundary;
+  // positions[b, s] its position within that document, 0 at the document's first token or at
+  // the row's first token (the part of a document before the window is not in the row: RoPE
+  // is relative, so the restart changes no score). A label that would cross into the next
+  // document is kIgnoreLabel.
+  Tensor documents = {};  // I32 [rows, S]
+  Tensor positions = {};  // I64 [rows, S]
 };
 
 // One stream of tokens of a dataset.
@@ -65,6 +75,9 @@ struct TokenSource {
   std::int64_t vocab_size = 0;
   bool vocab_declared = false;
   std::int64_t documents = 0;  // 0: the format does not say
+  // Token offsets of the documents, 0 = o[0] < ... < o[D] = tokens; empty when the format has
+  // no document index (read for document masking only).
+  std::vector<std::int64_t> document_offsets;
   LargestId largest;
 };
 
@@ -74,6 +87,9 @@ enum class DataOrder { Random, Epoch };
 struct DataOptions {
   int flat_width = 2;  // --data-dtype of a flat .bin: 2 (uint16, nanoGPT's) or 4 (uint32)
   DataOrder order = DataOrder::Random;
+  // --document-masking: rows carry their documents (Batch). Every source must have a document
+  // index (an Origami token file or a Megatron prefix); ConfigError otherwise, naming it.
+  bool document_masking = false;
   // Text sources (and the built-in corpus) are encoded by it, with no special tokens added:
   // the text is one token stream. Null: byte tokens.
   std::shared_ptr<const tokenizer::Tokenizer> text_tokenizer = {};
@@ -91,6 +107,13 @@ struct Window {
   int source = 0;
   std::int64_t start = 0;
 };
+
+// Document masking of one row: the window of S tokens from `start` of a source whose documents
+// begin at `offsets` (TokenSource::document_offsets) gets its documents and positions (Batch),
+// and the labels of the tokens that end a document become kIgnoreLabel.
+void cut_at_documents(const std::vector<std::int64_t>& offsets, std::int64_t start,
+                      std::int64_t S, std::int32_t* documents, std::int64_t* positions,
+                      std::int32_t* labels);
 
 class TokenDataset;
 // The dataset of a run (TokenDataset::open of `spec`; the built-in corpus when it is empty),
@@ -117,9 +140,11 @@ class TokenDataset {
   // "PATH" for one source, "PATH (weight 0.7) + PATH (weight 0.3)" for a blend.
   std::string label() const;
   // For the training log: each source's label, format, tokens, documents and share, and the
-  // order, e.g. "corpus (Origami token file (uint16), 6892 tokens, 200 documents), random order".
+  // order, e.g. "corpus (Origami token file (uint16), 6892 tokens, 200 documents), random order"
+  // (then ", packed documents masked" with document masking).
   std::string describe() const;
   DataOrder order() const { return order_; }
+  bool document_masking() const { return document_masking_; }
   // Tokens of all sources together.
   std::int64_t size() const;
   const std::vector<TokenSource>& sources() const { return sources_; }
@@ -150,10 +175,11 @@ class TokenDataset {
   }
 
  private:
-  TokenDataset(std::vector<TokenSource> sources, DataOrder order);
+  TokenDataset(std::vector<TokenSource> sources, DataOrder order, bool document_masking = false);
   Window epoch_window(std::uint64_t seed, std::uint64_t row, std::int64_t S) const;
   std::vector<TokenSource> sources_;
   DataOrder order_;
+  bool document_masking_ = false;
   std::vector<double> cumulative_;        // weights' running sums
   std::vector<std::int64_t> block_rows_;  // epoch order: running sums of n_i over the sources
 };

@@ -163,6 +163,13 @@ ForeignTokenFile open_megatron_dataset(const std::string& prefix) {
   f.tokens = TokenView{f.storage->bytes().data(), width,
                        static_cast<std::int64_t>(bin_size) / width};
   f.documents = static_cast<std::int64_t>(doc_entries) - 1;
+  // Sequences lie back to back (checked above): a document starts at its first sequence's
+  // byte pointer.
+  for (std::uint64_t d = 0; d + 1 < doc_entries; ++d) {
+    const auto first = static_cast<std::uint64_t>(read_le<std::int64_t>(p + docs_at + 8 * d));
+    f.document_offsets.push_back(read_le<std::int64_t>(p + pointers_at + 8 * first) / width);
+  }
+  f.document_offsets.push_back(f.tokens.count);
   f.largest = largest_id(f.tokens);
   if (width == 4 && f.largest.id > 0x7fffffffu)  // int32 ids read as unsigned: a negative id
     refuse(bin_path, static_cast<std::uint64_t>(f.largest.at) * 4,

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "origami/data/token_view.h"
 #include "origami/io/mapped_file.h"
@@ -36,6 +37,9 @@ struct ForeignTokenFile {
   std::shared_ptr<const io::MappedFile> storage;
   TokenView tokens;
   std::int64_t documents = 0;
+  // Megatron: the documents' token offsets, 0 = o[0] < ... < o[D] = tokens (a document is the
+  // sequences its document index groups); empty for the flat and llm.c files.
+  std::vector<std::int64_t> document_offsets;
   LargestId largest;
 };
 

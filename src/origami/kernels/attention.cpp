@@ -20,7 +20,8 @@
 //             (the scale and ln 2 factors folded in). Two key tiles share each packed query
 //             block.
 //
-// Masking. Per tile pair, the min/max positions decide: no visible pair -> skipped before any
+// Masking. Per tile pair, the min/max positions and document ids decide: no visible pair
+// (keys after every query, or document ranges that do not meet) -> skipped before any
 // packing; every pair visible -> no per-element check; otherwise an element-wise mask. A query
 // that sees nothing keeps max = -inf and sum = 0: zero output, lse = -inf, and in backward its
 // lse is taken as +inf so that its probabilities are exp2(-inf) = 0 (never inf - inf = NaN).
@@ -105,6 +106,7 @@ struct ForwardBlock {
   std::int64_t mp = 0;  // rows padded to whole vectors
   float *qt, *acc, *col_max, *col_sum, *alpha;
   std::int64_t* qpos;
+  std::int32_t* qdoc;
 };
 
 // This block's share of one key tile (whose K and V rows are in krow, vrow).
@@ -117,8 +119,8 @@ void forward_block_tile(const Geometry& G, const ForwardArgs& a, ForwardBlock& f
     const std::int64_t* kpos = a.k_pos + t.j0;
     for (std::int64_t j = 0; j < t.n; ++j) {
       float* row = st + j * mp;
-      const std::int64_t p = kpos[j];
-      for (std::int64_t r = 0; r < rows; ++r) row[r] = p > f.qpos[r] ? kNegInf : row[r];
+      for (std::int64_t r = 0; r < rows; ++r)
+        row[r] = masked(t, kpos, j, f.qpos[r], f.qdoc[r]) ? kNegInf : row[r];
     }
   }
   online_softmax_columns(t.n, mp, st, f.col_max, f.col_sum, f.alpha);
@@ -142,6 +144,7 @@ void forward_unit(const Geometry& G, const ForwardArgs& a, std::int64_t b, std::
   float* col_sum = sized(sc.row_sum, count * max_mp);
   float* alpha = sized(sc.alpha, count * max_mp);
   std::int64_t* qpos = sized(sc.qpos, count * max_rows);
+  std::int32_t* qdoc = sized(sc.qdoc, count * max_rows);
   float* st = sized(sc.scores, kKeyTile * max_mp);
   float* krow = sized(sc.krow, kKeyTile * dp);
   float* vrow = sized(sc.vrow, kKeyTile * dp);
@@ -149,7 +152,7 @@ void forward_unit(const Geometry& G, const ForwardArgs& a, std::int64_t b, std::
   ForwardBlock blocks[kForwardBlocksPerUnit];
   for (std::int64_t u = 0; u < count; ++u) {
     ForwardBlock& f = blocks[u];
-    f.blk = query_block(G, a.q_pos, b, g, first_qb + u);
+    f.blk = query_block(G, a.q_pos, a.docs, b, g, first_qb + u);
     f.mp = round_up_pad(f.blk.rows);
     f.qt = qt + u * d * max_mp;
     f.acc = acc + u * max_rows * dp;
@@ -157,15 +160,17 @@ void forward_unit(const Geometry& G, const ForwardArgs& a, std::int64_t b, std::
     f.col_sum = col_sum + u * max_mp;
     f.alpha = alpha + u * max_mp;
     f.qpos = qpos + u * max_rows;
+    f.qdoc = qdoc + u * max_rows;
     pack_query_columns(G, f.blk, a.q, a.scale * kLog2e, f.mp, f.qt);
     query_positions(G, f.blk, a.q_pos, f.qpos);
+    query_documents(G, f.blk, f.qdoc);
     std::fill(f.acc, f.acc + f.blk.rows * dp, 0.0f);
     std::fill(f.col_max, f.col_max + f.mp, kNegInf);
     std::fill(f.col_sum, f.col_sum + f.mp, 0.0f);
   }
 
   for (std::int64_t ti = 0; ti < G.k_tiles; ++ti) {
-    const KeyTile t = key_tile(G, a.k_pos, b, g, ti);
+    const KeyTile t = key_tile(G, a.k_pos, a.docs, b, g, ti);
     bool packed = false;
     for (std::int64_t u = 0; u < count; ++u) {
       if (none_visible(blocks[u].blk, t)) continue;
@@ -211,18 +216,25 @@ using namespace attn;  // the private tile geometry
 void attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v,
                        const std::int64_t* q_pos, const std::int64_t* k_pos, float scale,
                        float* out, float* lse) {
+  attention_forward(s, q, k, v, q_pos, k_pos, AttentionDocs{}, scale, out, lse);
+}
+
+void attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                       const std::int64_t* q_pos, const std::int64_t* k_pos,
+                       const AttentionDocs& docs, float scale, float* out, float* lse) {
   if (dryrun::active()) {  // charged the products the kernel computes under the mask
     // (or, with a memory bandwidth set, reading q and the kv_len rows of K and V once)
     const double read = static_cast<double>(s.batch * s.head_dim) *
                         static_cast<double>(s.q_len * s.heads + 2 * s.kv_len * s.kv_heads);
-    dryrun::skip_kernel(attention_forward_flops(s, q_pos, k_pos), read);
+    dryrun::skip_kernel(attention_forward_flops(s, q_pos, k_pos, docs), read);
     return;
   }
   check_call(s, scale, q != nullptr && out != nullptr && lse != nullptr,
              k != nullptr && v != nullptr,
              (q_pos != nullptr || s.q_len == 0) && (k_pos != nullptr || s.kv_len == 0));
+  check_docs(s, docs);
   const Geometry G(s, kForwardRows);
-  const ForwardArgs a{q, k, v, q_pos, k_pos, scale, out, lse};
+  const ForwardArgs a{q, k, v, q_pos, k_pos, scale, out, lse, docs};
   const int threads = thread_count();
   // Fewer query blocks per unit when the problem is small, so that every thread gets about
   // eight units to balance the causal mask's uneven work (grouping blocks only shares K/V
@@ -310,6 +322,31 @@ double attention_forward_flops(const AttentionShape& s, const std::int64_t* q_po
   }
   return 4.0 * static_cast<double>(s.head_dim) * static_cast<double>(s.heads) *
          static_cast<double>(s.batch) * pairs;
+}
+
+double attention_forward_flops(const AttentionShape& s, const std::int64_t* q_pos,
+                               const std::int64_t* k_pos, const AttentionDocs& docs) {
+  if (!docs.any()) return attention_forward_flops(s, q_pos, k_pos);
+  check_shape(s);
+  check_docs(s, docs);
+  if (s.q_len == 0 || s.kv_len == 0) return 0.0;
+  ORIGAMI_CHECK(q_pos != nullptr && k_pos != nullptr, "attention_forward_flops: null positions");
+  // Per sequence: keys sorted by (document, position); each query counts the keys of its
+  // document at or before it by binary search.
+  double pairs = 0.0;
+  std::vector<std::pair<std::int32_t, std::int64_t>> keys(static_cast<std::size_t>(s.kv_len));
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    for (std::int64_t j = 0; j < s.kv_len; ++j)
+      keys[static_cast<std::size_t>(j)] = {docs.k_doc[b * s.kv_len + j], k_pos[j]};
+    std::sort(keys.begin(), keys.end());
+    for (std::int64_t i = 0; i < s.q_len; ++i) {
+      const std::int32_t doc = docs.q_doc[b * s.q_len + i];
+      const auto first = std::lower_bound(keys.begin(), keys.end(), std::pair{doc, kPosMin});
+      const auto last = std::upper_bound(keys.begin(), keys.end(), std::pair{doc, q_pos[i]});
+      pairs += static_cast<double>(std::max<std::ptrdiff_t>(0, last - first));
+    }
+  }
+  return 4.0 * static_cast<double>(s.head_dim) * static_cast<double>(s.heads) * pairs;
 }
 
 }  // namespace origami::kernels

@@ -1,5 +1,5 @@
-// Causal flash attention on explicit global positions, with grouped-query attention.
-// Tiled with an online softmax: never materialises a [queries x keys] matrix beyond one tile.
+// Causal flash attention on explicit global positions, with grouped-query attention and
+// optional per-token document ids (packed documents: no attention across a boundary). Tiled with an online softmax: never materialises a [queries x keys] matrix beyond one tile.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,21 @@ void attention_forward(const AttentionShape& s, const float* q, const float* k, 
                        const std::int64_t* q_pos, const std::int64_t* k_pos, float scale,
                        float* out, float* lse);
 
+// Document ids of packed rows: q_doc [B, q_len], k_doc [B, kv_len], per sequence (unlike the
+// positions). With them, key j is visible to query i of sequence b iff
+// k_doc[b, j] == q_doc[b, i] and k_pos[j] <= q_pos[i]. Both null: one document (the calls
+// above). A query block and key tile whose document ranges do not meet are skipped, forward
+// and backward, so packed short documents cost their own causal work, not the row's; ids that
+// never decrease along the positions (as packing gives) make those ranges tight.
+struct AttentionDocs {
+  const std::int32_t* q_doc = nullptr;
+  const std::int32_t* k_doc = nullptr;
+  bool any() const { return q_doc != nullptr || k_doc != nullptr; }
+};
+void attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                       const std::int64_t* q_pos, const std::int64_t* k_pos,
+                       const AttentionDocs& docs, float scale, float* out, float* lse);
+
 // Gradients given `out` and `lse` from the forward (or, when the keys were split into several
 // calls, the merged final out and lse: the backward of each key subset is then exact).
 // dq, dk, dv are accumulated (+=).
@@ -34,6 +49,10 @@ void attention_backward(const AttentionShape& s, const float* q, const float* k,
                         const std::int64_t* q_pos, const std::int64_t* k_pos, float scale,
                         const float* out, const float* lse, const float* dout, float* dq,
                         float* dk, float* dv);
+void attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                        const std::int64_t* q_pos, const std::int64_t* k_pos,
+                        const AttentionDocs& docs, float scale, const float* out,
+                        const float* lse, const float* dout, float* dq, float* dk, float* dv);
 
 // Merges a second partial attention result (over a disjoint key set) into the first, exactly,
 // by log-sum-exp: out_a, lse_a <- merge(out_a, lse_a, out_b, lse_b). Same layouts as above.
@@ -46,5 +65,8 @@ void attention_merge(std::int64_t batch, std::int64_t q_len, std::int64_t heads,
 // (dV, dP, dQ, dK plus recomputing the scores).
 double attention_forward_flops(const AttentionShape& s, const std::int64_t* q_pos,
                                const std::int64_t* k_pos);
+// The same with document masking: visible pairs counted per sequence.
+double attention_forward_flops(const AttentionShape& s, const std::int64_t* q_pos,
+                               const std::int64_t* k_pos, const AttentionDocs& docs);
 
 }  // namespace origami::kernels

@@ -23,15 +23,17 @@ namespace origami::kernels::attn::HWY_NAMESPACE {
 struct QuerySide {
   float *q, *dout, *lse2, *delta;
   std::int64_t* qpos;
+  std::int32_t* qdoc;
 };
 QuerySide pack_query_side(const Geometry& G, const BackwardArgs& a, const QueryBlock& blk,
                           Scratch& sc) {
   const std::int64_t rows = blk.rows, dp = G.dp, d = G.s.head_dim;
   QuerySide qs{sized(sc.q, rows * dp), sized(sc.dout, rows * dp), sized(sc.lse2, rows),
-               sized(sc.delta, rows), sized(sc.qpos, rows)};
+               sized(sc.delta, rows), sized(sc.qpos, rows), sized(sc.qdoc, rows)};
   pack_query_rows(G, blk, a.q, a.scale * kLog2e, qs.q);
   pack_query_rows(G, blk, a.dout, 1.0f, qs.dout);
   query_positions(G, blk, a.q_pos, qs.qpos);
+  query_documents(G, blk, qs.qdoc);
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t i = blk.i0 + r / G.rep, h = blk.g * G.rep + r % G.rep;
     const float l = a.lse[G.lse_offset(blk.b, h, i)];
@@ -77,7 +79,7 @@ void backward_pair(const Geometry& G, const BackwardArgs& a, const QueryBlock& b
   float* ds = sized(sc.dscores, rows * kKeyTile);
 
   // K^T and V^T are packed for the whole tile (leading dimension tile.np).
-  tile_scores(G, blk, t, qs.q, ks.kt, tile.np, qs.qpos, a.k_pos + t.j0, p);
+  tile_scores(G, blk, t, qs.q, ks.kt, tile.np, qs.qpos, qs.qdoc, a.k_pos + t.j0, p);
   // dP = dO V^T
   tile_product(rows, np, d, qs.dout, dp, 1, ks.vt, tile.np, ds, np, Init::Zero);
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -124,12 +126,12 @@ void backward_key_tiles(const Geometry& G, const BackwardArgs& a, std::int64_t b
   KeySide sides[kBackwardTilesPerUnit];
   bool packed[kBackwardTilesPerUnit] = {};
   for (std::int64_t u = 0; u < count; ++u) {
-    tiles[u] = key_tile(G, a.k_pos, b, g, first_tile + u);
+    tiles[u] = key_tile(G, a.k_pos, a.docs, b, g, first_tile + u);
     std::fill(dk_tiles + u * kKeyTile * dp, dk_tiles + (u * kKeyTile + tiles[u].n) * dp, 0.0f);
     std::fill(dv_tiles + u * kKeyTile * dp, dv_tiles + (u * kKeyTile + tiles[u].n) * dp, 0.0f);
   }
   for (std::int64_t qb = 0; qb < G.q_blocks; ++qb) {
-    const QueryBlock blk = query_block(G, a.q_pos, b, g, qb);
+    const QueryBlock blk = query_block(G, a.q_pos, a.docs, b, g, qb);
     bool q_packed = false;
     QuerySide qs{};
     for (std::int64_t u = 0; u < count; ++u) {
@@ -166,11 +168,11 @@ void backward_key_tiles(const Geometry& G, const BackwardArgs& a, std::int64_t b
 void backward_query_block(const Geometry& G, const BackwardArgs& a, std::int64_t b, std::int64_t g,
                           std::int64_t qb) {
   Scratch& sc = scratch();
-  const QueryBlock blk = query_block(G, a.q_pos, b, g, qb);
+  const QueryBlock blk = query_block(G, a.q_pos, a.docs, b, g, qb);
   bool packed = false;
   QuerySide qs{};
   for (std::int64_t ti = 0; ti < G.k_tiles; ++ti) {
-    const KeyTile t = key_tile(G, a.k_pos, b, g, ti);
+    const KeyTile t = key_tile(G, a.k_pos, a.docs, b, g, ti);
     if (none_visible(blk, t)) continue;
     if (!packed) {
       qs = pack_query_side(G, a, blk, sc);
@@ -214,16 +216,24 @@ void attention_backward(const AttentionShape& s, const float* q, const float* k,
                         const std::int64_t* q_pos, const std::int64_t* k_pos, float scale,
                         const float* out, const float* lse, const float* dout, float* dq, float* dk,
                         float* dv) {
+  attention_backward(s, q, k, v, q_pos, k_pos, AttentionDocs{}, scale, out, lse, dout, dq, dk, dv);
+}
+
+void attention_backward(const AttentionShape& s, const float* q, const float* k, const float* v,
+                        const std::int64_t* q_pos, const std::int64_t* k_pos,
+                        const AttentionDocs& docs, float scale, const float* out,
+                        const float* lse, const float* dout, float* dq, float* dk, float* dv) {
   if (dryrun::active()) {  // 2.5x the forward's products (attention.h)
-    dryrun::skip_kernel(2.5 * attention_forward_flops(s, q_pos, k_pos));
+    dryrun::skip_kernel(2.5 * attention_forward_flops(s, q_pos, k_pos, docs));
     return;
   }
   check_call(s, scale,
              q != nullptr && out != nullptr && lse != nullptr && dout != nullptr && dq != nullptr,
              k != nullptr && v != nullptr && dk != nullptr && dv != nullptr,
              (q_pos != nullptr || s.q_len == 0) && (k_pos != nullptr || s.kv_len == 0));
+  check_docs(s, docs);
   const Geometry G(s, kBackwardRows);
-  const BackwardArgs a{q, k, v, q_pos, k_pos, scale, out, lse, dout, dq, dk, dv};
+  const BackwardArgs a{q, k, v, q_pos, k_pos, scale, out, lse, dout, dq, dk, dv, docs};
   const std::int64_t units = s.batch * s.kv_heads;
   const int threads = thread_count();
   if (use_fused_backward(units, threads)) {

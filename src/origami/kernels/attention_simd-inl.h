@@ -177,14 +177,15 @@ inline void tile_product(std::int64_t rows, std::int64_t cols, std::int64_t K, c
 // columns set to -inf.
 inline void tile_scores(const Geometry& G, const QueryBlock& blk, const KeyTile& t, const float* q,
                         const float* kt, std::int64_t ld_kt, const std::int64_t* qpos,
-                        const std::int64_t* kpos, float* scores) {
+                        const std::int32_t* qdoc, const std::int64_t* kpos, float* scores) {
   tile_product(blk.rows, t.np, G.s.head_dim, q, G.dp, 1, kt, ld_kt, scores, t.np, Init::Zero);
   const bool mask = !all_visible(blk, t);
   for (std::int64_t r = 0; r < blk.rows; ++r) {
     float* row = scores + r * t.np;
     if (mask) {
       const std::int64_t p = qpos[r];
-      for (std::int64_t j = 0; j < t.n; ++j) row[j] = kpos[j] > p ? kNegInf : row[j];
+      const std::int32_t doc = qdoc[r];
+      for (std::int64_t j = 0; j < t.n; ++j) row[j] = masked(t, kpos, j, p, doc) ? kNegInf : row[j];
     }
     std::fill(row + t.n, row + t.np, kNegInf);
   }

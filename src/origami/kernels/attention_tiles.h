@@ -1,5 +1,5 @@
 // Private to the attention kernels (attention.cpp, attention_backward.cpp): the geometry of
-// one call, tiles of queries and keys with their position ranges, and packing into per-thread
+// one call, tiles of queries and keys with their position and document ranges, and packing into per-thread
 // buffers; target-independent (the vector code is in attention_simd-inl.h). Layouts and
 // conventions: attention.h and attention.cpp.
 #pragma once
@@ -61,6 +61,7 @@ struct ForwardArgs {
   const std::int64_t *q_pos, *k_pos;
   float scale;
   float *out, *lse;
+  AttentionDocs docs;
 };
 struct BackwardArgs {
   const float *q, *k, *v;
@@ -68,7 +69,15 @@ struct BackwardArgs {
   float scale;
   const float *out, *lse, *dout;
   float *dq, *dk, *dv;
+  AttentionDocs docs;
 };
+
+// Both document arrays or neither.
+inline void check_docs(const AttentionShape& s, const AttentionDocs& docs) {
+  ORIGAMI_CHECK(!docs.any() || ((docs.q_doc != nullptr || s.batch * s.q_len == 0) &&
+                                (docs.k_doc != nullptr || s.batch * s.kv_len == 0)),
+                "attention: document ids given for only one of queries and keys");
+}
 
 // Sizes derived once per call.
 struct Geometry {
@@ -105,6 +114,7 @@ struct Scratch {
   std::vector<float> q, dout, kt, vt, krow, vrow, scores, dscores, acc, dk, dv;
   std::vector<float> row_max, row_sum, alpha, lse2, delta;
   std::vector<std::int64_t> qpos;
+  std::vector<std::int32_t> qdoc;
 };
 inline Scratch& scratch() {
   thread_local Scratch s;
@@ -116,14 +126,27 @@ inline T* sized(std::vector<T>& v, std::int64_t n) {
   return v.data();
 }
 
+// The document range [dmin, dmax] of ids[0, n) (null: one document, 0).
+struct DocRange {
+  std::int32_t dmin = 0, dmax = 0;
+};
+inline DocRange doc_range(const std::int32_t* ids, std::int64_t n) {
+  if (ids == nullptr || n == 0) return {};
+  const auto [lo, hi] = std::minmax_element(ids, ids + n);
+  return {*lo, *hi};
+}
+
 // A query block: positions [i0, i0 + n) of sequence b, heads of kv head g; virtual row
-// r = (i - i0) * rep + (h - g * rep).
+// r = (i - i0) * rep + (h - g * rep). docs: its document ids (null: one document).
 struct QueryBlock {
   std::int64_t b = 0, g = 0, i0 = 0, n = 0, rows = 0;
   std::int64_t pmin = kPosMax, pmax = kPosMin;
+  const std::int32_t* docs = nullptr;
+  DocRange d;
 };
-inline QueryBlock query_block(const Geometry& G, const std::int64_t* q_pos, std::int64_t b,
-                              std::int64_t g, std::int64_t qb) {
+inline QueryBlock query_block(const Geometry& G, const std::int64_t* q_pos,
+                              const AttentionDocs& docs, std::int64_t b, std::int64_t g,
+                              std::int64_t qb) {
   QueryBlock blk;
   blk.b = b;
   blk.g = g;
@@ -134,16 +157,21 @@ inline QueryBlock query_block(const Geometry& G, const std::int64_t* q_pos, std:
     blk.pmin = std::min(blk.pmin, q_pos[i]);
     blk.pmax = std::max(blk.pmax, q_pos[i]);
   }
+  if (docs.q_doc != nullptr) blk.docs = docs.q_doc + b * G.s.q_len + blk.i0;
+  blk.d = doc_range(blk.docs, blk.n);
   return blk;
 }
 
-// A key tile: keys [j0, j0 + n) of sequence b, kv head g, padded to np columns.
+// A key tile: keys [j0, j0 + n) of sequence b, kv head g, padded to np columns; docs: their
+// document ids (null: one document).
 struct KeyTile {
   std::int64_t b = 0, g = 0, j0 = 0, n = 0, np = 0;
   std::int64_t pmin = kPosMax, pmax = kPosMin;
+  const std::int32_t* docs = nullptr;
+  DocRange d;
 };
-inline KeyTile key_tile(const Geometry& G, const std::int64_t* k_pos, std::int64_t b,
-                        std::int64_t g, std::int64_t kt) {
+inline KeyTile key_tile(const Geometry& G, const std::int64_t* k_pos, const AttentionDocs& docs,
+                        std::int64_t b, std::int64_t g, std::int64_t kt) {
   KeyTile t;
   t.b = b;
   t.g = g;
@@ -154,24 +182,38 @@ inline KeyTile key_tile(const Geometry& G, const std::int64_t* k_pos, std::int64
     t.pmin = std::min(t.pmin, k_pos[j]);
     t.pmax = std::max(t.pmax, k_pos[j]);
   }
+  if (docs.k_doc != nullptr) t.docs = docs.k_doc + b * G.s.kv_len + t.j0;
+  t.d = doc_range(t.docs, t.n);
   return t;
 }
+// No pair visible: every key after every query, or document ranges that do not meet (the
+// tile skipping that makes packed documents cheap).
 inline bool none_visible(const QueryBlock& q, const KeyTile& k) {
-  return k.pmin > q.pmax;
+  return k.pmin > q.pmax || k.d.dmax < q.d.dmin || k.d.dmin > q.d.dmax;
 }
+// Every pair visible: causally, and all of one and the same document.
 inline bool all_visible(const QueryBlock& q, const KeyTile& k) {
-  return k.pmax <= q.pmin;
+  return k.pmax <= q.pmin && q.d.dmin == q.d.dmax && k.d.dmin == k.d.dmax && q.d.dmin == k.d.dmin;
 }
 
-// The tile cut after the last key the block can see: later keys are masked for every query
-// of the block, so they are not computed at all (on sorted positions, most of the masked part
-// of a diagonal tile). Keeps the tile's position range, so the element mask still applies.
+// The tile cut after the last key the block can see: later keys (after every query, or of a
+// later document than any query's) are masked for every query of the block, so they are not
+// computed at all (on sorted positions, most of the masked part of a diagonal tile). Keeps
+// the tile's position and document ranges, so the element mask still applies.
 inline KeyTile visible_part(const QueryBlock& q, const KeyTile& t, const std::int64_t* k_pos) {
   KeyTile v = t;
   if (all_visible(q, t)) return v;
-  while (v.n > 0 && k_pos[t.j0 + v.n - 1] > q.pmax) --v.n;
+  while (v.n > 0 && (k_pos[t.j0 + v.n - 1] > q.pmax ||
+                     (t.docs != nullptr && t.docs[v.n - 1] > q.d.dmax)))
+    --v.n;
   v.np = round_up_pad(v.n);
   return v;
+}
+
+// Whether key j of tile t is hidden from a query at position qpos of document qdoc.
+inline bool masked(const KeyTile& t, const std::int64_t* kpos, std::int64_t j, std::int64_t qpos,
+                   std::int32_t qdoc) {
+  return kpos[j] > qpos || (t.docs != nullptr && t.docs[j] != qdoc);
 }
 
 // Virtual rows of a query-side tensor ([B, q_len, H, d]) times `mult`, zero-padded to dp.
@@ -212,6 +254,11 @@ inline void pack_key_rows(const Geometry& G, const KeyTile& t, const float* src,
 inline void query_positions(const Geometry& G, const QueryBlock& blk, const std::int64_t* q_pos,
                             std::int64_t* dst) {
   for (std::int64_t r = 0; r < blk.rows; ++r) dst[r] = q_pos[blk.i0 + r / G.rep];
+}
+// Document ids of the virtual rows of a query block (0 without documents).
+inline void query_documents(const Geometry& G, const QueryBlock& blk, std::int32_t* dst) {
+  for (std::int64_t r = 0; r < blk.rows; ++r)
+    dst[r] = blk.docs == nullptr ? 0 : blk.docs[r / G.rep];
 }
 
 }  // namespace origami::kernels::attn

@@ -32,6 +32,23 @@ kernels::AttentionShape attention_shape(const AttentionDims& d) {
   return {.batch = d.batch, .q_len = d.seq, .kv_len = d.seq, .heads = d.heads,
           .kv_heads = d.kv_heads, .head_dim = d.head_dim};
 }
+kernels::AttentionDocs attention_docs(const AttentionDims& d) {
+  return {d.documents.ids, d.documents.ids};
+}
+
+// RoPE (or its transpose) on x [rows, heads*d]: at `pos` for every row, or at each row's own
+// positions within its documents.
+void rotate(const AttentionDims& d, std::int64_t heads, const std::int64_t* pos,
+            const RopeTables& rope, bool backward, float* x) {
+  const auto apply = backward ? kernels::rope_backward : kernels::rope_forward;
+  if (d.documents.positions == nullptr) {
+    apply(d.batch, d.seq, heads, d.head_dim, pos, rope.cos.f32(), rope.sin.f32(), x);
+    return;
+  }
+  for (std::int64_t b = 0; b < d.batch; ++b)
+    apply(1, d.seq, heads, d.head_dim, d.documents.positions + b * d.seq, rope.cos.f32(),
+          rope.sin.f32(), x + b * d.seq * heads * d.head_dim);
+}
 }  // namespace
 
 void attention_project_into(const AttentionDims& d, const float* n, const AttentionWeights& w,
@@ -41,10 +58,8 @@ void attention_project_into(const AttentionDims& d, const float* n, const Attent
   linear_forward(rows, d.hidden, qd, n, w.wq, q);
   linear_forward(rows, d.hidden, kvd, n, w.wk, k);
   linear_forward(rows, d.hidden, kvd, n, w.wv, v);
-  kernels::rope_forward(d.batch, d.seq, d.heads, d.head_dim, pos, rope.cos.f32(), rope.sin.f32(),
-                        q);
-  kernels::rope_forward(d.batch, d.seq, d.kv_heads, d.head_dim, pos, rope.cos.f32(),
-                        rope.sin.f32(), k);
+  rotate(d, d.heads, pos, rope, false, q);
+  rotate(d, d.kv_heads, pos, rope, false, k);
 }
 
 void attention_project_forward(const AttentionDims& d, const float* n, const AttentionWeights& w,
@@ -74,8 +89,7 @@ void attention_project_backward_q(const AttentionDims& d, const float* n,
                                   const RopeTables& rope, float* dq, float* dn,
                                   const AttentionGrads& g) {
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim;
-  kernels::rope_backward(d.batch, d.seq, d.heads, d.head_dim, pos, rope.cos.f32(), rope.sin.f32(),
-                         dq);
+  rotate(d, d.heads, pos, rope, true, dq);
   linear_backward_weight(rows, d.hidden, qd, dq, n, g.wq);
   linear_backward_input(rows, d.hidden, qd, dq, w.wq, dn);
 }
@@ -85,8 +99,7 @@ void attention_project_backward_kv(const AttentionDims& d, const float* n,
                                    const RopeTables& rope, float* dk, const float* dv, float* dn,
                                    const AttentionGrads& g) {
   const std::int64_t rows = d.rows(), kvd = d.kv_heads * d.head_dim;
-  kernels::rope_backward(d.batch, d.seq, d.kv_heads, d.head_dim, pos, rope.cos.f32(),
-                         rope.sin.f32(), dk);
+  rotate(d, d.kv_heads, pos, rope, true, dk);
   linear_backward_weight(rows, d.hidden, kvd, dk, n, g.wk);
   linear_backward_weight(rows, d.hidden, kvd, dv, n, g.wv);
   linear_backward_input(rows, d.hidden, kvd, dk, w.wk, dn);
@@ -105,8 +118,8 @@ void attention_block_forward(const AttentionDims& d, const float* n, const Atten
                              MemoryTracker& tracker, AttentionSaved& s, float* y) {
   attention_project_forward(d, n, w, pos, rope, tracker, s);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-  kernels::attention_forward(attention_shape(d), s.q.f32(), s.k.f32(), s.v.f32(), pos, pos, scale,
-                             s.out.f32(), s.lse.f32());
+  kernels::attention_forward(attention_shape(d), s.q.f32(), s.k.f32(), s.v.f32(), pos, pos,
+                             attention_docs(d), scale, s.out.f32(), s.lse.f32());
   linear_forward(d.rows(), d.heads * d.head_dim, d.hidden, s.out.f32(), w.wo, y,
                  /*accumulate=*/true);
 }
@@ -121,8 +134,9 @@ void attention_block_backward(const AttentionDims& d, const float* n, const Atte
   Tensor dk(tracker, MemCategory::Workspace, {rows, kvd});
   Tensor dv(tracker, MemCategory::Workspace, {rows, kvd});
   const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-  kernels::attention_backward(attention_shape(d), s.q.f32(), s.k.f32(), s.v.f32(), pos, pos, scale,
-                              s.out.f32(), s.lse.f32(), dout.f32(), dq.f32(), dk.f32(), dv.f32());
+  kernels::attention_backward(attention_shape(d), s.q.f32(), s.k.f32(), s.v.f32(), pos, pos,
+                              attention_docs(d), scale, s.out.f32(), s.lse.f32(), dout.f32(),
+                              dq.f32(), dk.f32(), dv.f32());
   dout = Tensor();
   attention_project_backward(d, n, w, pos, rope, dq, dk, dv, dn, g);
 }

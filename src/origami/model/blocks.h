@@ -23,12 +23,22 @@ RopeTables make_rope_tables(const ModelConfig& config, MemoryTracker& tracker);
 
 // ---------------------------------------------------------------- attention
 
+// Packed documents of a block's rows (TokenBatch): per-token document ids and positions
+// within the document, [batch, seq] each. Null: one document per row, RoPE at `pos`.
+struct RowDocuments {
+  const std::int32_t* ids = nullptr;
+  const std::int64_t* positions = nullptr;
+};
+
 struct AttentionDims {
   std::int64_t batch = 1, seq = 0;  // local rows = batch * seq
   std::int64_t hidden = 0;          // h (rows of W_O's output)
   std::int64_t heads = 0;           // query heads held by this block (all, or a shard)
   std::int64_t kv_heads = 0;        // kv heads held by this block
   std::int64_t head_dim = 0;
+  // With ids: RoPE at documents.positions instead of `pos`, and attention within documents
+  // (attention_block_forward/backward; `pos` stays the causal order).
+  RowDocuments documents = {};
   std::int64_t rows() const { return batch * seq; }
 };
 

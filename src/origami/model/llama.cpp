@@ -21,6 +21,31 @@ LlamaModel::LlamaModel(const ModelConfig& config, MemoryTracker& tracker, std::u
   initialize_parameters(params_, config_, seed);
 }
 
+void check_documents(const TokenBatch& b, std::int64_t max_positions) {
+  if ((b.documents == nullptr) != (b.positions == nullptr))
+    throw ConfigError("a packed batch needs both its document ids and its positions");
+  if (b.documents == nullptr) return;
+  for (std::int64_t r = 0; r < b.batch; ++r) {
+    const std::int32_t* doc = b.documents + r * b.seq;
+    const std::int64_t* pos = b.positions + r * b.seq;
+    for (std::int64_t s = 0; s < b.seq; ++s) {
+      const bool same = s > 0 && doc[s] == doc[s - 1];
+      const bool ok = s == 0 ? doc[0] == 0 && pos[0] >= 0
+                             : (same ? pos[s] == pos[s - 1] + 1
+                                     : doc[s] == doc[s - 1] + 1 && pos[s] == 0);
+      if (!ok)
+        throw ConfigError(fmt::format(
+            "packed row {}, token {}: document {} at position {} (previous token: document {} at "
+            "position {}); a row's documents count up from 0 by one and their positions from 0",
+            r, s, doc[s], pos[s], s > 0 ? doc[s - 1] : -1, s > 0 ? pos[s - 1] : -1));
+      if (pos[s] >= max_positions)
+        throw ConfigError(fmt::format(
+            "packed row {}, token {}: position {} is not below max_position_embeddings {}", r, s,
+            pos[s], max_positions));
+    }
+  }
+}
+
 void LlamaModel::check_batch(const TokenBatch& b) const {
   ORIGAMI_CHECK(b.batch >= 1 && b.seq >= 1, "a batch needs at least one sequence of one token "
                 "(got {} x {})", b.batch, b.seq);
@@ -38,6 +63,7 @@ void LlamaModel::check_batch(const TokenBatch& b) const {
                   "label {} at position {} is outside the vocabulary [0, {}) and is not the "
                   "ignore label {}", b.labels[i], i, config_.vocab_size, kernels::kIgnoreLabel);
   }
+  check_documents(b, config_.max_position_embeddings);
 }
 
 LossResult LlamaModel::forward_backward(const TokenBatch& batch, double grad_scale) {
@@ -48,7 +74,8 @@ LossResult LlamaModel::forward(const TokenBatch& batch) { return run(batch, 0.0,
 
 LossResult LlamaModel::run(const TokenBatch& batch, double grad_scale, bool backward) {
   check_batch(batch);
-  ops_.set_batch(batch.batch, batch.seq, batch.input_ids, batch.labels);
+  ops_.set_batch(batch.batch, batch.seq, batch.input_ids, batch.labels, batch.documents,
+                 batch.positions);
   const kernels::LossSum loss = driver_.run(backward, grad_scale);
   return {loss.sum, loss.count};
 }

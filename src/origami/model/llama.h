@@ -17,12 +17,25 @@
 namespace origami {
 
 // B sequences of S tokens; labels[b, s] is the target of position s (kIgnoreLabel = masked).
+// Packed documents (--document-masking; data/dataset.h Batch) add, both or neither:
+//   documents[b, s]  the document of token s within row b: 0 at s = 0, then the same or one
+//                    more at each token; attention never crosses from one to another
+//   positions[b, s]  the token's position within its document, RoPE's angle: one more than
+//                    the previous token's within a document, 0 where a document begins
+//                    (the first token of a row may continue a document at any position >= 0)
+// Neither: each row is one unbroken causal sequence at positions 0 .. S-1.
 struct TokenBatch {
   std::int64_t batch = 1;
   std::int64_t seq = 0;
   const std::int32_t* input_ids = nullptr;  // [batch, seq]
   const std::int32_t* labels = nullptr;     // [batch, seq]
+  const std::int32_t* documents = nullptr;  // [batch, seq]
+  const std::int64_t* positions = nullptr;  // [batch, seq]
 };
+
+// ConfigError unless documents and positions (when given) follow the rules above and every
+// position is below max_positions; names the row and token.
+void check_documents(const TokenBatch& batch, std::int64_t max_positions);
 
 // Sum of the per-token losses over unmasked labels and their count; mean() = sum/count (0 when
 // every label is masked).

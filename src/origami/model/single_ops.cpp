@@ -31,11 +31,13 @@ SingleOps::SingleOps(const ModelConfig& config, ModelTensors& params, ModelTenso
       rope_(make_rope_tables(config, tracker)) {}
 
 void SingleOps::set_batch(std::int64_t batch, std::int64_t seq, const std::int32_t* ids,
-                          const std::int32_t* labels) {
+                          const std::int32_t* labels, const std::int32_t* documents,
+                          const std::int64_t* positions) {
   batch_ = batch;
   seq_ = seq;
   ids_ = ids;
   labels_ = labels;
+  documents_ = {documents, positions};
   positions_.resize(static_cast<std::size_t>(seq));
   std::iota(positions_.begin(), positions_.end(), 0);
 }
@@ -46,7 +48,8 @@ AttentionDims SingleOps::attention_dims() const {
           .hidden = config_.hidden_size,
           .heads = config_.num_attention_heads,
           .kv_heads = config_.num_key_value_heads,
-          .head_dim = config_.head_dim()};
+          .head_dim = config_.head_dim(),
+          .documents = documents_};
 }
 MlpDims SingleOps::mlp_dims() const {
   return {.rows = batch_ * seq_, .hidden = config_.hidden_size, .ffn = config_.intermediate_size};

@@ -15,9 +15,11 @@ class SingleOps final : public BlockOps {
   SingleOps(const ModelConfig& config, ModelTensors& params, ModelTensors& grads,
             MemoryTracker& tracker);
 
-  // B sequences of S tokens: ids and labels [B, S] (kept by the caller until the run ends).
+  // B sequences of S tokens: ids and labels [B, S], and for packed documents their ids and
+  // positions [B, S] (TokenBatch; null: unbroken rows), kept by the caller until the run ends.
   void set_batch(std::int64_t batch, std::int64_t seq, const std::int32_t* ids,
-                 const std::int32_t* labels);
+                 const std::int32_t* labels, const std::int32_t* documents = nullptr,
+                 const std::int64_t* positions = nullptr);
 
   std::int64_t stream_rows() const override { return batch_ * seq_; }
   void embed_forward(float* x) override;
@@ -44,6 +46,7 @@ class SingleOps final : public BlockOps {
   std::int64_t batch_ = 0, seq_ = 0;
   const std::int32_t* ids_ = nullptr;
   const std::int32_t* labels_ = nullptr;
+  RowDocuments documents_;
   std::vector<std::int64_t> positions_;
   // LM head state between forward and backward (the logits become dlogits in place).
   Tensor logits_, lse_;

@@ -56,6 +56,7 @@ void to_rank_major(int parts, int self, std::int64_t B, std::int64_t Sl, std::in
 struct KvGather : KvGatherInFlight {  // k_all, v_all freed once their remote rows are copied out
   Tensor k, v;                    // [B, (Σ-1)*Sl, kvd]
   std::vector<std::int64_t> pos;  // [(Σ-1)*Sl]
+  std::vector<std::int32_t> docs;  // [B, (Σ-1)*Sl] with packed documents, else empty
 };
 
 KvGather start_gather(const AttentionDims& d, const SequenceAxis& axis, const float* k,
@@ -82,6 +83,19 @@ void finish_gather(const AttentionDims& d, const SequenceAxis& axis, MemoryTrack
   g.pos.clear();
   for (int r = 0; r < parts; ++r)
     if (r != self) g.pos.insert(g.pos.end(), kv.begin() + r * d.seq, kv.begin() + (r + 1) * d.seq);
+  g.docs.clear();
+  if (axis.row_docs != nullptr)
+    for (std::int64_t b = 0; b < d.batch; ++b)
+      for (const std::int64_t p : g.pos) g.docs.push_back(axis.row_docs[b * axis.row_seq + p]);
+}
+
+// The document ids of the rank's own queries and keys, and of the gathered keys.
+kernels::AttentionDocs own_docs(const AttentionDims& d) {
+  return {d.documents.ids, d.documents.ids};
+}
+kernels::AttentionDocs gathered_docs(const AttentionDims& d, const KvGather& g) {
+  if (d.documents.ids == nullptr) return {};
+  return {d.documents.ids, g.docs.data()};
 }
 
 kernels::AttentionShape shape_of(const AttentionDims& d, std::int64_t kv_len) {
@@ -162,7 +176,7 @@ void cp_attention_forward_finish(const AttentionDims& d, const SequenceAxis& axi
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
   // The rank's own rows while the gathers run.
   kernels::attention_forward(shape_of(d, d.seq), s.q, s.k, s.v, axis.q_pos, axis.q_pos,
-                             scale_of(d), s.out, s.lse);
+                             own_docs(d), scale_of(d), s.out, s.lse);
   if (while_gathering) while_gathering();
   if (parts == 1) {
     copy_floats(axis.keep_k, s.k, rows * kvd);
@@ -176,7 +190,8 @@ void cp_attention_forward_finish(const AttentionDims& d, const SequenceAxis& axi
   Tensor out(tracker, MemCategory::Workspace, {rows, qd});
   Tensor lse(tracker, MemCategory::Workspace, {d.batch, d.heads, d.seq});
   kernels::attention_forward(shape_of(d, (parts - 1) * d.seq), s.q, g.k.f32(), g.v.f32(),
-                             axis.q_pos, g.pos.data(), scale_of(d), out.f32(), lse.f32());
+                             axis.q_pos, g.pos.data(), gathered_docs(d, g), scale_of(d), out.f32(),
+                             lse.f32());
   // Exact: the two calls saw disjoint key sets.
   kernels::attention_merge(d.batch, d.seq, d.heads, d.head_dim, s.out, s.lse, out.f32(),
                            lse.f32());
@@ -199,7 +214,7 @@ void cp_attention_backward(const AttentionDims& d, const float* n, const Attenti
   Tensor dk(tracker, MemCategory::Workspace, {rows, kvd});  // the local keys' contributions,
   Tensor dv(tracker, MemCategory::Workspace, {rows, kvd});  // then (parts > 1) the reduced sums
   kernels::attention_backward(shape_of(d, d.seq), s.q, s.k, s.v, axis.q_pos,
-                              axis.q_pos, scale_of(d), s.out, s.lse, dout.f32(),
+                              axis.q_pos, own_docs(d), scale_of(d), s.out, s.lse, dout.f32(),
                               dq.f32(), dk.f32(), dv.f32());
   if (pipe.while_gathering) pipe.while_gathering();
   if (parts == 1) {
@@ -212,7 +227,8 @@ void cp_attention_backward(const AttentionDims& d, const float* n, const Attenti
   Tensor dk_remote(tracker, MemCategory::CommBuffers, {d.batch, (parts - 1) * d.seq, kvd});
   Tensor dv_remote(tracker, MemCategory::CommBuffers, {d.batch, (parts - 1) * d.seq, kvd});
   kernels::attention_backward(shape_of(d, (parts - 1) * d.seq), s.q, kv.k.f32(),
-                              kv.v.f32(), axis.q_pos, kv.pos.data(), scale_of(d), s.out,
+                              kv.v.f32(), axis.q_pos, kv.pos.data(), gathered_docs(d, kv),
+                              scale_of(d), s.out,
                               s.lse, dout.f32(), dq.f32(), dk_remote.f32(), dv_remote.f32());
   kv = KvGather();
   dout = Tensor();

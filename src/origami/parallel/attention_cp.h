@@ -41,6 +41,11 @@ struct SequenceAxis {
   // and V of the call there, after RoPE, as [B, Σ*Sl, Kl*d]: each sequence's rows of every
   // rank in rank order (positions kv_pos).
   float *keep_k = nullptr, *keep_v = nullptr;
+  // Packed documents (null: none): the document ids of the whole rows, [B, row_seq], from
+  // which the gathered keys get theirs by position; the rank's own queries and keys carry
+  // theirs (and their RoPE positions) in AttentionDims::documents.
+  const std::int32_t* row_docs = nullptr;
+  std::int64_t row_seq = 0;
 };
 
 // y[rows, h] += attention over the whole sequence.

@@ -69,7 +69,8 @@ AttentionDims MeshOps::attention_dims() const {
           .hidden = config_.hidden_size,
           .heads = config_.num_attention_heads / tp_size_,
           .kv_heads = kv_heads_per_rank(config_, tp_size_),
-          .head_dim = config_.head_dim()};
+          .head_dim = config_.head_dim(),
+          .documents = local_documents(*batch_)};
 }
 
 namespace {
@@ -103,7 +104,8 @@ void MeshOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& 
   const float* in = gather_rows(n, in_holder);
   float* y = partial_target(out_holder, x);
   if (groups_.sp().size() > 1) {
-    const SequenceAxis axis{&groups_.sp(), layout_.positions().data(), &kv_positions_};
+    const SequenceAxis axis{&groups_.sp(), layout_.positions().data(), &kv_positions_, nullptr,
+                            nullptr, row_documents(*batch_), layout_.seq()};
     cp_attention_forward(attention_dims(), in, attention_weights(L), axis, rope_, tracker_, s, y);
   } else {
     attention_block_forward(attention_dims(), in, attention_weights(L), layout_.positions().data(),
@@ -122,7 +124,8 @@ void MeshOps::attention_backward(std::int64_t l, const float* n, const Attention
   const float* in = gather_rows(n, in_holder);
   float* dnp = partial_target(dn_holder, dn);
   if (groups_.sp().size() > 1) {
-    const SequenceAxis axis{&groups_.sp(), layout_.positions().data(), &kv_positions_};
+    const SequenceAxis axis{&groups_.sp(), layout_.positions().data(), &kv_positions_, nullptr,
+                            nullptr, row_documents(*batch_), layout_.seq()};
     cp_attention_backward(attention_dims(), in, attention_weights(L), axis, rope_, read_view(s), dy, tracker_,
                           dnp, attention_grads(G));
   } else {

@@ -54,7 +54,14 @@ LocalBatch RankModel::localize(const TokenBatch& b) const {
                   "ignore label",
                   b.labels[i], i, config_.vocab_size);
   }
-  return {b.batch, layout_.slice(b.input_ids, b.batch), layout_.slice(b.labels, b.batch)};
+  check_documents(b, config_.max_position_embeddings);
+  LocalBatch local{b.batch, layout_.slice(b.input_ids, b.batch), layout_.slice(b.labels, b.batch)};
+  if (b.documents != nullptr) {
+    local.documents = layout_.slice(b.documents, b.batch);
+    local.positions = layout_.slice(b.positions, b.batch);
+    local.row_documents.assign(b.documents, b.documents + b.batch * b.seq);
+  }
+  return local;
 }
 
 kernels::LossSum RankModel::run(const LocalBatch& batch, bool backward, double grad_scale) {

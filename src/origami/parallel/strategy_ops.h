@@ -18,7 +18,23 @@ namespace origami::parallel {
 struct LocalBatch {
   std::int64_t batch = 1;
   std::vector<std::int32_t> ids, labels;  // [B, Sl]
+  // Packed documents (TokenBatch), [B, Sl] each; empty: unbroken rows.
+  std::vector<std::int32_t> documents = {};
+  std::vector<std::int64_t> positions = {};
+  // The whole rows' document ids [B, S]: the keys a rank gathers from the others get theirs
+  // from their global positions (no ids travel with K/V).
+  std::vector<std::int32_t> row_documents = {};
 };
+
+// The documents of a rank's rows for AttentionDims, and the whole rows' ids for a
+// SequenceAxis (null for unbroken rows).
+inline RowDocuments local_documents(const LocalBatch& b) {
+  if (b.documents.empty()) return {};
+  return {b.documents.data(), b.positions.data()};
+}
+inline const std::int32_t* row_documents(const LocalBatch& b) {
+  return b.row_documents.empty() ? nullptr : b.row_documents.data();
+}
 
 class StrategyOps : public BlockOps {
  public:

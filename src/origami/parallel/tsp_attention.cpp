@@ -35,7 +35,8 @@ AttentionDims TspOps::attention_dims() const {
           .hidden = config_.hidden_size,
           .heads = config_.num_attention_heads / size_,
           .kv_heads = kv_heads_per_rank(config_, size_),
-          .head_dim = config_.head_dim()};
+          .head_dim = config_.head_dim(),
+          .documents = local_documents(*batch_)};
 }
 
 std::int64_t TspOps::attention_floats() const {
@@ -109,7 +110,8 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   s.v = Tensor(tracker_, MemCategory::Activations, {D, R, kvd});
   s.out = Tensor(tracker_, MemCategory::Activations, {D, R, qd});
   s.lse = Tensor(tracker_, MemCategory::Activations, {D, d.batch, d.heads, d.seq});
-  const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_};
+  const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_, nullptr, nullptr,
+                          row_documents(*batch_), layout_.seq()};
   // Pipelined over head groups (docs/design.md §3.1 (a) with (b)): group j+1 is projected and its
   // K/V gathers started while group j's are still in flight (after j's local rows), so each
   // gather runs behind the rest of one group and the local rows of the next. A shard is
@@ -189,7 +191,8 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
     if (reduced[slot] == rank_) add_to_grads(total.f32());
     reduced[slot] = -1;
   };
-  const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_};
+  const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_, nullptr, nullptr,
+                          row_documents(*batch_), layout_.seq()};
   // Pipelining across head groups (D > 1), all inside group j's backward after its local
   // rows' attention backward (the hook of cp_attention_backward):
   //  * group j-1's dK/dV reduce-scatters, left in flight by its call, are waited there and the

@@ -89,6 +89,14 @@ std::int64_t begin_run(const TrainOptions& o, comm::Communicator* world, const R
                                   "a resumed run must draw the same batches (use --init-from "
                                   "to start afresh)",
                                   dir, order, o.data_order));
+  // (Checkpoints from before --document-masking existed trained on unbroken rows.)
+  const bool masked = run.value("document_masking", false);
+  if (masked != o.document_masking)
+    throw ConfigError(fmt::format("{}: saved {} --document-masking, this run {} it; a resumed "
+                                  "run must train on the same rows (use --init-from to start "
+                                  "afresh)",
+                                  dir, masked ? "with" : "without",
+                                  o.document_masking ? "has" : "does not have"));
   const std::int64_t total = run.at("lr_schedule").at("total_steps").get<std::int64_t>();
   if (total != o.steps)
     log(fmt::format("note: {} was saved by a run of {} steps, this one has {}: the learning-rate "
@@ -137,6 +145,7 @@ void save_step(const TrainOptions& o, comm::Communicator* world, const RankState
       {"batches_drawn", step * o.grad_accum},
       {"sequences_drawn", step * o.global_batch},
       {"data_order", o.data_order},
+      {"document_masking", o.document_masking},
       {"lr_schedule",
        {{"step", step},
         {"total_steps", o.steps},

@@ -44,6 +44,7 @@ std::vector<std::pair<std::string, std::string>> agreed_fields(const TrainOption
           {"--data", fingerprint},
           {"--data-dtype", o.data_dtype},
           {"--data-order", o.data_order},
+          {"--document-masking", o.document_masking ? "on" : "off"},
           {"--seq", std::to_string(o.seq)},
           {"--batch", std::to_string(o.batch)},
           {"--grad-accum", std::to_string(o.grad_accum)},

@@ -171,7 +171,9 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     const data::BatchPrefetcher::Step mine = batches.next();
     for (const data::Batch& b : mine.micro)
       micro.push_back(model.localize(
-          {o.batch, o.seq, b.input_ids.data<std::int32_t>(), b.labels.data<std::int32_t>()}));
+          {o.batch, o.seq, b.input_ids.data<std::int32_t>(), b.labels.data<std::int32_t>(),
+           b.documents.defined() ? b.documents.data<std::int32_t>() : nullptr,
+           b.positions.defined() ? b.positions.data<std::int64_t>() : nullptr}));
     const float lr = learning_rate(step, o.steps, o.warmup, o.lr, o.min_lr_ratio);
     const parallel::ParallelStepStats st =
         parallel::parallel_train_step(model, optimizer, micro, lr, o.max_grad_norm);
@@ -293,8 +295,11 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
   if (o.link.enabled && sh.plan.world() == 1 && !mpi)
     throw ConfigError("--link-model needs a parallel run (one device sends nothing): choose "
                       "--strategy and --degree, or --mesh");
-  const data::TokenDataset dataset = data::open_for_training(
-      o.data_path, data::data_options(o.data_dtype, o.data_order, o.tokenizer_path, o.model.vocab_size), o.model.vocab_size, o.seq);
+  data::DataOptions data_opts =
+      data::data_options(o.data_dtype, o.data_order, o.tokenizer_path, o.model.vocab_size);
+  data_opts.document_masking = o.document_masking;
+  const data::TokenDataset dataset =
+      data::open_for_training(o.data_path, data_opts, o.model.vocab_size, o.seq);
   sh.dataset = &dataset;
   if (mpi) {
     sh.kernel_threads = o.threads;

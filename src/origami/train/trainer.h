@@ -46,6 +46,9 @@ struct TrainOptions {
   std::string data_path;  // a --data spec (data.h TokenDataset::open); empty: the built-in corpus
   std::string data_dtype = "uint16";  // ids of a flat .bin without a header
   std::string data_order = "random";  // or "epoch" (data.h)
+  // --document-masking: rows carry their documents (docs/data.md "Packed documents"); off:
+  // unbroken causal rows, as before.
+  bool document_masking = false;
   std::string tokenizer_path;  // text data's tokenizer (tokenizer/tokenizer.h); empty: bytes
   std::int64_t seq = 256;
   // The batch (train/batch_size.h): `batch` sequences per micro-batch of EACH data-parallel
