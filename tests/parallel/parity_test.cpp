@@ -7,7 +7,8 @@
 //   * the chosen cases: strategy x degree 1..4 (3 on a model with 6 heads, 8 for TSP), zigzag
 //     and contiguous, grouped-query attention x degree, B = 1, 2, 4, gradient accumulation,
 //     each recompute policy x strategy, TP+SP meshes and dp x strategy; vocabularies not
-//     divisible by the degree (97 at 2, 4, 8; 100 at 3, 8).
+//     divisible by the degree (97 at 2, 4, 8; 100 at 3, 8); tied embeddings under every
+//     registered strategy (and TP+SP, dp x tsp, TSP at 3 and 8).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,6 +44,12 @@ ModelConfig six() {
 }
 ModelConfig eight() {
   return make_model(100, 64, 96, 8, 8);
+}
+
+// The same model with one table for the embedding and the LM head.
+ModelConfig tied(ModelConfig m) {
+  m.tie_word_embeddings = true;
+  return m;
 }
 
 ParallelConfig plan(int dp, int tp, int sp, bool seqpar = false,
@@ -138,6 +145,27 @@ std::vector<Case> matrix() {
   add("tsp2_full_accum", gqa(), tsp(1, 2), Recompute::Full, 2, 2);
   add("dp2xtsp2", mha(), tsp(2, 2));
   add("dp2xtsp2_gqa_full", gqa(), tsp(2, 2, kContig), Recompute::Full, 4);
+  // Tied embeddings: every registered strategy at degree 2 (vocabulary 97, padded) and 4,
+  // so that the table's two gradients meet on its owner (TP: the vocab-parallel lookup and
+  // head; TSP: the lookup's all-to-all and the head ring's GradRing) or add before the dp/sp
+  // sum; TP+SP, TP-SP+SP and dp x each sharded strategy.
+  for (const parallel::StrategyInfo& s : parallel::registered_strategies()) {
+    if (s.degree_axis.empty()) continue;
+    for (int d : {2, 4}) {
+      const ParallelConfig p =
+          parallel::make_parallel_config(s.name, d, "", false, TokenLayoutKind::Zigzag);
+      add(fmt::format("tied_{}{}", s.name, d), tied(d == 2 ? gqa() : mha()), p, Recompute::None,
+          s.name == "dp" ? 2 * d : 2);
+    }
+  }
+  add("tied_single", tied(gqa()), plan(1, 1, 1));
+  add("tied_tp2xsp2", tied(gqa()), plan(1, 2, 2));
+  add("tied_tpsp2xsp2_full", tied(mha()), plan(1, 2, 2, true), Recompute::Full);
+  add("tied_dp2xtp2", tied(gqa()), plan(2, 2, 1));
+  add("tied_dp2xtsp2", tied(gqa()), tsp(2, 2));
+  add("tied_tsp3_contiguous_mlp", tied(six()), tsp(1, 3, kContig), Recompute::Mlp);
+  add("tied_tsp8", tied(eight()), tsp(1, 8), Recompute::None, 2, 1, 32);
+  add("tied_tsp2_full_accum", tied(gqa()), tsp(1, 2), Recompute::Full, 2, 2);
   return v;
 }
 
@@ -168,7 +196,11 @@ std::vector<Case> step_cases() {
                                                     "dp2xtp2",     "sp2_full_accum",
                                                     "tsp2_zigzag", "tsp3_contiguous",
                                                     "tsp4_gqa_B4", "tsp2_full_accum",
-                                                    "dp2xtsp2"};
+                                                    "dp2xtsp2",    "tied_single",
+                                                    "tied_dp2",    "tied_tp2",
+                                                    "tied_tpsp4",  "tied_sp2",
+                                                    "tied_tsp2",   "tied_tsp4",
+                                                    "tied_dp2xtsp2"};
     if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
     c.steps = 5;
     c.max_grad_norm = 1.0;

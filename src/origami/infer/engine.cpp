@@ -68,7 +68,7 @@ void InferenceEngine::head(const float* x, std::int64_t rows) {
                            static_cast<float>(config_.rms_norm_eps), nf.f32(), rstd.f32());
   logits_ = Tensor();
   logits_ = Tensor(tracker_, MemCategory::Logits, {rows, vocab_rows_});
-  kernels::linear_forward(rows, h, vocab_rows_, nf.f32(), params_.lm_head.f32(), logits_.f32());
+  kernels::linear_forward(rows, h, vocab_rows_, nf.f32(), params_.head().f32(), logits_.f32());
 }
 
 const Tensor& InferenceEngine::prefill(const std::vector<std::vector<std::int32_t>>& prompts,

@@ -7,6 +7,9 @@
 //   o_proj, down_proj          cols  [t*n/T, (t+1)*n/T)   (row-parallel: input features)
 //   embed_tokens, lm_head      rows  [t*Vp/T, (t+1)*Vp/T) of the vocabulary padded to Vp;
 //                              rows >= V are padding (zero, never updated: their gradient is 0)
+//                              (tied embeddings: embed_tokens only, and the head uses its
+//                              rows: the same rows on the same rank, so both gradients
+//                              meet in the owner's block and reduce as one tensor)
 //   RMSNorm weights            replicated (every rank holds the whole vector)
 // Every tensor is replicated over the other axes (data and sequence parallel).
 #pragma once
