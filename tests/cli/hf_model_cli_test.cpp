@@ -248,7 +248,8 @@ TEST_F(HfModelCli, ATiedModelTrainedExportedAndReimportedGeneratesTheSameText) {
   hf::write_text(cfg, origami::model_config_to_json(c));
   const CliRun t = origami("train --config " + cfg + " --tokenizer " + tok +
                            "/tokenizer.json --strategy tsp --degree 2 --steps 6 --seq 32 "
-                           "--batch 2 --lr 3e-3 --threads 2 --save-dir " + dir_ + "/tied_run");
+                           "--batch 2 --lr 3e-3 --log-every 1 --threads 2 --save-dir " +
+                           dir_ + "/tied_run");
   ASSERT_EQ(t.code, 0) << t.all();
   const std::vector<std::string> losses = origami::cli_test::losses(t.all());
   ASSERT_EQ(losses.size(), 6u) << t.all();

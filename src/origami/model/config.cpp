@@ -254,8 +254,8 @@ std::int64_t ModelConfig::num_parameters() const {
   layer = checked_add(layer, checked_mul(3 * h, intermediate_size, "mlp"), "mlp");
   layer = checked_add(layer, 2 * h, "norms");  // input and post-attention RMSNorm
   std::int64_t total = checked_mul(layer, num_hidden_layers, "layers");
-  total = checked_add(total, checked_mul(tie_word_embeddings ? 1 : 2, embed, "embedding and LM head"),
-                      "embedding");
+  const std::int64_t tables = tie_word_embeddings ? 1 : 2;  // tied: one table serves both
+  total = checked_add(total, checked_mul(tables, embed, "embedding and LM head"), "embedding");
   return checked_add(total, h, "final norm");
 }
 
