@@ -148,6 +148,55 @@ TEST_F(HfModelCli, TrainWithARealTokenizerAndRefuseOneLargerThanTheVocabulary) {
   EXPECT_THAT(r.out, Not(HasSubstr("step")));
 }
 
+// A checkpoint records the tokenizer it was trained with (its file and an FNV-1a 64 hash):
+// generate --checkpoint uses it unasked, warns when the file has changed since, and refuses,
+// naming --tokenizer, when it is gone.
+TEST_F(HfModelCli, ACheckpointRemembersItsTokenizer) {
+  const std::string tok = dir_ + "/tok_copy";
+  std::filesystem::create_directories(tok);
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(hf::llama2_tokenizer_dir() + "/" + name, tok + "/" + name,
+                               std::filesystem::copy_options::overwrite_existing);
+  const std::string cfg = dir_ + "/remember.json";
+  hf::write_text(cfg, origami::model_config_to_json(hf::small_config()));
+  const CliRun t = origami("train --config " + cfg + " --tokenizer " + tok +
+                           " --strategy single --steps 1 --seq 32 --batch 2 --threads 2 "
+                           "--save-dir " + dir_ + "/remember");
+  ASSERT_EQ(t.code, 0) << t.all();
+  const std::string ckpt = dir_ + "/remember/step-00000001";
+  std::ifstream index_file(ckpt + "/index.json");
+  const nlohmann::json run = nlohmann::json::parse(index_file).at("run");
+  const std::string file =
+      std::filesystem::absolute(tok + "/tokenizer.json").lexically_normal().string();
+  EXPECT_EQ(run.at("tokenizer").at("file").get<std::string>(), file);
+  EXPECT_EQ(run.at("tokenizer").at("fnv1a64").get<std::string>().size(), 16u);
+
+  const std::string common = " --prompt 'The cat' --max-new-tokens 6 --threads 2";
+  const CliRun told = origami("generate --checkpoint " + ckpt + " --tokenizer " + tok + common);
+  ASSERT_EQ(told.code, 0) << told.all();
+  const CliRun unasked = origami("generate --checkpoint " + ckpt + common);
+  ASSERT_EQ(unasked.code, 0) << unasked.all();
+  EXPECT_EQ(first_line(unasked.out), first_line(told.out));
+  EXPECT_THAT(unasked.out, HasSubstr("new tokens: 6"));
+  EXPECT_THAT(unasked.err, Not(HasSubstr("warning: the tokenizer")));
+  // The bytes tokenizer would not have given the tokenizer's text.
+  const CliRun bytes = origami("generate --checkpoint " + ckpt + " --tokenizer byte" + common);
+  ASSERT_EQ(bytes.code, 0) << bytes.all();
+  EXPECT_NE(first_line(bytes.out), first_line(told.out));
+
+  {  // Changed since (still a valid tokenizer.json): used, with a warning.
+    std::ofstream append(tok + "/tokenizer.json", std::ios::app);
+    append << "\n";
+  }
+  const CliRun changed = origami("generate --checkpoint " + ckpt + common);
+  ASSERT_EQ(changed.code, 0) << changed.all();
+  EXPECT_THAT(changed.err, HasSubstr("is not the file the checkpoint was trained with"));
+  std::filesystem::remove(tok + "/tokenizer.json");
+  const CliRun gone = origami("generate --checkpoint " + ckpt + common);
+  EXPECT_EQ(gone.code, 2) << gone.all();
+  EXPECT_THAT(gone.err, HasSubstr("which is gone; give it with --tokenizer"));
+}
+
 TEST_F(HfModelCli, AnExplicitHeadDimTrainsOnOneDeviceAndIsRefusedInParallel) {
   origami::ModelConfig c = hf::small_config();
   c.vocab_size = 256;

@@ -46,6 +46,7 @@ struct GenerateResult {
   std::int64_t prefill_tokens = 0, decode_tokens = 0;
   double prefill_s = 0, decode_s = 0;
   std::vector<MemoryStats> rank_memory;
+  std::vector<std::string> warnings;  // GenerationSetup's
 };
 
 // What generate() will run, resolved and checked before any rank starts: the model, its
@@ -56,6 +57,7 @@ struct GenerationSetup {
   std::vector<std::vector<std::int32_t>> prompts;
   std::vector<std::int32_t> eos;
   std::string weights_dir;  // the checkpoint or the model folder
+  std::vector<std::string> warnings;  // for people (a tokenizer other than the recorded one)
 };
 GenerationSetup prepare_generation(const GenerateOptions& options);
 
