@@ -87,6 +87,78 @@ TEST(Export, OracleComputesTheSameLossAndInitFromStartsThere) {
   fs::remove_all(d);
 }
 
+// Tied embeddings: the checkpoint holds the shared table once (no lm_head, no head moments),
+// the export writes it as model.embed_tokens.weight with tie_word_embeddings true and no
+// lm_head.weight, the oracle (tied: one leaf used twice) computes the run's next loss from it,
+// and --init-from reads it under another layout.
+TEST(Export, TiedTableIsStoredOnceAndExportedAsTheEmbedding) {
+  const std::string d = fresh_dir("export_tied");
+  TrainOptions o = tiny_options({"tsp", 2, ""}, 4);
+  o.model.tie_word_embeddings = true;
+  o.grad_accum = 1;
+  o.checkpoint.save_dir = d + "/run";
+  o.checkpoint.save_every = 3;
+  const TrainResult ra = quiet_train(o);
+  ASSERT_EQ(ra.steps.size(), 4u);
+  const std::string c = ckpt::checkpoint_dir(d + "/run", 3);
+  const nlohmann::json index = ckpt::read_index(c);
+  EXPECT_TRUE(index.at("config").at("tie_word_embeddings").get<bool>());
+  for (const auto& [name, t] : index.at("tensors").items())
+    EXPECT_EQ(name.find("lm_head"), std::string::npos) << name;
+  EXPECT_TRUE(index.at("tensors").contains("optimizer.exp_avg.model.embed_tokens.weight"));
+
+  ASSERT_EQ(run_cli("export --checkpoint " + c + " --out " + d + "/hf", d + "/log"), 0);
+  const io::SafetensorsFile f = io::SafetensorsFile::open(d + "/hf/model.safetensors");
+  const auto want = oracle::hf_parameter_shapes(o.model);
+  ASSERT_EQ(f.tensors().size(), want.size());
+  EXPECT_FALSE(f.contains("lm_head.weight"));
+  for (const auto& [name, shape] : want) {
+    ASSERT_TRUE(f.contains(name)) << name;
+    EXPECT_EQ(f.entry(name).shape, shape) << name;
+  }
+  std::vector<std::string> warnings;
+  EXPECT_TRUE(load_model_config(d + "/hf/config.json", &warnings).tie_word_embeddings);
+
+  const data::TokenDataset ds = data::TokenDataset::default_corpus();
+  MemoryTracker tracker("export test");
+  const data::Batch b = ds.batch(o.seed, 3, o.batch, o.seq, tracker);
+  oracle::write_batch(d + "/batch.safetensors", o.batch, o.seq, b.input_ids.data<std::int32_t>(),
+                      b.labels.data<std::int32_t>());
+  oracle::OracleRun run;
+  run.config = d + "/hf/config.json";
+  run.weights = d + "/hf/model.safetensors";
+  run.batches = {d + "/batch.safetensors"};
+  run.out = d + "/oracle.safetensors";
+  ASSERT_NO_FATAL_FAILURE(oracle::run_oracle(run));
+  const double oracle_loss = io::SafetensorsFile::open(run.out).read_as_f64("loss").at(0);
+  EXPECT_NEAR(ra.steps[3].loss, oracle_loss, 1e-5 * oracle_loss);
+
+  // The exported folder and the checkpoint give one first loss, single and TP 2; an untied
+  // model refuses the tied checkpoint, naming the difference.
+  TrainOptions i = tiny_options({"single", 1, ""}, 1);
+  i.model.tie_word_embeddings = true;
+  i.grad_accum = 1;
+  i.checkpoint.init_from = d + "/hf";
+  const double from_hf = quiet_train(i).steps.at(0).loss;
+  i.checkpoint.init_from = c;
+  EXPECT_EQ(quiet_train(i).steps.at(0).loss, from_hf);
+  i = tiny_options({"tp", 2, ""}, 1);
+  i.model.tie_word_embeddings = true;
+  i.grad_accum = 1;
+  i.checkpoint.init_from = d + "/hf";
+  EXPECT_NEAR(quiet_train(i).steps.at(0).loss, from_hf, 2e-5 * from_hf);
+  i = tiny_options({"single", 1, ""}, 1);
+  i.grad_accum = 1;
+  i.checkpoint.init_from = c;
+  try {
+    quiet_train(i);
+    ADD_FAILURE() << "an untied model loaded a tied checkpoint";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("tied embeddings"), std::string::npos) << e.what();
+  }
+  fs::remove_all(d);
+}
+
 TEST(Export, RefusesAnIncompleteCheckpoint) {
   const std::string d = fresh_dir("export_bad");
   fs::create_directories(d + "/step-00000001");

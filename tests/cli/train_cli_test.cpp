@@ -94,9 +94,9 @@ TEST_F(TrainCli, RefusesInconsistentConfigNamingTheField) {
   EXPECT_EQ(r.code, 2) << r.all();
   EXPECT_THAT(r.all(), HasSubstr("rope_scaling"));
 
-  r = origami("train --config " + config_with({{"tie_word_embeddings", true}}));
+  r = origami("train --config " + config_with({{"tie_word_embeddings", "yes"}}));
   EXPECT_EQ(r.code, 2) << r.all();
-  EXPECT_THAT(r.all(), HasSubstr("tie_word_embeddings"));
+  EXPECT_THAT(r.all(), HasSubstr("tie_word_embeddings must be true or false"));
 
   r = origami("train --config " + config_with({{"hidden_size", "large"}}));
   EXPECT_EQ(r.code, 2) << r.all();

@@ -84,7 +84,7 @@ class Reference {
     }
     kernels::rmsnorm_forward(S, h, x.data(), params_.final_norm.f32(), eps, n.data(), rstd.data());
     std::vector<float> out(static_cast<std::size_t>(S * V));
-    kernels::linear_forward(S, h, V, n.data(), params_.lm_head.f32(), out.data());
+    kernels::linear_forward(S, h, V, n.data(), params_.head().f32(), out.data());
     return out;
   }
 
@@ -138,9 +138,12 @@ inline std::vector<std::vector<std::int32_t>> generate(
 
 // Teacher forcing: prefill prompts of lengths 5, 11, 8, then decode 6 given tokens each;
 // returns the worst relative error of a step's logits [V] against the single device
-// (collective over `world`; every rank checks the same gathered logits).
-inline double teacher_forced_error(comm::Communicator& world, parallel::TokenLayoutKind layout) {
-  const ModelConfig c = gqa_model();
+// (collective over `world`; every rank checks the same gathered logits). `tied`: the model
+// with tied embeddings (the head is the embedding's vocabulary block on each rank).
+inline double teacher_forced_error(comm::Communicator& world, parallel::TokenLayoutKind layout,
+                                   bool tied = false) {
+  ModelConfig c = gqa_model();
+  c.tie_word_embeddings = tied;
   const std::vector<int> lengths{5, 11, 8};
   const auto prompts = random_prompts(c, lengths);
   const auto forced = random_prompts(c, {6, 6, 6}, 99);  // the tokens fed to decode

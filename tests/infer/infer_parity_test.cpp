@@ -22,6 +22,19 @@ struct ParityCase {
   TokenLayoutKind layout;
 };
 
+// Tied embeddings: the prefill's head ring and the decode's head use the embedding's block.
+class InferParityTied : public ::testing::TestWithParam<int> {};
+
+TEST_P(InferParityTied, TeacherForcedLogitsMatchTheSingleDevice) {
+  comm::run_ranks(GetParam(), [&](comm::Communicator& world) {
+    EXPECT_LE(teacher_forced_error(world, TokenLayoutKind::Zigzag, true), 1e-5)
+        << "rank " << world.rank();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Degrees, InferParityTied, ::testing::Values(1, 2, 4),
+                         [](const auto& info) { return fmt::format("D{}", info.param); });
+
 class InferParity : public ::testing::TestWithParam<ParityCase> {};
 
 TEST_P(InferParity, TeacherForcedLogitsMatchTheSingleDevice) {

@@ -186,7 +186,6 @@ TEST(ModelConfig, RefusesMeaningChangingFields) {
   expect_refused(with(base_json(), "attention_bias", true), {"attention_bias", "false"});
   expect_refused(with(base_json(), "mlp_bias", true), {"mlp_bias", "false"});
   expect_refused(with(base_json(), "hidden_act", "gelu"), {"hidden_act", "silu"});
-  expect_refused(with(base_json(), "tie_word_embeddings", true), {"tie_word_embeddings", "false"});
   expect_refused(with(base_json(), "pretraining_tp", 2), {"pretraining_tp", "1"});
   expect_refused(with(base_json(), "attention_dropout", 0.1), {"attention_dropout", "0"});
   // The same fields with the values Origami implements are accepted silently.
@@ -202,6 +201,25 @@ TEST(ModelConfig, RefusesMeaningChangingFields) {
   std::vector<std::string> warnings;
   EXPECT_NO_THROW(parse_model_config(ok.dump(), &warnings));
   EXPECT_TRUE(warnings.empty()) << warnings[0];
+}
+
+// tie_word_embeddings (SmolLM, Llama 3.2): read, absent means false as in LlamaConfig, written
+// back, and the shared table counted once in the parameter count.
+TEST(ModelConfig, ReadsTiedEmbeddings) {
+  const ModelConfig untied = parse_model_config(base_json().dump(), nullptr);
+  EXPECT_FALSE(untied.tie_word_embeddings);
+  json no_field = base_json();
+  no_field.erase("tie_word_embeddings");
+  EXPECT_FALSE(parse_model_config(no_field.dump(), nullptr).tie_word_embeddings);
+  const ModelConfig tied =
+      parse_model_config(with(base_json(), "tie_word_embeddings", true).dump(), nullptr);
+  EXPECT_TRUE(tied.tie_word_embeddings);
+  EXPECT_EQ(untied.num_parameters() - tied.num_parameters(),
+            tied.vocab_size * tied.hidden_size);
+  const ModelConfig back = parse_model_config(model_config_to_json(tied), nullptr);
+  EXPECT_TRUE(back.tie_word_embeddings);
+  EXPECT_EQ(model_config_to_json(back), model_config_to_json(tied));
+  EXPECT_FALSE(parse_model_config(model_config_to_json(untied), nullptr).tie_word_embeddings);
 }
 
 // Llama 3.1's rope_scaling, exactly as its config.json spells it, and the older "type" key.

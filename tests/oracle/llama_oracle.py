@@ -13,10 +13,10 @@ Inputs
   --config config.json          Hugging Face Llama field names (vocab_size, hidden_size,
                                 intermediate_size, num_hidden_layers, num_attention_heads,
                                 num_key_value_heads, rope_theta, rms_norm_eps, head_dim,
-                                rope_scaling of rope_type linear or llama3). Fields that
-                                change the model and are not implemented (other rope_scaling
-                                types, tie_word_embeddings true, attention/mlp bias,
-                                hidden_act other than silu) are refused.
+                                rope_scaling of rope_type linear or llama3,
+                                tie_word_embeddings). Fields that change the model and are
+                                not implemented (other rope_scaling types, attention/mlp
+                                bias, hidden_act other than silu) are refused.
   --weights model.safetensors   Hugging Face tensor names, any float dtype (F32/BF16/F64),
                                 converted to float64:
                                   model.embed_tokens.weight                 [V, h]
@@ -31,6 +31,9 @@ Inputs
                                   model.layers.N.mlp.down_proj.weight       [h, f]
                                   model.norm.weight                         [h]
                                   lm_head.weight                            [V, h]
+                                (none when tie_word_embeddings is true: the head is
+                                model.embed_tokens.weight itself, one leaf tensor, so
+                                autograd adds the lookup's and the head's gradients)
                                 (projections are [out, in], as nn.Linear: y = x @ W.T).
                                 A missing or extra tensor, or a wrong shape, is an error.
   --batch batch.safetensors     input_ids I32 [B, S] and labels I32 [B, S]; label -100 is
@@ -40,7 +43,7 @@ Inputs
 The model
   x = embed[ids]; per layer: x += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))
   with n = rmsnorm(x), then x += down_proj(silu(gate_proj(n)) * up_proj(n)) with
-  n = rmsnorm(x); logits = lm_head(rmsnorm(x)).
+  n = rmsnorm(x); logits = lm_head(rmsnorm(x)) (tied: x @ embed.T).
   RMSNorm: x / sqrt(mean(x^2) + eps) * w, eps from the config.
   RoPE: rotate_half convention (pairs (i, i + d/2)); angle = pos * inv_freq[i] with
   inv_freq[i] = theta^(-2i/d), computed in float64, then scaled as rope_scaling says,
@@ -221,8 +224,10 @@ def check_config(c, where="config"):
         raise InputError(f"{where}: inconsistent heads (hidden {h}, heads {H}, kv heads {Hkv}, "
                          f"head_dim {cfg['head_dim']})")
     cfg["rope_scaling"] = check_rope_scaling(c.get("rope_scaling"), where)
-    if c.get("tie_word_embeddings", False):
-        raise InputError(f"{where}: tie_word_embeddings true is not implemented")
+    tied = c.get("tie_word_embeddings", False)
+    if not isinstance(tied, bool):
+        raise InputError(f"{where}: tie_word_embeddings must be true or false, got {tied!r}")
+    cfg["tie_word_embeddings"] = tied
     if c.get("attention_bias", False) or c.get("mlp_bias", False):
         raise InputError(f"{where}: biases are not implemented")
     if c.get("hidden_act", "silu") != "silu":
@@ -291,7 +296,8 @@ def parameter_shapes(cfg):
         shapes[p + "mlp.up_proj.weight"] = (f, h)
         shapes[p + "mlp.down_proj.weight"] = (h, f)
     shapes["model.norm.weight"] = (h,)
-    shapes["lm_head.weight"] = (V, h)
+    if not cfg.get("tie_word_embeddings", False):
+        shapes["lm_head.weight"] = (V, h)
     return shapes
 
 
@@ -383,7 +389,9 @@ def forward_loss(params, cfg, ids, labels):
         up = n @ params[p + "mlp.up_proj.weight"].T
         x = x + (torch.nn.functional.silu(gate) * up) @ params[p + "mlp.down_proj.weight"].T
     x = rms_norm(x, params["model.norm.weight"], eps)
-    logits = (x @ params["lm_head.weight"].T).reshape(B * S, -1)
+    head = params["model.embed_tokens.weight" if cfg.get("tie_word_embeddings", False)
+                  else "lm_head.weight"]
+    logits = (x @ head.T).reshape(B * S, -1)
     flat = labels.reshape(-1)
     mask = flat != IGNORE
     count = int(mask.sum())
@@ -546,6 +554,28 @@ def self_test():
     ok = torch.autograd.gradcheck(loss_of, tuple(params.values()), eps=1e-6, atol=1e-7,
                                   rtol=1e-5)
     _check("gradcheck of every parameter (2 layers, GQA, masked labels)", ok)
+
+    # Tied embeddings: every gradient by finite differences, and the shared table's gradient
+    # equals the untied model's embedding gradient plus its head gradient when the head holds
+    # the same values (the two uses of one table add).
+    tied_cfg = dict(cfg, tie_word_embeddings=True)
+    tied = {n: p.detach().clone().requires_grad_(True)
+            for n, p in params.items() if n != "lm_head.weight"}
+    tied_names = list(tied)
+    _check("tied model has no lm_head", "lm_head.weight" not in parameter_shapes(tied_cfg))
+    ok = torch.autograd.gradcheck(
+        lambda *t: forward_loss(dict(zip(tied_names, t)), tied_cfg, ids, labels),
+        tuple(tied.values()), eps=1e-6, atol=1e-7, rtol=1e-5)
+    _check("gradcheck of every parameter, tied embeddings", ok)
+    untied = {n: p.detach().clone().requires_grad_(True) for n, p in params.items()}
+    with torch.no_grad():
+        untied["lm_head.weight"].copy_(untied["model.embed_tokens.weight"])
+    forward_loss(untied, cfg, ids, labels).backward()
+    forward_loss(tied, tied_cfg, ids, labels).backward()
+    both = untied["model.embed_tokens.weight"].grad + untied["lm_head.weight"].grad
+    _check("tied table's gradient = embedding's + head's",
+           torch.allclose(tied["model.embed_tokens.weight"].grad, both, rtol=0, atol=1e-13)
+           and bool((untied["lm_head.weight"].grad != 0).any()))
 
     # The loss is the mean over unmasked tokens: equal to the mean of the losses of batches
     # in which only one of those tokens is unmasked (not a sum, not a mean over B*S).

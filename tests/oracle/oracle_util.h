@@ -161,7 +161,7 @@ inline std::vector<std::pair<std::string, Shape>> hf_parameter_shapes(const Mode
     out.push_back({p + "mlp.down_proj.weight", {h, f}});
   }
   out.push_back({"model.norm.weight", {h}});
-  out.push_back({"lm_head.weight", {V, h}});
+  if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", {V, h}});  // tied: embed_tokens
   return out;
 }
 

@@ -10,7 +10,8 @@
 //   * the chosen cases: strategy x degree 1..4 (3 on a model with 6 heads, 8 for TSP), zigzag
 //     and contiguous, grouped-query attention x degree, B = 1, 2, 4, gradient accumulation,
 //     each recompute policy x strategy, TP+SP meshes and dp x strategy; vocabularies not
-//     divisible by the degree (97 at 2, 4, 8; 100 at 3, 8).
+//     divisible by the degree (97 at 2, 4, 8; 100 at 3, 8); tied embeddings under every
+//     registered strategy (and TP+SP, dp x tsp, TSP at 3 and 8).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,6 +52,12 @@ ModelConfig eight() {
 // 4 ranks.
 ModelConfig kv2() {
   return make_model(97, 64, 96, 8, 2);
+}
+
+// The same model with one table for the embedding and the LM head.
+ModelConfig tied(ModelConfig m) {
+  m.tie_word_embeddings = true;
+  return m;
 }
 
 ParallelConfig plan(int dp, int tp, int sp, bool seqpar = false,
@@ -170,6 +177,27 @@ std::vector<Case> matrix() {
   add("tsp8_kvrep4", kv2(), tsp(1, 8), Recompute::None, 2, 1, 32);
   add("tsp8_kvrep4_mlp_B1", kv2(), tsp(1, 8, kContig), Recompute::Mlp, 1, 1, 32);
   add("dp2xtsp4_kvrep2_full", gqa(), tsp(2, 4), Recompute::Full, 4);
+  // Tied embeddings: every registered strategy at degree 2 (vocabulary 97, padded) and 4,
+  // so that the table's two gradients meet on its owner (TP: the vocab-parallel lookup and
+  // head; TSP: the lookup's all-to-all and the head ring's GradRing) or add before the dp/sp
+  // sum; TP+SP, TP-SP+SP and dp x each sharded strategy.
+  for (const parallel::StrategyInfo& s : parallel::registered_strategies()) {
+    if (s.degree_axis.empty()) continue;
+    for (int d : {2, 4}) {
+      const ParallelConfig p =
+          parallel::make_parallel_config(s.name, d, "", false, TokenLayoutKind::Zigzag);
+      add(fmt::format("tied_{}{}", s.name, d), tied(d == 2 ? gqa() : mha()), p, Recompute::None,
+          s.name == "dp" ? 2 * d : 2);
+    }
+  }
+  add("tied_single", tied(gqa()), plan(1, 1, 1));
+  add("tied_tp2xsp2", tied(gqa()), plan(1, 2, 2));
+  add("tied_tpsp2xsp2_full", tied(mha()), plan(1, 2, 2, true), Recompute::Full);
+  add("tied_dp2xtp2", tied(gqa()), plan(2, 2, 1));
+  add("tied_dp2xtsp2", tied(gqa()), tsp(2, 2));
+  add("tied_tsp3_contiguous_mlp", tied(six()), tsp(1, 3, kContig), Recompute::Mlp);
+  add("tied_tsp8", tied(eight()), tsp(1, 8), Recompute::None, 2, 1, 32);
+  add("tied_tsp2_full_accum", tied(gqa()), tsp(1, 2), Recompute::Full, 2, 2);
   return v;
 }
 
@@ -203,7 +231,12 @@ std::vector<Case> step_cases() {
                                                     "dp2xtsp2",    "tp4_kvrep2",
                                                     "tp8_kvrep4",  "tpsp8_kvrep4",
                                                     "tsp4_kvrep2", "tsp8_kvrep4",
-                                                    "dp2xtsp4_kvrep2_full"};
+                                                    "dp2xtsp4_kvrep2_full",
+                                                    "tied_single",
+                                                    "tied_dp2",    "tied_tp2",
+                                                    "tied_tpsp4",  "tied_sp2",
+                                                    "tied_tsp2",   "tied_tsp4",
+                                                    "tied_dp2xtsp2"};
     if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
     c.steps = 5;
     c.max_grad_norm = 1.0;

@@ -285,6 +285,8 @@ std::vector<MatrixCase> parity_matrices() {
   const ModelConfig mha = make_model(100, 64, 96, 4, 4), gqa = make_model(97, 64, 96, 4, 2),
                     six = make_model(100, 48, 96, 6, 3), gqa4 = make_model(97, 64, 96, 8, 4),
                     eight = make_model(100, 64, 96, 8, 8), kv2 = make_model(97, 64, 96, 8, 2);
+  ModelConfig tied_gqa = gqa, tied_gqa4 = gqa4;
+  tied_gqa.tie_word_embeddings = tied_gqa4.tie_word_embeddings = true;
   const auto N = Recompute::None, M = Recompute::Mlp, F = Recompute::Full;
   return {
       {"single", mha, 1, 1, 1, false, 1, false, N, 2, 24},
@@ -343,6 +345,16 @@ std::vector<MatrixCase> parity_matrices() {
       {"tsp4_kvrep2", gqa, 1, 1, 1, false, 4, false, N, 2, 24},
       {"tsp8_kvrep4", kv2, 1, 1, 1, false, 8, false, N, 2, 32},
       {"dp2xtsp4_kvrep2_full", gqa, 2, 1, 1, false, 4, false, F, 4, 24},
+      // Tied embeddings: the one vocabulary table counted (and its gradient reduced) once.
+      {"tied_single", tied_gqa, 1, 1, 1, false, 1, false, N, 2, 24},
+      {"tied_dp2", tied_gqa, 2, 1, 1, false, 1, false, N, 2, 24},
+      {"tied_tp2", tied_gqa, 1, 2, 1, false, 1, false, N, 2, 24},
+      {"tied_tpsp2", tied_gqa, 1, 2, 1, true, 1, false, M, 2, 24},
+      {"tied_sp2", tied_gqa, 1, 1, 2, false, 1, false, N, 2, 24},
+      {"tied_tp2xsp2", tied_gqa, 1, 2, 2, false, 1, false, N, 2, 24},
+      {"tied_tsp2", tied_gqa, 1, 1, 1, false, 2, false, N, 2, 24},
+      {"tied_tsp4_full", tied_gqa4, 1, 1, 1, false, 4, false, F, 2, 24},
+      {"tied_dp2xtsp2", tied_gqa, 2, 1, 1, false, 2, false, N, 2, 24},
   };
 }
 

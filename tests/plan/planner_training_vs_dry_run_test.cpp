@@ -316,6 +316,23 @@ TEST(DryRunCheck, SlowLinksAtTwoRanks) {
   run_all(rows);
 }
 
+// Tied embeddings (Llama 3.2's choice) on the 7B widths: one vocabulary table per rank, its
+// gradient reduced once; every layout, fp32, 16K tokens, two layers.
+TEST(DryRunCheck, TiedEmbeddingsAt16k) {
+#ifdef ORIGAMI_TESTS_SANITIZED
+  std::vector<Row> rows = rows_of({"tsp8", "tp8"}, 16384, {"fp32"}, {"none"}, 1);
+#else
+  std::vector<Row> rows = rows_of(kAll, 16384, {"fp32"}, {"none"}, 2);
+#endif
+  for (Row& r : rows) {
+    ModelConfig m = model_7b(r.layers, r.seq);
+    m.tie_word_embeddings = true;
+    r.model = m;
+    r.name += " tied";
+  }
+  run_all(rows);
+}
+
 // The whole 7B (32 layers), every layout, bf16, recompute none.
 TEST(DryRunCheck, Full7bAt16k) {
 #ifdef ORIGAMI_TESTS_SANITIZED

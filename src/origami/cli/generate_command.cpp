@@ -184,6 +184,7 @@ int GenerateCommand::run() {
       });
   if (r.tokens.empty()) return 0;  // not rank 0 of an MPI run
   if (one) std::cout << (started ? "" : options_.prompts[0]) << "\n";
+  for (const std::string& w : r.warnings) std::cerr << "origami: warning: " << w << "\n";
   for (std::size_t b = 0; !one && b < r.tokens.size(); ++b)
     std::cout << fmt::format("[{}] {}{}\n", b, options_.prompts[b], r.texts[b]);
   // Why each sequence ended (eos, stop, length) and how many tokens it got.

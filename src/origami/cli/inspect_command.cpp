@@ -29,6 +29,9 @@ int InspectCommand::run() {
         c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.num_key_value_heads,
         c.head_dim(), c.intermediate_size, c.vocab_size, c.max_position_embeddings);
     out += fmt::format("  rope: theta {}, scaling {}\n", c.rope_theta, describe(c.rope_scaling));
+    out += fmt::format("  embeddings: {}\n", c.tie_word_embeddings
+                                                ? "tied (one table: embedding and LM head)"
+                                                : "untied (lm_head.weight of its own)");
   }
   std::string dtypes;
   for (const auto& [name, n] : r.dtype_tensors)

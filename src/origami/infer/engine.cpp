@@ -98,13 +98,14 @@ void InferenceEngine::head(const float* x, std::int64_t rows, float* n, float* r
     logits_ = Tensor();
     logits_ = Tensor(tracker_, MemCategory::Logits, {rows, vocab_rows_});
   }
-  step_linear(rows, h, vocab_rows_, n, params_.lm_head.f32(), logits_.f32());
+  step_linear(rows, h, vocab_rows_, n, params_.head().f32(), logits_.f32());
 }
 
 std::int64_t InferenceEngine::step_weight_bytes() {
   std::int64_t bytes = 0;
   for (const NamedTensor& t : named_tensors(params_))
-    if (t.tensor != &params_.embed) bytes += t.tensor->bytes();
+    // The embedding's B rows are counted below, unless it is also the (tied) head.
+    if (t.tensor != &params_.embed || config_.tie_word_embeddings) bytes += t.tensor->bytes();
   return bytes + batch() * config_.hidden_size * static_cast<std::int64_t>(sizeof(float));
 }
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,7 @@
 #include "origami/infer/text_stream.h"
 #include "origami/io/generation_config.h"
 #include "origami/io/hf_weights.h"
+#include "origami/tokenizer/fingerprint.h"
 #include "origami/kernels/threads.h"
 #include "origami/train/checkpoint.h"
 #include "origami/data/dataset.h"
@@ -57,10 +59,45 @@ ModelConfig model_of(const GenerateOptions& o) {
   return saved;
 }
 
-// --tokenizer, else the model folder's tokenizer.json / tokenizer.model, else none (bytes).
+// The tokenizer a checkpoint's run recorded (checkpoint_loop.cpp's save_step), if any.
+std::optional<tokenizer::Fingerprint> recorded_tokenizer(const std::string& checkpoint) {
+  if (checkpoint.empty()) return std::nullopt;
+  const nlohmann::json index = ckpt::read_index(checkpoint);
+  const nlohmann::json* t = nullptr;
+  if (index.contains("run") && index.at("run").contains("tokenizer"))
+    t = &index.at("run").at("tokenizer");
+  if (t == nullptr) return std::nullopt;
+  if (!t->is_object() || !t->contains("file") || !t->at("file").is_string() ||
+      !t->contains("fnv1a64") || !t->at("fnv1a64").is_string())
+    throw ConfigError(fmt::format("{}/{}: run.tokenizer must be {{\"file\": ..., \"fnv1a64\": "
+                                  "...}}; the index was edited",
+                                  checkpoint, ckpt::kIndex));
+  return tokenizer::Fingerprint{t->at("file").get<std::string>(),
+                                t->at("fnv1a64").get<std::string>()};
+}
+
+// --tokenizer, else the one the checkpoint's run was trained with, else the model folder's
+// tokenizer.json / tokenizer.model, else none (bytes). A tokenizer whose file differs from the
+// one the checkpoint recorded is used, with a warning (a renamed or re-saved copy may be the
+// same vocabulary; a different one makes the text garbage, which the warning explains).
 std::shared_ptr<const tokenizer::Tokenizer> tokenizer_of(const GenerateOptions& o,
-                                                         const ModelConfig& config) {
-  std::string path = o.tokenizer;
+                                                         const ModelConfig& config,
+                                                         std::vector<std::string>& warnings) {
+  const std::optional<tokenizer::Fingerprint> recorded = recorded_tokenizer(o.checkpoint);
+  if (recorded && o.tokenizer.empty() && !std::filesystem::is_regular_file(recorded->file))
+    throw ConfigError(fmt::format(
+        "--checkpoint {} was trained with the tokenizer {}, which is gone; give it with "
+        "--tokenizer (or --tokenizer byte to generate bytes)",
+        o.checkpoint, recorded->file));
+  std::string path = o.tokenizer.empty() && recorded ? recorded->file : o.tokenizer;
+  if (recorded && path != "byte") {
+    const std::optional<tokenizer::Fingerprint> now = tokenizer::fingerprint(path);
+    if (now && now->fnv1a64 != recorded->fnv1a64)
+      warnings.push_back(fmt::format(
+          "the tokenizer {} (fnv1a64 {}) is not the file the checkpoint was trained with ({}, "
+          "fnv1a64 {}): if its vocabulary differs, the text will be garbage",
+          now->file, now->fnv1a64, recorded->file, recorded->fnv1a64));
+  }
   if (path.empty() && !o.model_dir.empty() &&
       (fs::is_regular_file(fs::path(o.model_dir) / "tokenizer.json") ||
        fs::is_regular_file(fs::path(o.model_dir) / "tokenizer.model")))
@@ -100,7 +137,7 @@ GenerationSetup prepare_generation(const GenerateOptions& o) {
   GenerationSetup setup;
   setup.config = model_of(o);
   setup.weights_dir = o.checkpoint.empty() ? o.model_dir : o.checkpoint;
-  setup.tokenizer = tokenizer_of(o, setup.config);
+  setup.tokenizer = tokenizer_of(o, setup.config, setup.warnings);
   const ModelConfig& config = setup.config;
   for (std::size_t i = 0; i < o.prompts.size(); ++i) {
     // A tokenizer adds what its tokenizer_config.json / post-processor says (bos, ...).
@@ -162,6 +199,7 @@ GenerateResult generate(const GenerateOptions& o,
   check_inference_degree(config, D);
 
   GenerateResult result;
+  result.warnings = setup.warnings;
   std::mutex m;
   auto rank_fn = [&](comm::Communicator& world) {
     const bool lead = world.rank() == 0;

@@ -49,6 +49,7 @@ struct GenerateResult {
   std::int64_t step_weight_bytes = 0;  // weights one decode step reads, all ranks together
   int kernel_threads = 0;              // the ranks' kernel threads, all ranks together
   std::vector<MemoryStats> rank_memory;
+  std::vector<std::string> warnings;  // GenerationSetup's
 };
 
 // What generate() will run, resolved and checked before any rank starts: the model, its
@@ -59,6 +60,7 @@ struct GenerationSetup {
   std::vector<std::vector<std::int32_t>> prompts;
   std::vector<std::int32_t> eos;
   std::string weights_dir;  // the checkpoint or the model folder
+  std::vector<std::string> warnings;  // for people (a tokenizer other than the recorded one)
 };
 GenerationSetup prepare_generation(const GenerateOptions& options);
 

@@ -115,4 +115,31 @@ HfWeights read_hf_weights(const std::string& dir) {
   return w;
 }
 
+std::string tied_head_mismatch(const std::string& dir, const HfWeights& w) {
+  const auto head = w.file_of.find("lm_head.weight");
+  if (head == w.file_of.end()) return "";
+  const auto embed = w.file_of.find("model.embed_tokens.weight");
+  const auto why = [&](const std::string& detail) {
+    return fmt::format(
+        "{}: config.json has tie_word_embeddings true but the folder also stores an "
+        "lm_head.weight that differs from model.embed_tokens.weight{}; a tied model has one "
+        "table: remove lm_head.weight, or set tie_word_embeddings to false to load the head "
+        "as its own matrix",
+        dir, detail);
+  };
+  if (embed == w.file_of.end()) return why(" (which is missing)");
+  const SafetensorsFile hf = SafetensorsFile::open((fs::path(dir) / head->second).string());
+  const SafetensorsFile ef = SafetensorsFile::open((fs::path(dir) / embed->second).string());
+  const SafetensorsEntry &h = hf.entry(head->first), &e = ef.entry(embed->first);
+  if (h.dtype != e.dtype || h.shape != e.shape)
+    return why(fmt::format(" (stored as {} {}, the embedding as {} {})", dtype_name(h.dtype),
+                           shape_str(h.shape), dtype_name(e.dtype), shape_str(e.shape)));
+  const std::span<const std::byte> a = hf.bytes(head->first), b = ef.bytes(embed->first);
+  const auto diff = std::mismatch(a.begin(), a.end(), b.begin());
+  if (diff.first == a.end()) return "";
+  const std::size_t element = static_cast<std::size_t>(diff.first - a.begin()) /
+                              dtype_size(h.dtype);
+  return why(fmt::format(" (first at element {})", element));
+}
+
 }  // namespace origami::io

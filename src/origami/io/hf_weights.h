@@ -30,4 +30,10 @@ bool has_hf_weights(const std::string& dir);
 // transformers). ConfigError when neither exists.
 HfWeights read_hf_weights(const std::string& dir);
 
+// For a folder whose config.json ties the embeddings: "" when it stores no lm_head.weight, or
+// one identical to model.embed_tokens.weight (same dtype, shape and bytes: some exporters save
+// the shared table twice); otherwise why it is refused (ConfigError text naming the folder and
+// both tensors). Compares in place (the files are mapped): nothing is allocated.
+std::string tied_head_mismatch(const std::string& dir, const HfWeights& weights);
+
 }  // namespace origami::io

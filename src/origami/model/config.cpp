@@ -152,11 +152,6 @@ void check_meaningful(const std::string& key, const json& v) {
           fmt::format("hidden_act is {}; Origami's gated MLP uses silu only: set it to "
                       "\"silu\"",
                       show(v)));
-  } else if (key == "tie_word_embeddings") {
-    if (get_bool(v, key))
-      refuse(
-          "tie_word_embeddings is true; Origami's LM head is a separate matrix: set it to "
-          "false");
   } else if (key == "pretraining_tp") {
     const std::int64_t tp = get_int(v, key);
     if (tp != 1) refuse(fmt::format("pretraining_tp is {}; only 1 is supported: set it to 1", tp));
@@ -167,8 +162,7 @@ void check_meaningful(const std::string& key, const json& v) {
   }
 }
 
-constexpr const char* kMeaningful[] = {"attention_bias", "mlp_bias",
-                                       "hidden_act",     "tie_word_embeddings",
+constexpr const char* kMeaningful[] = {"attention_bias", "mlp_bias", "hidden_act",
                                        "pretraining_tp", "attention_dropout"};
 
 // rope_scaling: null, or {"rope_type" (or the older "type"): "default" | "linear" | "llama3",
@@ -260,7 +254,8 @@ std::int64_t ModelConfig::num_parameters() const {
   layer = checked_add(layer, checked_mul(3 * h, intermediate_size, "mlp"), "mlp");
   layer = checked_add(layer, 2 * h, "norms");  // input and post-attention RMSNorm
   std::int64_t total = checked_mul(layer, num_hidden_layers, "layers");
-  total = checked_add(total, checked_mul(2, embed, "embedding and LM head"), "embedding");
+  const std::int64_t tables = tie_word_embeddings ? 1 : 2;  // tied: one table serves both
+  total = checked_add(total, checked_mul(tables, embed, "embedding and LM head"), "embedding");
   return checked_add(total, h, "final norm");
 }
 
@@ -366,6 +361,8 @@ ModelConfig parse_model_config(const std::string& json_text, std::vector<std::st
       if (!value.is_null()) head_dim = &value;
     } else if (key == "rope_scaling") {
       c.rope_scaling = parse_rope_scaling(value);
+    } else if (key == "tie_word_embeddings") {  // absent: false, as in LlamaConfig
+      c.tie_word_embeddings = get_bool(value, key);
     } else if (contains(kIntFields, key)) {
       if (key == "num_key_value_heads") {
         if (value.is_null()) continue;
@@ -484,7 +481,7 @@ std::string model_config_to_json(const ModelConfig& c) {
   j["initializer_range"] = c.initializer_range;
   j["attention_bias"] = false;
   j["mlp_bias"] = false;
-  j["tie_word_embeddings"] = false;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
   return j.dump(2) + "\n";
 }
 

@@ -25,13 +25,17 @@ struct ModelConfig {
   // Qwen3-style: q_proj [heads * head_dim, h], o_proj [h, heads * head_dim]); 0 otherwise.
   // Single device only (require_derived_head_dim).
   std::int64_t explicit_head_dim = 0;
+  // One shared [V, h] table for the embedding and the LM head (config.json's
+  // tie_word_embeddings): the model holds model.embed_tokens.weight only and the head reads it
+  // (ModelTensors::head(), docs/models.md "Tied embeddings").
+  bool tie_word_embeddings = false;
 
   std::int64_t head_dim() const {
     return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_attention_heads;
   }
   std::int64_t q_dim() const { return num_attention_heads * head_dim(); }  // q_proj rows
   std::int64_t kv_dim() const { return num_key_value_heads * head_dim(); }
-  // Parameters of the whole model (untied LM head).
+  // Parameters of the whole model (the shared table counted once when tied).
   std::int64_t num_parameters() const;
 };
 
@@ -49,9 +53,9 @@ void require_derived_head_dim(const ModelConfig& config, const std::string& wher
 std::string describe(const RopeScaling& scaling);
 
 // Parses a Hugging Face Llama config.json text. rope_scaling of type linear or llama3 and an
-// explicit head_dim are read. Unknown fields that would change the model's meaning (another
-// rope_scaling type, attention_bias/mlp_bias true, hidden_act
-// other than silu, tie_word_embeddings true, ...) are refused with ConfigError naming the
+// explicit head_dim and tie_word_embeddings are read. Unknown fields that would change the
+// model's meaning (another rope_scaling type, attention_bias/mlp_bias true, hidden_act
+// other than silu, ...) are refused with ConfigError naming the
 // field; purely informational fields are returned in `warnings`. Wrong JSON types are refused
 // naming the field. The result is validated.
 ModelConfig parse_model_config(const std::string& json_text, std::vector<std::string>* warnings);

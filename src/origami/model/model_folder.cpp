@@ -121,8 +121,20 @@ void read_weights(const std::string& dir, ModelFolderReport& r) {
     r.refusals.push_back(fmt::format("{}: {} tensor(s) the model needs are missing, e.g. {}{}", dir,
                                      missing.size(), missing.front(),
                                      missing.front() == "lm_head.weight"
-                                         ? " (a tied LM head: Origami needs its own matrix)"
+                                         ? " (a tied LM head: set tie_word_embeddings true)"
                                          : ""));
+  if (r.config->tie_word_embeddings && stored.count("lm_head.weight")) {
+    try {
+      const std::string mismatch = io::tied_head_mismatch(dir, weights);
+      if (mismatch.empty())
+        r.notes.push_back("lm_head.weight equals model.embed_tokens.weight (tied): read once");
+      else
+        r.refusals.push_back(mismatch);
+    } catch (const Error& e) {
+      r.refusals.push_back(e.what());
+    }
+    needed.insert("lm_head.weight");  // judged here, not as a tensor without a place
+  }
   std::vector<std::string> extra;
   for (const auto& [name, e] : stored)
     if (!needed.count(name)) extra.push_back(name);

@@ -94,7 +94,7 @@ void SingleOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const 
 kernels::LossSum SingleOps::head_forward(const float* nf, bool with_backward) {
   const std::int64_t rows = stream_rows(), h = config_.hidden_size, V = config_.vocab_size;
   logits_ = Tensor(tracker_, MemCategory::Logits, {rows, V});
-  kernels::linear_forward(rows, h, V, nf, params_.lm_head.f32(), logits_.f32());
+  kernels::linear_forward(rows, h, V, nf, params_.head().f32(), logits_.f32());
   lse_ = Tensor(tracker_, MemCategory::Workspace,
                 {rows});  // as before the driver: not counted as saved
   const kernels::LossSum loss =
@@ -112,8 +112,8 @@ void SingleOps::head_backward(float grad_scale, float* dnf) {
   const std::int64_t rows = stream_rows(), h = config_.hidden_size, V = config_.vocab_size;
   kernels::cross_entropy_backward(rows, V, logits_.f32(), 0, V, labels_, lse_.f32(), grad_scale,
                                   logits_.f32());
-  kernels::linear_backward_weight(rows, h, V, logits_.f32(), head_input_, grads_.lm_head.f32());
-  kernels::linear_backward_input(rows, h, V, logits_.f32(), params_.lm_head.f32(), dnf);
+  kernels::linear_backward_weight(rows, h, V, logits_.f32(), head_input_, grads_.head().f32());
+  kernels::linear_backward_input(rows, h, V, logits_.f32(), params_.head().f32(), dnf);
   logits_ = Tensor();
   lse_ = Tensor();
 }

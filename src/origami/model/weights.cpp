@@ -28,7 +28,8 @@ ModelTensors allocate_model_tensors(const ModelConfig& c, MemoryTracker& tracker
     t.layers.push_back(std::move(L));
   }
   t.final_norm = make({h});
-  t.lm_head = make({V, h});
+  t.tied = c.tie_word_embeddings;
+  if (!t.tied) t.lm_head = make({V, h});
   return t;
 }
 
@@ -49,13 +50,14 @@ std::vector<NamedTensor> named_tensors(ModelTensors& t) {
     out.push_back({p + "mlp.down_proj.weight", &L.w_down, false});
   }
   out.push_back({"model.norm.weight", &t.final_norm, true});
-  out.push_back({"lm_head.weight", &t.lm_head, false});
+  if (!t.tied) out.push_back({"lm_head.weight", &t.lm_head, false});
   return out;
 }
 
 ModelTensors allocate_like(ModelTensors& like, MemoryTracker& tracker, MemCategory category) {
   ModelTensors t;
   t.layers.resize(like.layers.size());
+  t.tied = like.tied;
   std::vector<NamedTensor> src = named_tensors(like), dst = named_tensors(t);
   for (std::size_t i = 0; i < src.size(); ++i)
     *dst[i].tensor = Tensor(tracker, category, src[i].tensor->shape());

@@ -24,11 +24,19 @@ struct LayerTensors {
 };
 
 // One set of model-shaped tensors: the parameters, or their gradients, or an optimizer moment.
+// Tied embeddings (ModelConfig::tie_word_embeddings): lm_head is left undefined and the head
+// uses embed, so the table exists once and the head's dW and the embedding's scatter-add
+// accumulate into the one gradient (each strategy shards embed and head alike: shard_spec.h).
 struct ModelTensors {
   Tensor embed;  // [V, h]
   std::vector<LayerTensors> layers;
   Tensor final_norm;  // [h]
-  Tensor lm_head;     // [V, h]
+  Tensor lm_head;     // [V, h]; undefined when tied
+  bool tied = false;
+
+  // The LM head's matrix: lm_head, or the shared embed when tied.
+  Tensor& head() { return tied ? embed : lm_head; }
+  const Tensor& head() const { return tied ? embed : lm_head; }
 };
 
 // A named view of one tensor of a ModelTensors.
@@ -45,7 +53,8 @@ ModelTensors allocate_model_tensors(const ModelConfig& config, MemoryTracker& tr
 // Zeroed tensors with the shapes of `like` (a sharded model's local shapes), under `category`.
 ModelTensors allocate_like(ModelTensors& like, MemoryTracker& tracker, MemCategory category);
 
-// Every tensor in a fixed order (embedding, layers in order, final norm, head).
+// Every tensor in a fixed order (embedding, layers in order, final norm, head; no head when
+// tied: the shared table is listed, stepped, reduced and saved once, as embed_tokens).
 std::vector<NamedTensor> named_tensors(ModelTensors& tensors);
 
 // Deterministic initialisation: matrices ~ N(0, initializer_range^2) keyed by (seed, name,

@@ -169,7 +169,7 @@ kernels::LossSum MeshOps::head_forward(const float* nf, bool with_backward) {
   const std::int64_t R = rows(), h = config_.hidden_size;
   head_input_ = gather_rows(nf, head_input_holder_);
   head_logits_ = Tensor(tracker_, MemCategory::Logits, {R, vocab_rows_});
-  kernels::linear_forward(R, h, vocab_rows_, head_input_, params_.lm_head.f32(),
+  kernels::linear_forward(R, h, vocab_rows_, head_input_, params_.head().f32(),
                           head_logits_.f32());
   Tensor stats(tracker_, MemCategory::Workspace, {3, R});  // running max, sum-exp, target logit
   float* run_max = stats.f32();
@@ -210,10 +210,10 @@ void MeshOps::head_backward(float grad_scale, float* dnf) {
   kernels::cross_entropy_backward(R, vocab_rows_, head_logits_.f32(), vocab_first_,
                                   config_.vocab_size, batch_->labels.data(), head_lse_.f32(),
                                   grad_scale, dlogits);
-  kernels::linear_backward_weight(R, h, vocab_rows_, dlogits, head_input_, grads_.lm_head.f32());
+  kernels::linear_backward_weight(R, h, vocab_rows_, dlogits, head_input_, grads_.head().f32());
   Tensor holder;
   float* d = partial_target(holder, dnf);
-  kernels::linear_backward_input(R, h, vocab_rows_, dlogits, params_.lm_head.f32(), d);
+  kernels::linear_backward_input(R, h, vocab_rows_, dlogits, params_.head().f32(), d);
   head_logits_ = Tensor();
   head_lse_ = Tensor();
   head_input_holder_ = Tensor();

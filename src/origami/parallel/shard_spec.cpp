@@ -57,7 +57,7 @@ std::vector<ShardSpec> make_shard_specs(const ModelConfig& c, int tp, int t) {
     cols(p + "mlp.down_proj.weight", h, f);
   }
   norm("model.norm.weight");
-  vocab("lm_head.weight");
+  if (!c.tie_word_embeddings) vocab("lm_head.weight");  // tied: embed_tokens' rows serve both
   return specs;
 }
 
@@ -65,6 +65,7 @@ ModelTensors allocate_sharded(const ModelConfig& c, const std::vector<ShardSpec>
                               MemoryTracker& tracker, MemCategory category) {
   ModelTensors t;
   t.layers.resize(static_cast<std::size_t>(c.num_hidden_layers));
+  t.tied = c.tie_word_embeddings;
   std::vector<NamedTensor> named = named_tensors(t);
   ORIGAMI_CHECK(named.size() == specs.size(), "{} shard specs for {} model tensors", specs.size(),
                 named.size());

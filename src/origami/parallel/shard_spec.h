@@ -7,6 +7,9 @@
 //   o_proj, down_proj          cols  [t*n/T, (t+1)*n/T)   (row-parallel: input features)
 //   embed_tokens, lm_head      rows  [t*Vp/T, (t+1)*Vp/T) of the vocabulary padded to Vp;
 //                              rows >= V are padding (zero, never updated: their gradient is 0)
+//                              (tied embeddings: embed_tokens only, and the head uses its
+//                              rows: the same rows on the same rank, so both gradients
+//                              meet in the owner's block and reduce as one tensor)
 //   RMSNorm weights            replicated (every rank holds the whole vector)
 // With more ranks than kv heads (T = Hkv * n), k/v proj hold kv head t / n: each block is held
 // by n ranks (`replicas`), whose gradients are partial (their own query heads' share).

@@ -39,7 +39,7 @@ kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {
   fill_floats(run_max, R, -std::numeric_limits<float>::infinity());
   for (std::int64_t c0 = 0, c = 0; c0 < Vr; c0 += chunk, ++c) {
     const std::int64_t n = std::min(chunk, Vr - c0);  // vocabulary rows of this chunk
-    copy_floats(cur.f32(), float_at(params_.lm_head.f32(), c0 * h), n * h);
+    copy_floats(cur.f32(), float_at(params_.head().f32(), c0 * h), n * h);
     for (int t = 0; t < size_; ++t) {
       const int shard = (rank_ + t) % size_;
       Hop hop;
@@ -70,7 +70,7 @@ void TspOps::head_backward(float grad_scale, float* dnf) {
   for (std::int64_t c0 = 0; c0 < Vr; c0 += chunk) {
     const std::int64_t n = std::min(chunk, Vr - c0);
     GradRing ring(bcast_, n * h, tracker_);
-    copy_floats(ring.weights(), float_at(params_.lm_head.f32(), c0 * h), n * h);
+    copy_floats(ring.weights(), float_at(params_.head().f32(), c0 * h), n * h);
     for (int t = 0; t < size_; ++t) {
       const int shard = (rank_ + t) % size_;
       float* delta = ring.begin_step();  // this rank's dW; the accumulator is in flight
@@ -85,7 +85,7 @@ void TspOps::head_backward(float grad_scale, float* dnf) {
       }
       ring.end_step();
     }
-    add_floats(float_at(grads_.lm_head.f32(), c0 * h), ring.finish(), n * h);
+    add_floats(float_at(grads_.head().f32(), c0 * h), ring.finish(), n * h);
   }
   head_lse_ = Tensor();
   head_input_ = nullptr;

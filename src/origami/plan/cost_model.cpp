@@ -75,6 +75,7 @@ Shapes shapes_of(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
   s.block_rows = w.batch * (w.seq / (mesh.sp * mesh.tsp));  // each replica's own micro-batch
   s.stream_rows = s.seqpar ? s.block_rows / mesh.tp : s.block_rows;
   s.rope_positions = std::max<std::int64_t>(m.max_position_embeddings, w.seq);
+  s.tied = m.tie_word_embeddings;
   return s;
 }
 
@@ -94,7 +95,7 @@ std::vector<std::pair<std::int64_t, bool>> rank_tensors(const Shapes& s) {
     for (int k = 0; k < 3; ++k) t.emplace_back(s.ffn * s.h, false);  // gate, up, down
   }
   t.emplace_back(s.h, true);                   // final norm
-  t.emplace_back(s.vocab_rows * s.h, false);   // LM head
+  if (!s.tied) t.emplace_back(s.vocab_rows * s.h, false);  // LM head (tied: the embedding's)
   return t;
 }
 

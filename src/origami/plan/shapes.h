@@ -22,6 +22,7 @@ struct Shapes {
   std::int64_t block_rows;    // B/dp · S/sp (S/D under TSP): the rows a block computes on
   std::int64_t stream_rows;   // the residual stream's rows (block_rows / tp under TP-SP)
   std::int64_t rope_positions;  // rows of the RoPE tables: max(max_position_embeddings, S)
+  bool tied;                  // tie_word_embeddings: one vocabulary table, no separate head
   bool tsp() const { return D > 1; }
   // TSP's LM-head ring moves each vocabulary block in chunks (parallel/tsp_schedule.h): the
   // rows of a full chunk, and the number of chunks (messages per hop).

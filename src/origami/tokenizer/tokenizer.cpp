@@ -13,8 +13,7 @@ namespace origami::tokenizer {
 
 namespace fs = std::filesystem;
 
-std::unique_ptr<Tokenizer> load(const std::string& path) {
-  if (path == "byte") return std::make_unique<ByteTokenizer>();
+std::string tokenizer_file(const std::string& path) {
   std::string file = path;
   if (fs::is_directory(path)) {
     if (fs::is_regular_file(fs::path(path) / "tokenizer.json"))
@@ -30,6 +29,12 @@ std::unique_ptr<Tokenizer> load(const std::string& path) {
         "a folder holding one)",
         path));
   }
+  return file;
+}
+
+std::unique_ptr<Tokenizer> load(const std::string& path) {
+  if (path == "byte") return std::make_unique<ByteTokenizer>();
+  const std::string file = tokenizer_file(path);
   if (fs::path(file).extension() == ".json") return std::make_unique<HfTokenizer>(file);
   return std::make_unique<SentencePieceTokenizer>(file);
 }

@@ -51,6 +51,11 @@ class Tokenizer {
 // field for tokenizer.json) for anything it cannot read or does not support.
 std::unique_ptr<Tokenizer> load(const std::string& path);
 
+// The file load(path) reads: `path` itself, or a folder's tokenizer.json, else its
+// tokenizer.model. ConfigError as load() for a folder holding neither or a path that is no
+// file (not for "byte", which has none).
+std::string tokenizer_file(const std::string& path);
+
 // ConfigError unless every id of `ids` is in 0 .. vocab_size - 1 (names the id and where it is).
 void check_ids(std::span<const std::int32_t> ids, std::int64_t vocab_size, std::string_view who);
 

@@ -335,9 +335,10 @@ namespace {
 
 std::string shape_fields(const ModelConfig& c) {
   return fmt::format(
-      "vocab {}, hidden {}, intermediate {}, {} layers, {} heads, {} kv heads, head_dim {}",
+      "vocab {}, hidden {}, intermediate {}, {} layers, {} heads, {} kv heads, head_dim {}, "
+      "{} embeddings",
       c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
-      c.num_key_value_heads, c.head_dim());
+      c.num_key_value_heads, c.head_dim(), c.tie_word_embeddings ? "tied" : "untied");
 }
 
 void check_same_model(const ModelConfig& saved, const ModelConfig& mine, const std::string& what) {
@@ -548,6 +549,11 @@ nlohmann::json load(const std::string& dir, const ModelConfig& config, const Ran
     if (!fs::is_regular_file(cfg)) throw Error(fmt::format("{}: missing file", cfg));
     std::vector<std::string> warnings;
     check_same_model(load_model_config(cfg, &warnings), config, cfg);
+    // Tied: the embedding is the head; a stored lm_head.weight must be that same table.
+    if (config.tie_word_embeddings) {
+      const std::string mismatch = io::tied_head_mismatch(dir, io::read_hf_weights(dir));
+      if (!mismatch.empty()) throw ConfigError(mismatch);
+    }
     tensors = hf_tensors(dir);
   } else {
     throw ConfigError(

@@ -6,6 +6,7 @@
 
 #include "origami/core/error.h"
 #include "origami/train/batch_size.h"
+#include "origami/tokenizer/fingerprint.h"
 #include "origami/train/preemption.h"
 #include "origami/train/rank_agreement.h"
 
@@ -132,7 +133,7 @@ void after_step(const TrainOptions& o, comm::Communicator* world, const RankStat
 void save_step(const TrainOptions& o, comm::Communicator* world, const RankState& st,
                std::int64_t step, const std::string& layout, const Log& log) {
   const CheckpointOptions& c = o.checkpoint;
-  const nlohmann::json run = {
+  nlohmann::json run = {
       {"optimizer_steps", st.optimizer->steps_taken()},
       {"seed", o.seed},
       {"batch", o.batch},  // each data-parallel replica's micro-batch
@@ -160,6 +161,9 @@ void save_step(const TrainOptions& o, comm::Communicator* world, const RankState
       {"degree", o.degree},
       {"mesh", o.mesh},
       {"world", world ? world->size() : 1}};
+  // The tokenizer the data was encoded with, for `generate --checkpoint` (absent: bytes).
+  if (const auto t = tokenizer::fingerprint(o.tokenizer_path))
+    run["tokenizer"] = {{"file", t->file}, {"fnv1a64", t->fnv1a64}};
   const std::string dir = save(world, c.save_dir, step, o.model, st, run);
   log(fmt::format("saved checkpoint {}", dir));
 }
