@@ -91,6 +91,11 @@ inline double process_cpu_seconds() {
 // Runs warm-up + measured steps of `sc` on `m`; ConfigError (refused plan) propagates.
 inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const StepOptions& o) {
   const int world_size = sc.plan.world();
+  // The same job on every strategy: its micro-batch must give each replica whole sequences.
+  if (o.batch % sc.plan.dp != 0)
+    throw ConfigError(fmt::format("the job's micro-batch of {} sequences does not give each of "
+                                  "dp={} replicas the same number; use a multiple of {}",
+                                  o.batch, sc.plan.dp, sc.plan.dp));
   parallel::validate_plan(sc.plan, m, o.seq, o.batch / sc.plan.dp, world_size);  // per replica
   // Random tokens, the same for every strategy: memory and time do not depend on them.
   std::mt19937 gen(static_cast<unsigned>(o.seed));

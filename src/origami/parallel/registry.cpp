@@ -196,6 +196,10 @@ void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64
   validate(model);
   for (const int d : {p.dp, p.tp, p.sp, p.tsp})
     if (d < 1) throw ConfigError(fmt::format("every mesh degree must be >= 1 ({})", p.mesh_spec()));
+  if (micro_batch < 1)
+    throw ConfigError(fmt::format("the micro-batch must hold at least one sequence per "
+                                  "data-parallel replica (got {}); use --batch 1 or more",
+                                  micro_batch));
   if (p.world() != world_size)
     throw ConfigError(
         fmt::format("the mesh {} needs {} ranks but the world has {}; make the "
