@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+
+#include "origami/core/bf16.h"
 #include <vector>
 
 namespace origami {
@@ -51,5 +53,14 @@ void rope_forward(std::int64_t batch, std::int64_t seq, std::int64_t heads, std:
 void rope_backward(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
                    const std::int64_t* pos, const float* cos_table, const float* sin_table,
                    float* dx);
+
+// The same rotations on bf16 rows (rope_bf16.cpp), in place, with the fp32 tables: each pair is
+// widened, rotated in fp32 and rounded once to bf16 (nearest even).
+void rope_forward_bf16(std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                       std::int64_t head_dim, const std::int64_t* pos, const float* cos_table,
+                       const float* sin_table, bf16* x);
+void rope_backward_bf16(std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                        std::int64_t head_dim, const std::int64_t* pos, const float* cos_table,
+                        const float* sin_table, bf16* dx);
 
 }  // namespace origami::kernels

@@ -1,0 +1,145 @@
+// RMSNorm on bf16 activations (rmsnorm.h): x, dy, y and dx in bf16, the weight, rstd and dw in
+// fp32. The same arithmetic as rmsnorm.cpp, in fp32 on the widened lanes (bf16_vec-inl.h), so
+// that each bf16 output is rounded once; dx accumulates as bf16(float(dx) + term).
+#include "origami/kernels/rmsnorm.h"
+
+#include <cmath>
+
+#include "origami/core/dry_run.h"
+#include "origami/core/error.h"
+#include "origami/kernels/parallel.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "origami/kernels/rmsnorm_bf16.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include "origami/kernels/bf16_vec-inl.h"
+
+#ifndef ORIGAMI_KERNELS_RMSNORM_BF16_SHARED_  // once, not per target
+#define ORIGAMI_KERNELS_RMSNORM_BF16_SHARED_
+namespace origami::kernels::rmsnorm_bf16_simd {
+// Columns of dw one thread owns in the backward pass; accumulated in double on the stack.
+constexpr std::int64_t kWeightBlock = 64;
+}  // namespace origami::kernels::rmsnorm_bf16_simd
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace origami::kernels::rmsnorm_bf16_simd::HWY_NAMESPACE {
+using namespace vec::HWY_NAMESPACE;
+
+void ForwardRows(std::int64_t r0, std::int64_t r1, std::int64_t h, const std::uint16_t* x,
+                 const float* w, float eps, std::uint16_t* y, float* rstd) {
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const std::uint16_t* xr = x + r * h;
+    std::uint16_t* yr = y + r * h;
+    const float ss = SumOver(h, [&](std::int64_t j, std::int64_t count) {
+      const VF xv = LoadBf16(xr + j, count);
+      return hn::Mul(xv, xv);
+    });
+    const float rs = 1.0f / std::sqrt(ss / static_cast<float>(h) + eps);
+    rstd[r] = rs;
+    const VF rsv = hn::Set(DF(), rs);
+    ForEachVector(h, [&](std::int64_t j, std::int64_t count) {
+      StoreBf16(hn::Mul(hn::Mul(LoadBf16(xr + j, count), rsv), Load(w + j, count)), yr + j,
+                count);
+    });
+  }
+}
+
+// dx_j = bf16(dx_j + r w_j dy_j - x_j r^3 / h * sum_k dy_k w_k x_k), the sum in fp32.
+void BackwardInputRows(std::int64_t r0, std::int64_t r1, std::int64_t h, const std::uint16_t* x,
+                       const float* w, const float* rstd, const std::uint16_t* dy,
+                       std::uint16_t* dx) {
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const std::uint16_t* xr = x + r * h;
+    const std::uint16_t* dyr = dy + r * h;
+    std::uint16_t* dxr = dx + r * h;
+    const float dot = SumOver(h, [&](std::int64_t j, std::int64_t count) {
+      return hn::Mul(hn::Mul(LoadBf16(dyr + j, count), Load(w + j, count)),
+                     LoadBf16(xr + j, count));
+    });
+    const float rs = rstd[r];
+    const VF rsv = hn::Set(DF(), rs);
+    const VF c = hn::Set(DF(), rs * rs * rs * dot / static_cast<float>(h));
+    ForEachVector(h, [&](std::int64_t j, std::int64_t count) {
+      const VF t = hn::Mul(hn::Mul(rsv, Load(w + j, count)), LoadBf16(dyr + j, count));
+      StoreBf16(hn::Add(LoadBf16(dxr + j, count), hn::NegMulAdd(LoadBf16(xr + j, count), c, t)),
+                dxr + j, count);
+    });
+  }
+}
+
+// dw_j += sum_r dy_rj x_rj r_r for the columns [j0, j1) (at most kWeightBlock), over all rows
+// in order; the float products are summed in double (as rmsnorm.cpp does).
+void BackwardWeightCols(std::int64_t j0, std::int64_t j1, std::int64_t rows, std::int64_t h,
+                        const std::uint16_t* x, const float* rstd, const std::uint16_t* dy,
+                        float* dw) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;  // as many floats as a vector has doubles
+  HWY_ALIGN double acc[kWeightBlock] = {};
+  const std::int64_t width = j1 - j0;
+  ForEachVector(dd, width, [&](std::int64_t j, std::int64_t count) {
+    auto a = Load(dd, acc + j, count);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t at = r * h + j0 + j;
+      const auto prod = hn::Mul(hn::Mul(LoadBf16(df, dy + at, count), LoadBf16(df, x + at, count)),
+                                hn::Set(df, rstd[r]));
+      a = hn::Add(a, hn::PromoteTo(dd, prod));
+    }
+    Store(dd, a, acc + j, count);
+  });
+  for (std::int64_t j = 0; j < width; ++j) dw[j0 + j] += static_cast<float>(acc[j]);
+}
+
+}  // namespace origami::kernels::rmsnorm_bf16_simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace origami::kernels {
+namespace rmsnorm_bf16_simd {
+HWY_EXPORT(ForwardRows);
+HWY_EXPORT(BackwardInputRows);
+HWY_EXPORT(BackwardWeightCols);
+}  // namespace rmsnorm_bf16_simd
+
+namespace {
+
+void check_sizes(const char* what, std::int64_t rows, std::int64_t h) {
+  ORIGAMI_CHECK(rows >= 0 && h >= 0, "{}: negative size rows={} h={}", what, rows, h);
+  ORIGAMI_CHECK(rows == 0 || h > 0, "{}: hidden size 0 with {} rows (mean over no elements)",
+                what, rows);
+}
+
+}  // namespace
+
+void rmsnorm_forward_bf16(std::int64_t rows, std::int64_t h, const bf16* x, const float* w,
+                          float eps, bf16* y, float* rstd) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
+  check_sizes("rmsnorm_forward_bf16", rows, h);
+  ORIGAMI_CHECK(eps >= 0.0f, "rmsnorm_forward_bf16: eps must be >= 0, got {}", eps);
+  const std::uint16_t* xb = bf16_bits(x);
+  std::uint16_t* yb = bf16_bits(y);
+  detail::parallel_for(rows, detail::rows_per_chunk(h), [=](std::int64_t r0, std::int64_t r1) {
+    HWY_DYNAMIC_DISPATCH(rmsnorm_bf16_simd::ForwardRows)(r0, r1, h, xb, w, eps, yb, rstd);
+  });
+}
+
+void rmsnorm_backward_bf16(std::int64_t rows, std::int64_t h, const bf16* x, const float* w,
+                           const float* rstd, const bf16* dy, bf16* dx, float* dw) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
+  check_sizes("rmsnorm_backward_bf16", rows, h);
+  const std::uint16_t* xb = bf16_bits(x);
+  const std::uint16_t* dyb = bf16_bits(dy);
+  std::uint16_t* dxb = bf16_bits(dx);
+  detail::parallel_for(rows, detail::rows_per_chunk(h), [=](std::int64_t r0, std::int64_t r1) {
+    HWY_DYNAMIC_DISPATCH(rmsnorm_bf16_simd::BackwardInputRows)(r0, r1, h, xb, w, rstd, dyb, dxb);
+  });
+  // dw: split over columns, each column summed over the rows in order on one thread.
+  detail::parallel_for(h, rmsnorm_bf16_simd::kWeightBlock, [=](std::int64_t j0, std::int64_t j1) {
+    HWY_DYNAMIC_DISPATCH(rmsnorm_bf16_simd::BackwardWeightCols)(j0, j1, rows, h, xb, rstd, dyb,
+                                                                dw);
+  });
+}
+
+}  // namespace origami::kernels
+#endif  // HWY_ONCE
