@@ -71,6 +71,28 @@ TEST_P(SwiGluBf16, EqualsTheFp32KernelRoundedOnce) {
   }
 }
 
+// Large |a| stays finite (e^x saturates, as in fp32) and a NaN comes through as a NaN.
+TEST_P(SwiGluBf16, ExtremeInputsStayFiniteAndNaNComesThrough) {
+  const std::vector<float> a32 = {-1000.0f, -100.0f, -88.5f, -20.0f, 0.0f, 20.0f, 88.5f, 100.0f, 1000.0f};
+  const auto a = testing::narrow(a32);
+  const std::vector<bf16> ones(a.size(), to_bf16(1.0f));
+  std::vector<bf16> g(a.size()), da(a.size()), du(a.size());
+  swiglu_forward_bf16(std::int64_t(a.size()), a.data(), ones.data(), g.data());
+  swiglu_backward_bf16(std::int64_t(a.size()), a.data(), ones.data(), ones.data(), da.data(), du.data());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(to_float(g[i])) && std::isfinite(to_float(da[i])) &&
+                std::isfinite(to_float(du[i])))
+        << to_float(a[i]);
+  }
+  const std::vector<bf16> nan = {to_bf16(std::nanf("")), to_bf16(1.0f), to_bf16(-std::nanf(""))};
+  std::vector<bf16> gn(nan.size()), dan(nan.size()), dun(nan.size());
+  swiglu_forward_bf16(3, nan.data(), ones.data(), gn.data());
+  swiglu_backward_bf16(3, nan.data(), ones.data(), ones.data(), dan.data(), dun.data());
+  EXPECT_TRUE(std::isnan(to_float(gn[0])) && std::isnan(to_float(gn[2])));
+  EXPECT_TRUE(std::isnan(to_float(dan[0])) && std::isnan(to_float(dun[2])));
+  EXPECT_FALSE(std::isnan(to_float(gn[1])));
+}
+
 TEST_P(SwiGluBf16, OneAndTwoThreadsAreBitwiseIdentical) {
   std::mt19937 rng(123);
   const std::int64_t n = 100003;
