@@ -51,7 +51,8 @@ Reference reference(std::int64_t rows, std::int64_t h, const std::vector<double>
       r.y[k] = x[k] * rs * wj;
       const double t1 = rs * wj * dy[k], t2 = x[k] * rs * rs * rs * dot / double(h);
       r.dx[k] += t1 - t2;
-      r.dx_mag[k] = std::abs(dx0[k]) + std::abs(t1) + std::abs(x[k]) * rs * rs * rs * dot_mag / double(h);
+      r.dx_mag[k] =
+          std::abs(dx0[k]) + std::abs(t1) + std::abs(x[k]) * rs * rs * rs * dot_mag / double(h);
       r.dw[static_cast<std::size_t>(j)] += dy[k] * x[k] * rs;
     }
   }
@@ -84,7 +85,8 @@ TEST_P(RmsNormBf16, ForwardAndAccumulatingBackwardMatchFloat64Reference) {
     EXPECT_TRUE(RelClose(rstd, ref.rstd)) << rows << "x" << h;  // fp32 output: the fp32 bound
     auto dx = dx0;
     auto dw = dw0;
-    rmsnorm_backward_bf16(rows, h, x.data(), w.data(), rstd.data(), dy.data(), dx.data(), dw.data());
+    rmsnorm_backward_bf16(rows, h, x.data(), w.data(), rstd.data(), dy.data(), dx.data(),
+                          dw.data());
     EXPECT_TRUE(testing::WithinOneBf16Rounding(dx, ref.dx, ref.dx_mag)) << rows << "x" << h;
     EXPECT_TRUE(RelClose(dw, ref.dw)) << rows << "x" << h;
   }
@@ -104,14 +106,16 @@ TEST_P(RmsNormBf16, EqualsTheFp32KernelRoundedOnce) {
     rmsnorm_forward_bf16(rows, h, x.data(), w.data(), float(kEps), y.data(), rstd.data());
     auto dx = dx0;
     auto dw = dw0;
-    rmsnorm_backward_bf16(rows, h, x.data(), w.data(), rstd.data(), dy.data(), dx.data(), dw.data());
+    rmsnorm_backward_bf16(rows, h, x.data(), w.data(), rstd.data(), dy.data(), dx.data(),
+                          dw.data());
 
     const auto x32 = testing::widen(x), dy32 = testing::widen(dy);
     std::vector<float> y32(x.size());
     rmsnorm_forward(rows, h, x32.data(), w.data(), float(kEps), y32.data(), rstd32.data());
     auto dx32 = testing::widen(dx0);
     auto dw32 = dw0;
-    rmsnorm_backward(rows, h, x32.data(), w.data(), rstd32.data(), dy32.data(), dx32.data(), dw32.data());
+    rmsnorm_backward(rows, h, x32.data(), w.data(), rstd32.data(), dy32.data(), dx32.data(),
+                     dw32.data());
     EXPECT_TRUE(testing::bitwise_equal(y, testing::narrow(y32))) << rows << "x" << h;
     EXPECT_TRUE(testing::bitwise_equal(rstd, rstd32)) << rows << "x" << h;
     EXPECT_TRUE(testing::bitwise_equal(dx, testing::narrow(dx32))) << rows << "x" << h;
@@ -129,7 +133,8 @@ TEST_P(RmsNormBf16, OneAndTwoThreadsAreBitwiseIdentical) {
     std::vector<bf16> y(x.size()), dx(x.size());
     std::vector<float> rstd(static_cast<std::size_t>(rows)), dw(static_cast<std::size_t>(h), 0.0f);
     rmsnorm_forward_bf16(rows, h, x.data(), w.data(), float(kEps), y.data(), rstd.data());
-    rmsnorm_backward_bf16(rows, h, x.data(), w.data(), rstd.data(), dy.data(), dx.data(), dw.data());
+    rmsnorm_backward_bf16(rows, h, x.data(), w.data(), rstd.data(), dy.data(), dx.data(),
+                          dw.data());
     std::vector<float> all = testing::widen(y);
     const auto dxf = testing::widen(dx);
     all.insert(all.end(), dxf.begin(), dxf.end());

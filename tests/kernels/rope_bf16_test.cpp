@@ -21,7 +21,8 @@ constexpr double kTheta = 10000.0;
 struct Shape {
   std::int64_t B, S, H, d;
 };
-constexpr Shape kShapes[] = {{1, 1, 1, 2}, {2, 5, 3, 6}, {1, 7, 2, 34}, {2, 9, 3, 64}, {1, 3, 1, 130}};
+constexpr Shape kShapes[] = {
+    {1, 1, 1, 2}, {2, 5, 3, 6}, {1, 7, 2, 34}, {2, 9, 3, 64}, {1, 3, 1, 130}};
 
 struct Tables {
   std::vector<float> cos, sin;
@@ -76,9 +77,11 @@ TEST_P(RopeBf16, ForwardAndBackwardMatchFloat64ReferenceOnGlobalPositions) {
     for (const double sign : {1.0, -1.0}) {
       auto y = x;
       if (sign > 0) {
-        rope_forward_bf16(c.B, c.S, c.H, c.d, pos.data(), tables.cos.data(), tables.sin.data(), y.data());
+        rope_forward_bf16(c.B, c.S, c.H, c.d, pos.data(), tables.cos.data(), tables.sin.data(),
+                          y.data());
       } else {
-        rope_backward_bf16(c.B, c.S, c.H, c.d, pos.data(), tables.cos.data(), tables.sin.data(), y.data());
+        rope_backward_bf16(c.B, c.S, c.H, c.d, pos.data(), tables.cos.data(), tables.sin.data(),
+                           y.data());
       }
       reference(c, pos, testing::widen_to_double(x), sign, ref, mag);
       EXPECT_TRUE(testing::WithinOneBf16Rounding(y, ref, mag)) << c.d << " sign " << sign;
@@ -95,10 +98,13 @@ TEST_P(RopeBf16, EqualsTheFp32KernelRoundedOnce) {
     const auto x = testing::random_bf16(rng, c.B * c.S * c.H * c.d, -2.0f, 2.0f);
     auto y = x, dx = x;
     auto y32 = testing::widen(x), dx32 = testing::widen(x);
-    rope_forward_bf16(c.B, c.S, c.H, c.d, pos.data(), tables.cos.data(), tables.sin.data(), y.data());
-    rope_backward_bf16(c.B, c.S, c.H, c.d, pos.data(), tables.cos.data(), tables.sin.data(), dx.data());
+    rope_forward_bf16(c.B, c.S, c.H, c.d, pos.data(), tables.cos.data(), tables.sin.data(),
+                      y.data());
+    rope_backward_bf16(c.B, c.S, c.H, c.d, pos.data(), tables.cos.data(), tables.sin.data(),
+                       dx.data());
     rope_forward(c.B, c.S, c.H, c.d, pos.data(), tables.cos.data(), tables.sin.data(), y32.data());
-    rope_backward(c.B, c.S, c.H, c.d, pos.data(), tables.cos.data(), tables.sin.data(), dx32.data());
+    rope_backward(c.B, c.S, c.H, c.d, pos.data(), tables.cos.data(), tables.sin.data(),
+                  dx32.data());
     EXPECT_TRUE(testing::bitwise_equal(y, testing::narrow(y32))) << c.d;
     EXPECT_TRUE(testing::bitwise_equal(dx, testing::narrow(dx32))) << c.d;
   }
@@ -126,9 +132,12 @@ TEST(RopeBf16Checks, OddHeadDimAndNegativePositions) {
   const auto tables = make_tables(4, 4);
   std::vector<bf16> x(12);
   const std::int64_t pos[] = {0, -1, 2};
-  EXPECT_THROW(rope_forward_bf16(1, 1, 1, 3, pos, tables.cos.data(), tables.sin.data(), x.data()), Error);
-  EXPECT_THROW(rope_backward_bf16(1, 3, 1, 4, pos, tables.cos.data(), tables.sin.data(), x.data()), Error);
-  EXPECT_THROW(rope_forward_bf16(-1, 1, 1, 4, pos, tables.cos.data(), tables.sin.data(), x.data()), Error);
+  EXPECT_THROW(rope_forward_bf16(1, 1, 1, 3, pos, tables.cos.data(), tables.sin.data(), x.data()),
+               Error);
+  EXPECT_THROW(rope_backward_bf16(1, 3, 1, 4, pos, tables.cos.data(), tables.sin.data(), x.data()),
+               Error);
+  EXPECT_THROW(rope_forward_bf16(-1, 1, 1, 4, pos, tables.cos.data(), tables.sin.data(), x.data()),
+               Error);
 }
 
 ORIGAMI_ON_EVERY_SIMD_TARGET(RopeBf16);

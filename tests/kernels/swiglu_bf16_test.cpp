@@ -36,7 +36,8 @@ TEST_P(SwiGluBf16, ForwardAndAccumulatingBackwardMatchFloat64Reference) {
       g_mag[i] = std::abs(g_ref[i]);
       // silu'(a) = s (1 + a (1 - s)): its inner sum may cancel, so m takes its terms' sizes.
       da_ref[i] = to_float(da0[i]) + dgi * ui * s * (1.0 + ai * (1.0 - s));
-      da_mag[i] = std::abs(to_float(da0[i])) + std::abs(dgi * ui) * s * (1.0 + std::abs(ai) * (1.0 - s));
+      da_mag[i] =
+          std::abs(to_float(da0[i])) + std::abs(dgi * ui) * s * (1.0 + std::abs(ai) * (1.0 - s));
       du_ref[i] = to_float(du0[i]) + dgi * ai * s;
       du_mag[i] = std::abs(to_float(du0[i])) + std::abs(dgi * ai * s);
     }
@@ -73,12 +74,14 @@ TEST_P(SwiGluBf16, EqualsTheFp32KernelRoundedOnce) {
 
 // Large |a| stays finite (e^x saturates, as in fp32) and a NaN comes through as a NaN.
 TEST_P(SwiGluBf16, ExtremeInputsStayFiniteAndNaNComesThrough) {
-  const std::vector<float> a32 = {-1000.0f, -100.0f, -88.5f, -20.0f, 0.0f, 20.0f, 88.5f, 100.0f, 1000.0f};
+  const std::vector<float> a32 = {-1000.0f, -100.0f, -88.5f, -20.0f, 0.0f,
+                                  20.0f,    88.5f,   100.0f, 1000.0f};
   const auto a = testing::narrow(a32);
   const std::vector<bf16> ones(a.size(), to_bf16(1.0f));
   std::vector<bf16> g(a.size()), da(a.size()), du(a.size());
   swiglu_forward_bf16(std::int64_t(a.size()), a.data(), ones.data(), g.data());
-  swiglu_backward_bf16(std::int64_t(a.size()), a.data(), ones.data(), ones.data(), da.data(), du.data());
+  swiglu_backward_bf16(std::int64_t(a.size()), a.data(), ones.data(), ones.data(), da.data(),
+                       du.data());
   for (std::size_t i = 0; i < a.size(); ++i) {
     EXPECT_TRUE(std::isfinite(to_float(g[i])) && std::isfinite(to_float(da[i])) &&
                 std::isfinite(to_float(du[i])))

@@ -19,7 +19,9 @@ namespace origami::kernels {
 inline const std::uint16_t* bf16_bits(const bf16* p) {
   return reinterpret_cast<const std::uint16_t*>(p);
 }
-inline std::uint16_t* bf16_bits(bf16* p) { return reinterpret_cast<std::uint16_t*>(p); }
+inline std::uint16_t* bf16_bits(bf16* p) {
+  return reinterpret_cast<std::uint16_t*>(p);
+}
 }  // namespace origami::kernels
 #endif
 

@@ -26,7 +26,8 @@ void embedding_forward_bf16(std::int64_t tokens, std::int64_t h, const std::int3
     for (std::int64_t t = t0; t < t1; ++t) {
       bf16* o = out + t * h;
       if (ids[t] >= first_row && ids[t] < first_row + table_rows) {
-        std::memcpy(o, table + (ids[t] - first_row) * h, static_cast<std::size_t>(h) * sizeof(bf16));
+        std::memcpy(o, table + (ids[t] - first_row) * h,
+                    static_cast<std::size_t>(h) * sizeof(bf16));
       } else {
         std::fill(o, o + h, bf16{});
       }

@@ -40,8 +40,7 @@ void ForwardRows(std::int64_t r0, std::int64_t r1, std::int64_t h, const std::ui
     rstd[r] = rs;
     const VF rsv = hn::Set(DF(), rs);
     ForEachVector(h, [&](std::int64_t j, std::int64_t count) {
-      StoreBf16(hn::Mul(hn::Mul(LoadBf16(xr + j, count), rsv), Load(w + j, count)), yr + j,
-                count);
+      StoreBf16(hn::Mul(hn::Mul(LoadBf16(xr + j, count), rsv), Load(w + j, count)), yr + j, count);
     });
   }
 }
@@ -106,8 +105,8 @@ namespace {
 
 void check_sizes(const char* what, std::int64_t rows, std::int64_t h) {
   ORIGAMI_CHECK(rows >= 0 && h >= 0, "{}: negative size rows={} h={}", what, rows, h);
-  ORIGAMI_CHECK(rows == 0 || h > 0, "{}: hidden size 0 with {} rows (mean over no elements)",
-                what, rows);
+  ORIGAMI_CHECK(rows == 0 || h > 0, "{}: hidden size 0 with {} rows (mean over no elements)", what,
+                rows);
 }
 
 }  // namespace
@@ -136,8 +135,7 @@ void rmsnorm_backward_bf16(std::int64_t rows, std::int64_t h, const bf16* x, con
   });
   // dw: split over columns, each column summed over the rows in order on one thread.
   detail::parallel_for(h, rmsnorm_bf16_simd::kWeightBlock, [=](std::int64_t j0, std::int64_t j1) {
-    HWY_DYNAMIC_DISPATCH(rmsnorm_bf16_simd::BackwardWeightCols)(j0, j1, rows, h, xb, rstd, dyb,
-                                                                dw);
+    HWY_DYNAMIC_DISPATCH(rmsnorm_bf16_simd::BackwardWeightCols)(j0, j1, rows, h, xb, rstd, dyb, dw);
   });
 }
 

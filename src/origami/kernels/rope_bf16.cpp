@@ -68,9 +68,9 @@ void rotate(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64
   std::uint16_t* xb = bf16_bits(x);
   detail::parallel_for(batch * seq, detail::rows_per_chunk(heads * head_dim),
                        [=](std::int64_t r0, std::int64_t r1) {
-    HWY_DYNAMIC_DISPATCH(rope_bf16_simd::RotateRows)(r0, r1, seq, heads, head_dim, pos,
-                                                     cos_table, sin_table, sign, xb);
-  });
+                         HWY_DYNAMIC_DISPATCH(rope_bf16_simd::RotateRows)
+                         (r0, r1, seq, heads, head_dim, pos, cos_table, sin_table, sign, xb);
+                       });
 }
 
 }  // namespace

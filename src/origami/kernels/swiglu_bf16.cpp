@@ -25,9 +25,8 @@ void ForwardRange(std::int64_t i0, std::int64_t i1, const std::uint16_t* a, cons
   });
 }
 
-void BackwardRange(std::int64_t i0, std::int64_t i1, const std::uint16_t* a,
-                   const std::uint16_t* u, const std::uint16_t* dg, std::uint16_t* da,
-                   std::uint16_t* du) {
+void BackwardRange(std::int64_t i0, std::int64_t i1, const std::uint16_t* a, const std::uint16_t* u,
+                   const std::uint16_t* dg, std::uint16_t* da, std::uint16_t* du) {
   const DF d;
   const VF one = hn::Set(d, 1.0f);
   ForEachVector(i1 - i0, [&](std::int64_t j, std::int64_t count) {
