@@ -69,7 +69,8 @@ void BackwardInputRows(std::int64_t r0, std::int64_t r1, std::int64_t h, const s
 }
 
 // dw_j += sum_r dy_rj x_rj r_r for the columns [j0, j1) (at most kWeightBlock), over all rows
-// in order; the float products are summed in double (as rmsnorm.cpp does).
+// in order; the float products are summed in double. Four rows at a time, added one after the
+// other (the order of rmsnorm.cpp, so dw has the fp32 kernel's bits).
 void BackwardWeightCols(std::int64_t j0, std::int64_t j1, std::int64_t rows, std::int64_t h,
                         const std::uint16_t* x, const float* rstd, const std::uint16_t* dy,
                         float* dw) {
@@ -77,16 +78,29 @@ void BackwardWeightCols(std::int64_t j0, std::int64_t j1, std::int64_t rows, std
   const hn::Rebind<float, decltype(dd)> df;  // as many floats as a vector has doubles
   HWY_ALIGN double acc[kWeightBlock] = {};
   const std::int64_t width = j1 - j0;
-  ForEachVector(dd, width, [&](std::int64_t j, std::int64_t count) {
-    auto a = Load(dd, acc + j, count);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t at = r * h + j0 + j;
-      const auto prod = hn::Mul(hn::Mul(LoadBf16(df, dy + at, count), LoadBf16(df, x + at, count)),
-                                hn::Set(df, rstd[r]));
-      a = hn::Add(a, hn::PromoteTo(dd, prod));
-    }
-    Store(dd, a, acc + j, count);
-  });
+  // dy_rj x_rj r_r of row r, columns [j, j + count), in double.
+  const auto term = [&](std::int64_t r, std::int64_t j, std::int64_t count) {
+    const std::int64_t at = r * h + j0 + j;
+    const auto prod = hn::Mul(hn::Mul(LoadBf16(df, dy + at, count), LoadBf16(df, x + at, count)),
+                              hn::Set(df, rstd[r]));
+    return hn::PromoteTo(dd, prod);
+  };
+  std::int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    ForEachVector(dd, width, [&](std::int64_t j, std::int64_t count) {
+      auto a = Load(dd, acc + j, count);
+      a = hn::Add(a, term(r, j, count));
+      a = hn::Add(a, term(r + 1, j, count));
+      a = hn::Add(a, term(r + 2, j, count));
+      a = hn::Add(a, term(r + 3, j, count));
+      Store(dd, a, acc + j, count);
+    });
+  }
+  for (; r < rows; ++r) {
+    ForEachVector(dd, width, [&](std::int64_t j, std::int64_t count) {
+      Store(dd, hn::Add(Load(dd, acc + j, count), term(r, j, count)), acc + j, count);
+    });
+  }
   for (std::int64_t j = 0; j < width; ++j) dw[j0 + j] += static_cast<float>(acc[j]);
 }
 
