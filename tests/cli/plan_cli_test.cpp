@@ -225,7 +225,8 @@ TEST(PlanCli, AGlobalBatchGivesEachLayoutItsOwnMicroBatch) {
       "plan --model small --seq 256 --global-batch 6 --devices 4 --hardware cpu --json");
   ASSERT_EQ(odd.code, 0) << odd.err;
   int refused = 0;
-  for (const auto& row : nlohmann::json::parse(odd.out)["rows"])
+  const auto odd_rows = nlohmann::json::parse(odd.out)["rows"];
+  for (const auto& row : odd_rows)
     if (row["mesh"]["dp"] == 4) {
       ASSERT_FALSE(row["feasible"]);
       EXPECT_THAT(row["error"].get<std::string>(), HasSubstr("multiple of 4"));

@@ -135,8 +135,7 @@ int PlanCommand::run() {
   PlanReport report{config_path_.empty() ? preset_ : config_path_, model, seq_, batch_,
                     grad_accum_, world_,
                     precision, recompute_, hw, plan::plan_rows(model, world_, work, hw), {}, {},
-                    {}};
-  report.global_batch = global_batch_;
+                    {}, global_batch_, {}};
   std::vector<plan::PlanRow>& rows = report.rows;
   // The longest sequence each layout fits; per strategy family, the best of its layouts.
   auto& longest = report.longest;
