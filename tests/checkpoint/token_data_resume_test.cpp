@@ -3,6 +3,7 @@
 // strategy, and to float32 rounding under another one (its reductions sum in another order;
 // the batches themselves are the same, tests/data RowsAreTheSliceOfTheWholeBatch).
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -96,6 +97,27 @@ TEST(TokenFileResume, UnderAnotherStrategy) {
   std::filesystem::remove_all(a);
 }
 
+// Resumes step 3 of run `ra` (checkpoints in `saved`, 5 steps) with `setting` applied, on one
+// device and under TSP 2: steps 4 and 5 give ra's losses, bitwise on one device and to
+// rounding under TSP (another reduction order).
+void expect_exact_resume(const std::string& data, const std::string& saved, const TrainResult& ra,
+                         const std::function<void(TrainOptions&)>& setting) {
+  for (const Layout& to : {Layout{"single", 1, ""}, Layout{"tsp", 2, ""}}) {
+    TrainOptions ob = options(to, data, 5);
+    setting(ob);
+    ob.checkpoint.resume = ckpt::checkpoint_dir(saved, 3);
+    const TrainResult rb = quiet_train(ob);
+    ASSERT_EQ(rb.steps.size(), 2u);
+    for (std::size_t k = 0; k < 2; ++k) {
+      const double want = ra.steps[3 + k].loss;
+      if (to.strategy == "single")
+        EXPECT_EQ(rb.steps[k].loss, want);
+      else
+        EXPECT_NEAR(rb.steps[k].loss, want, 2e-5 * std::abs(want)) << to.name();
+    }
+  }
+}
+
 // The epoch order resumes as exactly: bitwise on one device, to rounding under TSP 2; and a
 // resume with the other order is refused.
 TEST(TokenFileResume, EpochOrder) {
@@ -108,20 +130,7 @@ TEST(TokenFileResume, EpochOrder) {
   const TrainResult ra = quiet_train(oa);
   TrainOptions random = options({"single", 1, ""}, data, 1);
   EXPECT_NE(quiet_train(random).steps[0].loss, ra.steps[0].loss);  // other windows
-  for (const Layout& to : {Layout{"single", 1, ""}, Layout{"tsp", 2, ""}}) {
-    TrainOptions ob = options(to, data, 5);
-    ob.data_order = "epoch";
-    ob.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
-    const TrainResult rb = quiet_train(ob);
-    ASSERT_EQ(rb.steps.size(), 2u);
-    for (std::size_t k = 0; k < 2; ++k) {
-      const double want = ra.steps[3 + k].loss;
-      if (to.strategy == "single")
-        EXPECT_EQ(rb.steps[k].loss, want);
-      else
-        EXPECT_NEAR(rb.steps[k].loss, want, 2e-5 * std::abs(want)) << to.name();
-    }
-  }
+  expect_exact_resume(data, a, ra, [](TrainOptions& o) { o.data_order = "epoch"; });
   TrainOptions other = options({"single", 1, ""}, data, 5);
   other.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
   try {
@@ -149,20 +158,7 @@ TEST(TokenFileResume, DocumentMasking) {
   const TrainResult ra = quiet_train(oa);
   TrainOptions unmasked = options({"single", 1, ""}, data, 1);
   EXPECT_NE(quiet_train(unmasked).steps[0].loss, ra.steps[0].loss);  // other attention
-  for (const Layout& to : {Layout{"single", 1, ""}, Layout{"tsp", 2, ""}}) {
-    TrainOptions ob = options(to, data, 5);
-    ob.document_masking = true;
-    ob.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
-    const TrainResult rb = quiet_train(ob);
-    ASSERT_EQ(rb.steps.size(), 2u);
-    for (std::size_t k = 0; k < 2; ++k) {
-      const double want = ra.steps[3 + k].loss;
-      if (to.strategy == "single")
-        EXPECT_EQ(rb.steps[k].loss, want);
-      else
-        EXPECT_NEAR(rb.steps[k].loss, want, 2e-5 * std::abs(want)) << to.name();
-    }
-  }
+  expect_exact_resume(data, a, ra, [](TrainOptions& o) { o.document_masking = true; });
   TrainOptions other = options({"single", 1, ""}, data, 5);
   other.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
   try {

@@ -178,6 +178,71 @@ TEST(PlanCli, WhenNothingFitsTheRemedyNamedFits) {
   ASSERT_THAT(r.err, HasSubstr("with --recompute full, "));
   r = origami(job + " --recompute full");
   EXPECT_EQ(r.code, 0) << r.err;
+  // The same sentence in the JSON document, for tools; null when a layout fits.
+  r = origami(job + " --json");
+  ASSERT_EQ(r.code, 2) << r.err;
+  const auto advice = nlohmann::json::parse(r.out)["advice"];
+  ASSERT_TRUE(advice.is_string()) << r.out.substr(0, 400);
+  EXPECT_THAT(advice.get<std::string>(), HasSubstr("with --recompute full, "));
+  EXPECT_THAT(r.err, HasSubstr(advice.get<std::string>()));
+  r = origami(job + " --recompute full --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["advice"].is_null());
+}
+
+// --global-batch fixes the step's sequences instead of the micro-batch: each row's replicas
+// run global / (dp x grad-accum) each, predicted as if that micro-batch had been given, and a
+// dp that does not divide it is refused on its row.
+TEST(PlanCli, AGlobalBatchGivesEachLayoutItsOwnMicroBatch) {
+  const CliRun r = origami(
+      "plan --model small --seq 256 --global-batch 8 --grad-accum 2 --devices 4 --hardware cpu "
+      "--json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto out = nlohmann::json::parse(r.out);
+  EXPECT_EQ(out["global_batch"], 8);
+  const origami::ModelConfig m = origami::model_preset("small");
+  const origami::plan::Hardware hw = origami::plan::hardware_preset("cpu");
+  int seen_dp4 = 0;
+  for (const auto& row : out["rows"]) {
+    const origami::plan::Mesh mesh{.dp = row["mesh"]["dp"],
+                                   .tp = row["mesh"]["tp"],
+                                   .sp = row["mesh"]["sp"],
+                                   .tsp = row["mesh"]["tsp"],
+                                   .sequence_parallel = row["sequence_parallel"]};
+    ASSERT_TRUE(row["feasible"]) << row["error"];  // 8 / (dp x 2) is whole for dp 1, 2, 4
+    const std::int64_t micro = 8 / (mesh.dp * 2);
+    EXPECT_EQ(row["micro_batch"], micro) << row["mesh"];
+    origami::plan::Workload w;
+    w.batch = micro;
+    w.grad_accum = 2;
+    w.seq = 256;
+    EXPECT_EQ(row["bytes"]["total"], origami::plan::predict(m, mesh, w, hw).memory.total());
+    if (mesh.dp == 4) ++seen_dp4;
+  }
+  EXPECT_EQ(seen_dp4, 1);
+  // 6 sequences over dp 4 x 1 micro-batch: that row refused, naming a global batch that works.
+  const CliRun odd = origami(
+      "plan --model small --seq 256 --global-batch 6 --devices 4 --hardware cpu --json");
+  ASSERT_EQ(odd.code, 0) << odd.err;
+  int refused = 0;
+  const auto odd_rows = nlohmann::json::parse(odd.out)["rows"];
+  for (const auto& row : odd_rows)
+    if (row["mesh"]["dp"] == 4) {
+      ASSERT_FALSE(row["feasible"]);
+      EXPECT_THAT(row["error"].get<std::string>(), HasSubstr("multiple of 4"));
+      ++refused;
+    }
+  EXPECT_EQ(refused, 1);
+  // The table says it per row; the two ways of giving the batch exclude each other.
+  const CliRun table =
+      origami("plan --model small --seq 256 --global-batch 8 --devices 4 --hardware cpu");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("x micro-batch 8 / (dp x 1) per replica"));
+  EXPECT_THAT(table.out, HasSubstr("| micro-batch 2"));
+  EXPECT_EQ(origami("plan --model small --seq 256 --global-batch 8 --micro-batch 2 --devices 4")
+                .code,
+            2);
+  EXPECT_EQ(origami("plan --model small --seq 256 --global-batch 0 --devices 4").code, 2);
 }
 
 }  // namespace

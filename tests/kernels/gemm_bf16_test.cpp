@@ -16,6 +16,7 @@
 #include "origami/core/error.h"
 #include "origami/kernels/convert.h"
 #include "origami/kernels/gemm.h"
+#include "gemm_reference.h"
 #include "test_util.h"
 
 namespace origami::kernels {
@@ -23,27 +24,6 @@ namespace {
 
 using testing::RelClose;
 using testing::random_floats;
-
-double op_at(Trans t, const std::vector<float>& X, std::int64_t ld, std::int64_t i,
-             std::int64_t j) {
-  return t == Trans::N ? X[static_cast<std::size_t>(i * ld + j)]
-                       : X[static_cast<std::size_t>(j * ld + i)];
-}
-
-std::vector<double> reference(Trans ta, Trans tb, std::int64_t M, std::int64_t N, std::int64_t K,
-                              double alpha, const std::vector<float>& A, std::int64_t lda,
-                              const std::vector<float>& B, std::int64_t ldb, double beta,
-                              const std::vector<float>& C, std::int64_t ldc) {
-  std::vector<double> out(C.begin(), C.end());
-  for (std::int64_t i = 0; i < M; ++i)
-    for (std::int64_t j = 0; j < N; ++j) {
-      double s = 0.0;
-      for (std::int64_t k = 0; k < K; ++k) s += op_at(ta, A, lda, i, k) * op_at(tb, B, ldb, k, j);
-      const double c = beta == 0.0 ? 0.0 : beta * C[static_cast<std::size_t>(i * ldc + j)];
-      out[static_cast<std::size_t>(i * ldc + j)] = alpha * s + c;
-    }
-  return out;
-}
 
 std::vector<bf16> to_bf16s(const std::vector<float>& x) {
   std::vector<bf16> b(x.size());
@@ -87,9 +67,9 @@ TEST_P(GemmBf16, MatchesFloat64OnTheRoundedInputs) {
         for (std::int64_t i = 0; i < c.M; ++i)
           for (std::int64_t j = 0; j < c.N; ++j)
             C[static_cast<std::size_t>(i * ldc + j)] = std::numeric_limits<float>::quiet_NaN();
-      const auto exact = reference(ta, tb, c.M, c.N, c.K, alpha, rounded(A), lda, rounded(B), ldb,
+      const auto exact = testing::gemm_reference(ta, tb, c.M, c.N, c.K, alpha, rounded(A), lda, rounded(B), ldb,
                                    beta, C, ldc);
-      const auto unrounded = reference(ta, tb, c.M, c.N, c.K, alpha, A, lda, B, ldb, beta, C, ldc);
+      const auto unrounded = testing::gemm_reference(ta, tb, c.M, c.N, c.K, alpha, A, lda, B, ldb, beta, C, ldc);
       const auto Ab = to_bf16s(A), Bb = to_bf16s(B);
       gemm_bf16(ta, tb, c.M, c.N, c.K, alpha, Ab.data(), lda, Bb.data(), ldb, beta, C.data(), ldc);
       const std::string where = "M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) +

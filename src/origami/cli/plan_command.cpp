@@ -34,9 +34,15 @@ PlanCommand::PlanCommand(CLI::App& app) {
   command_->add_option("--world,--devices", world_,
                        "devices (every dp x tp x sp and dp x tsp factorisation)")
       ->required();
-  command_->add_option("--micro-batch,--batch", batch_,
-                       "sequences per micro-batch of EACH data-parallel replica (default 1): "
-                       "global batch = micro-batch x dp x grad-accum");
+  CLI::Option* micro = command_->add_option(
+      "--micro-batch,--batch", batch_,
+      "sequences per micro-batch of EACH data-parallel replica (default 1): "
+      "global batch = micro-batch x dp x grad-accum");
+  command_->add_option("--global-batch", global_batch_,
+                       "sequences per optimizer step instead, fixed for every layout: each "
+                       "row's replicas run global-batch / (dp x grad-accum) each (a row whose "
+                       "dp x grad-accum does not divide it is refused)")
+      ->excludes(micro);
   command_->add_option("--grad-accum", grad_accum_,
                        "micro-batches per optimizer step (default 1): the step time and "
                        "tokens/s count them, memory is one micro-batch's");
@@ -84,6 +90,8 @@ int PlanCommand::run() {
   if (batch_ < 1) throw ConfigError(fmt::format("--micro-batch must be >= 1 (got {})", batch_));
   if (grad_accum_ < 1)
     throw ConfigError(fmt::format("--grad-accum must be >= 1 (got {})", grad_accum_));
+  if (command_->count("--global-batch") > 0 && global_batch_ < 1)
+    throw ConfigError(fmt::format("--global-batch must be >= 1 (got {})", global_batch_));
   std::vector<std::string> warnings;
   const ModelConfig model =
       config_path_.empty() ? model_preset(preset_) : load_model_config(config_path_, &warnings);
@@ -118,6 +126,7 @@ int PlanCommand::run() {
   plan::Workload work;
   work.batch = batch_;
   work.grad_accum = grad_accum_;
+  work.global_batch = global_batch_;
   work.seq = seq_;
   work.recompute = plan::parse_recompute(recompute_);
   work.set_precision(precision);
@@ -126,7 +135,7 @@ int PlanCommand::run() {
   PlanReport report{config_path_.empty() ? preset_ : config_path_, model, seq_, batch_,
                     grad_accum_, world_,
                     precision, recompute_, hw, plan::plan_rows(model, world_, work, hw), {}, {},
-                    {}};
+                    {}, global_batch_, {}};
   std::vector<plan::PlanRow>& rows = report.rows;
   // The longest sequence each layout fits; per strategy family, the best of its layouts.
   auto& longest = report.longest;
@@ -142,6 +151,28 @@ int PlanCommand::run() {
     } catch (const ConfigError& e) {
       report.inference_errors.push_back(fmt::format("tsp={}: {}", D, e.what()));
     }
+  }
+
+  // What the user is told when nothing runs or nothing fits: on standard error, and in the JSON.
+  const bool any_feasible =
+      std::any_of(rows.begin(), rows.end(), [](const plan::PlanRow& r) { return r.error.empty(); });
+  if (!any_feasible) {
+    report.advice = fmt::format(
+        "no layout of {} devices can run this model and sequence: every row is refused (see "
+        "its reason); change --world, --seq or --micro-batch",
+        world_);
+  } else if (const std::optional<plan::NoFitAdvice> advice =
+                 plan::explain_no_fit(model, world_, work, hw, rows)) {
+    report.advice = advice->sentence(world_, seq_, hw);
+  } else if (!rows.front().recommended) {
+    std::int64_t best = 0;
+    for (const auto& [name, b] : longest) best = std::max(best, b.first);
+    report.advice = fmt::format(
+        "sequence {} fits no layout of {} x {:.2f} GiB; {}; use more devices, --recompute full, "
+        "--precision bf16 or a shorter --seq",
+        seq_, world_, double(hw.memory_bytes) / kGiB,
+        best > 0 ? fmt::format("the longest that fits is {} tokens", best)
+                 : std::string("not even the shortest sequence fits"));
   }
 
   const bool json = command_->count("--json") > 0;
@@ -160,27 +191,8 @@ int PlanCommand::run() {
   if (!plot_path_.empty()) plot_memory_vs_sequence(model, world_, work, hw, plot_path_);
 
   // Impossible requests: explain and exit 2 (the table above still shows why per row).
-  const bool any_feasible =
-      std::any_of(rows.begin(), rows.end(), [](const plan::PlanRow& r) { return r.error.empty(); });
-  if (!any_feasible) {
-    std::cerr << "origami plan: no layout of " << world_
-              << " devices can run this model and sequence: every row above is refused (see "
-                 "its reason); change --world, --seq or --micro-batch\n";
-    return 2;
-  }
-  if (const std::optional<plan::NoFitAdvice> advice =
-          plan::explain_no_fit(model, world_, work, hw, rows)) {
-    std::cerr << "origami plan: " << advice->sentence(world_, seq_, hw) << "\n";
-    return 2;
-  }
-  if (!rows.front().recommended) {
-    std::int64_t best = 0;
-    for (const auto& [name, b] : longest) best = std::max(best, b.first);
-    std::cerr << "origami plan: sequence " << seq_ << " fits no layout of " << world_ << " x "
-              << fmt::format("{:.2f}", double(hw.memory_bytes) / kGiB) << " GiB; "
-              << (best > 0 ? fmt::format("the longest that fits is {} tokens", best)
-                           : std::string("not even the shortest sequence fits"))
-              << "; use more devices, --recompute full, --precision bf16 or a shorter --seq\n";
+  if (!report.advice.empty()) {
+    std::cerr << "origami plan: " << report.advice << "\n";
     return 2;
   }
   return 0;

@@ -27,6 +27,7 @@ class PlanCommand {
   std::optional<int> devices_per_node_;
   std::int64_t batch_ = 1;
   std::int64_t grad_accum_ = 1;
+  std::int64_t global_batch_ = 0;  // 0: not given (the micro-batch is fixed instead)
   std::string recompute_ = "none";
   std::string precision_ = "fp32";
   std::string hardware_ = "h100";

@@ -38,6 +38,7 @@ nlohmann::json row_json(const plan::PlanRow& r, std::int64_t layers) {
                 {"logits", m.logits},
                 {"runtime_overhead", m.overhead},
                 {"total", m.total()}};
+  j["micro_batch"] = p.micro_batch;
   j["fits"] = p.fits;
   j["recommended"] = r.recommended;
   j["comm_bytes_sent_per_step"] = p.comm_bytes_per_step;
@@ -103,6 +104,9 @@ nlohmann::json plan_json(const PlanReport& p) {
   nlohmann::json out{{"model", p.source},
                      {"seq", p.seq},
                      {"micro_batch", p.batch},
+                     {"global_batch", p.global_batch > 0 ? nlohmann::json(p.global_batch)
+                                                         : nlohmann::json(nullptr)},
+                     {"advice", p.advice.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.advice)},
                      {"grad_accum", p.grad_accum},
                      {"world", p.world},
                      {"devices_per_node", p.hw.devices_per_node},
@@ -152,7 +156,9 @@ void print_plan_table(std::ostream& out, const PlanReport& p) {
       "node | {} | recompute {} | hardware {}: {} GiB/device, {:.1f} TFLOP/s achievable, "
       "runtime overhead {} GiB per device (included in total)\n",
       p.source, p.model.num_hidden_layers, p.model.hidden_size, p.model.num_attention_heads,
-      p.model.num_key_value_heads, p.model.intermediate_size, p.model.vocab_size, p.seq, p.batch,
+      p.model.num_key_value_heads, p.model.intermediate_size, p.model.vocab_size, p.seq,
+      p.global_batch > 0 ? fmt::format("{} / (dp x {})", p.global_batch, p.grad_accum)
+                         : std::to_string(p.batch),
       p.grad_accum, p.world, p.hw.devices_per_node, p.precision.name, p.recompute, p.hw.name,
       gib(p.hw.memory_bytes),
       p.hw.flops_per_s(p.precision) / 1e12, gib(p.hw.runtime_overhead_bytes));
@@ -162,6 +168,7 @@ void print_plan_table(std::ostream& out, const PlanReport& p) {
       "strategy", "dp", "tp", "sp", "tsp", "params", "grads", "optim", "saved", "comm",
       "work", "logits", "totalGiB", "fits", "intraMiB", "interMiB", "step s", "exposed",
       "tokens/s", "max seq");
+  const bool fixed_global = p.global_batch > 0;  // then each row says its micro-batch
   for (const plan::PlanRow& r : p.rows) {
     const plan::Layout& l = r.layout;
     const std::string head = fmt::format("{} {:<16} {:>2} {:>2} {:>2} {:>3}",
@@ -175,15 +182,18 @@ void print_plan_table(std::ostream& out, const PlanReport& p) {
     const plan::Memory& m = p.memory;
     out << fmt::format(
         "{} | {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} | {:>8} {:>4} | {:>10.1f} {:>10.1f} | "
-        "{:>9.3g} {:>9.3g} {:>11.4g} | {:>8}\n",
+        "{:>9.3g} {:>9.3g} {:>11.4g} | {:>8}{}\n",
         head, gib(m.parameters), gib(m.gradients), gib(m.optimizer), gib(m.activations),
         gib(m.comm_buffers), gib(m.workspace), gib(m.logits), gib(m.total()),
         p.fits ? "yes" : "no", double(p.intra_bytes) / (1 << 20),
         double(p.inter_bytes) / (1 << 20), p.step_s, p.exposed_comm_s, p.tokens_per_s,
-        r.max_seq);
+        r.max_seq, fixed_global ? fmt::format(" | micro-batch {}", p.micro_batch) : "");
   }
   print_comm_breakdown(out, p);
-  out << "longest sequence that fits (micro-batch " << p.batch << "):";
+  out << "longest sequence that fits ("
+      << (p.global_batch > 0 ? fmt::format("global batch {}", p.global_batch)
+                             : fmt::format("micro-batch {}", p.batch))
+      << "):";
   for (const auto& [name, best] : p.longest)
     out << (best.first > 0 ? fmt::format(" {} {} (dp {});", name, best.first, best.second.dp)
                                  : fmt::format(" {} none;", name));

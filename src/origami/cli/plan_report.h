@@ -32,6 +32,8 @@ struct PlanReport {
   std::map<std::string, std::pair<std::int64_t, plan::Layout>> longest;
   std::vector<plan::InferenceRow> inference;
   std::vector<std::string> inference_errors;
+  std::int64_t global_batch = 0;  // > 0: fixed instead of the micro-batch (per row: Prediction)
+  std::string advice;  // when no layout runs or fits: what to change (else empty)
 };
 
 nlohmann::json plan_json(const PlanReport& p);

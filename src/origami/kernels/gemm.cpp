@@ -33,20 +33,28 @@ void scale_c(std::int64_t M, std::int64_t N, float beta, float* C, std::int64_t 
 
 }  // namespace
 
+namespace detail {
+void check_gemm_shape(const char* name, Trans trans_a, Trans trans_b, std::int64_t M,
+                      std::int64_t N, std::int64_t K, std::int64_t lda, std::int64_t ldb,
+                      std::int64_t ldc) {
+  ORIGAMI_CHECK(M >= 0 && N >= 0 && K >= 0, "{}: negative size M={} N={} K={}", name, M, N, K);
+  const std::int64_t a_cols = stored_cols(trans_a, M, K);
+  const std::int64_t b_cols = stored_cols(trans_b, K, N);
+  ORIGAMI_CHECK(lda >= std::max<std::int64_t>(1, a_cols),
+                "{}: lda={} is smaller than the {} columns of the stored A", name, lda, a_cols);
+  ORIGAMI_CHECK(ldb >= std::max<std::int64_t>(1, b_cols),
+                "{}: ldb={} is smaller than the {} columns of the stored B", name, ldb, b_cols);
+  ORIGAMI_CHECK(ldc >= std::max<std::int64_t>(1, N),
+                "{}: ldc={} is smaller than the {} columns of C", name, ldc, N);
+}
+}  // namespace detail
+
 void gemm(Trans trans_a, Trans trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
           float alpha, const float* A, std::int64_t lda, const float* B, std::int64_t ldb,
           float beta, float* C, std::int64_t ldc) {
   // Dry run: 2MNK charged (or reading A and B once, when a memory bandwidth is set).
   if (dryrun::skip_kernel(gemm_flops(M, N, K), static_cast<double>(M * K + K * N))) return;
-  ORIGAMI_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size M={} N={} K={}", M, N, K);
-  const std::int64_t a_cols = stored_cols(trans_a, M, K);
-  const std::int64_t b_cols = stored_cols(trans_b, K, N);
-  ORIGAMI_CHECK(lda >= std::max<std::int64_t>(1, a_cols),
-                "gemm: lda={} is smaller than the {} columns of the stored A", lda, a_cols);
-  ORIGAMI_CHECK(ldb >= std::max<std::int64_t>(1, b_cols),
-                "gemm: ldb={} is smaller than the {} columns of the stored B", ldb, b_cols);
-  ORIGAMI_CHECK(ldc >= std::max<std::int64_t>(1, N),
-                "gemm: ldc={} is smaller than the {} columns of C", ldc, N);
+  detail::check_gemm_shape("gemm", trans_a, trans_b, M, N, K, lda, ldb, ldc);
   if (M == 0 || N == 0) return;
   ORIGAMI_CHECK(C != nullptr, "gemm: C is null for a {}x{} result", M, N);
   if (K == 0 || alpha == 0.0f) {

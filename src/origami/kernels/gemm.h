@@ -32,6 +32,14 @@ std::string gemm_bf16_path();
 // Not thread-safe against products running at the same time.
 void force_gemm_bf16_conversion(bool on);
 
+namespace detail {
+// The checks both products make first (ORIGAMI_CHECK naming `name`): sizes >= 0 and leading
+// dimensions covering the stored matrices' columns.
+void check_gemm_shape(const char* name, Trans trans_a, Trans trans_b, std::int64_t M,
+                      std::int64_t N, std::int64_t K, std::int64_t lda, std::int64_t ldb,
+                      std::int64_t ldc);
+}  // namespace detail
+
 // Floating-point operations of one such product: 2*M*N*K.
 inline double gemm_flops(std::int64_t M, std::int64_t N, std::int64_t K) {
   return 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);

@@ -207,15 +207,7 @@ void gemm_bf16(Trans trans_a, Trans trans_b, std::int64_t M, std::int64_t N, std
                float beta, float* C, std::int64_t ldc) {
   // Dry run: the same 2MNK as an fp32 product (reading A and B once, at half the bytes).
   if (dryrun::skip_kernel(gemm_flops(M, N, K), static_cast<double>(M * K + K * N) / 2)) return;
-  ORIGAMI_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_bf16: negative size M={} N={} K={}", M, N, K);
-  const std::int64_t a_cols = trans_a == Trans::T ? M : K;
-  const std::int64_t b_cols = trans_b == Trans::T ? K : N;
-  ORIGAMI_CHECK(lda >= std::max<std::int64_t>(1, a_cols),
-                "gemm_bf16: lda={} is smaller than the {} columns of the stored A", lda, a_cols);
-  ORIGAMI_CHECK(ldb >= std::max<std::int64_t>(1, b_cols),
-                "gemm_bf16: ldb={} is smaller than the {} columns of the stored B", ldb, b_cols);
-  ORIGAMI_CHECK(ldc >= std::max<std::int64_t>(1, N),
-                "gemm_bf16: ldc={} is smaller than the {} columns of C", ldc, N);
+  detail::check_gemm_shape("gemm_bf16", trans_a, trans_b, M, N, K, lda, ldb, ldc);
   if (M == 0 || N == 0) return;
   ORIGAMI_CHECK(C != nullptr, "gemm_bf16: C is null for a {}x{} result", M, N);
   if (K == 0 || alpha == 0.0f) {

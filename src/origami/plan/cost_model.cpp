@@ -34,6 +34,19 @@ ElementSizes ElementSizes::of(const Precision& p) {
 }
 
 
+Workload per_replica(const Workload& w, const Mesh& mesh) {
+  if (w.global_batch <= 0) return w;
+  const std::int64_t split = std::int64_t{mesh.dp} * w.grad_accum;
+  if (w.global_batch % split != 0)
+    throw ConfigError(fmt::format("the global batch of {} sequences does not split into dp={} "
+                                  "replicas x {} micro-batches; use a global batch that is a "
+                                  "multiple of {}",
+                                  w.global_batch, mesh.dp, w.grad_accum, split));
+  Workload x = w;
+  x.batch = w.global_batch / split;
+  return x;
+}
+
 void check_layout(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
   if (mesh.dp < 1 || mesh.tp < 1 || mesh.sp < 1 || mesh.tsp < 1)
     throw ConfigError(fmt::format("mesh degrees must be >= 1 (dp={}, tp={}, sp={}, tsp={})",

@@ -42,6 +42,9 @@ struct Workload {
   std::int64_t batch = 1;  // micro-batch of each dp replica (sequences); the whole job's
                            // micro-batch is batch x dp, its global batch that x grad_accum
   std::int64_t grad_accum = 1;  // micro-batches per optimizer step
+  // When > 0, the global batch is fixed instead of the micro-batch: each layout's replicas run
+  // global_batch / (dp x grad_accum) sequences each (per_replica below).
+  std::int64_t global_batch = 0;
   std::int64_t seq = 1;    // tokens per sequence, split over sp (or tsp)
   bool contiguous = false; // token layout: contiguous chunks (S % degree) instead of zigzag
                            // (S % 2·degree); the costs are the same
@@ -51,6 +54,10 @@ struct Workload {
   bool bf16() const { return elem.activation == 2; }
   void set_precision(const Precision& p) { elem = ElementSizes::of(p); }
 };
+
+// The workload as the replicas of `mesh` run it: w itself, or, with a fixed global batch, the
+// micro-batch it gives each of mesh.dp replicas; ConfigError when it does not split evenly.
+Workload per_replica(const Workload& w, const Mesh& mesh);
 
 // Refuses (ConfigError saying what to change) a mesh the engine would refuse: degrees < 1,
 // tsp combined with tp or sp, tp (or tsp) not dividing heads, kv heads or the MLP width,

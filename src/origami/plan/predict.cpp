@@ -219,8 +219,11 @@ void tsp_exposure(const Shapes& s, const Workload& w, const Link& link, const Bl
 
 }  // namespace
 
-Prediction predict(const ModelConfig& m, const Layout& l, const Workload& w, const Hardware& hw) {
+Prediction predict(const ModelConfig& m, const Layout& l, const Workload& workload,
+                   const Hardware& hw) {
+  const Workload w = per_replica(workload, l);
   Prediction p;
+  p.micro_batch = w.batch;
   p.memory = memory_per_device(m, l, w);
   p.memory.overhead = hw.runtime_overhead_bytes;
   p.fits = p.memory.total() <= hw.memory_bytes;

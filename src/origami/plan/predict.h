@@ -45,6 +45,7 @@ struct Prediction {
   double compute_s = 0, comm_s = 0, exposed_comm_s = 0, step_s = 0;
   double tokens_per_s = 0;  // the cluster's
   bool fits = false;        // memory.total() <= the device's memory
+  std::int64_t micro_batch = 0;  // sequences per micro-batch of each replica (per_replica)
 
   // The tracker's categories with its names (core/memory_tracker.cpp), for the checks.
   std::vector<std::pair<std::string, std::int64_t>> categories() const;
