@@ -1,5 +1,5 @@
 // bf16 lanes on Highway vectors, for the kernels that read and write bf16 arrays (convert.cpp,
-// rmsnorm_bf16.cpp, swiglu_bf16.cpp, rope_bf16.cpp): a load that widens `count` bf16 values to
+// rmsnorm.cpp, swiglu.cpp, rope.cpp): a load that widens `count` bf16 values to
 // a float vector (exact) and a store that narrows a float vector to bf16, rounding to nearest,
 // ties to even, NaN kept a quiet NaN of the same sign (core/bf16.h's to_bf16, bit for bit). The
 // rounding is written out in integer operations rather than taken from Highway's DemoteTo to
@@ -66,6 +66,21 @@ HWY_INLINE void StoreBf16(VF v, std::uint16_t* p, std::int64_t count) {
   // top <= 0xffff, so the saturating i32 -> u16 demotion only narrows.
   Store(d16, hn::DemoteTo(d16, hn::BitCast(di, top)), p, count);
 }
+
+// One kernel body for both element types (T = float, or std::uint16_t holding bf16 bits): the
+// fp32 kernels and their bf16 variants are the same template, so their arithmetic cannot drift.
+template <class DFloat>
+HWY_INLINE hn::Vec<DFloat> LoadAs(DFloat d, const float* p, std::int64_t count) {
+  return Load(d, p, count);
+}
+template <class DFloat>
+HWY_INLINE hn::Vec<DFloat> LoadAs(DFloat d, const std::uint16_t* p, std::int64_t count) {
+  return LoadBf16(d, p, count);
+}
+HWY_INLINE VF LoadAs(const float* p, std::int64_t count) { return Load(p, count); }
+HWY_INLINE VF LoadAs(const std::uint16_t* p, std::int64_t count) { return LoadBf16(p, count); }
+HWY_INLINE void StoreAs(VF v, float* p, std::int64_t count) { Store(v, p, count); }
+HWY_INLINE void StoreAs(VF v, std::uint16_t* p, std::int64_t count) { StoreBf16(v, p, count); }
 
 }  // namespace origami::kernels::vec::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

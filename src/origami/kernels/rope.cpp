@@ -1,5 +1,6 @@
 // Rotary position embedding on global positions: the rotation on Highway vectors, compiled for
-// every SIMD target and dispatched at run time (kernels/simd.h); the tables in float64.
+// every SIMD target and dispatched at run time (kernels/simd.h); the tables in float64. One
+// body serves fp32 and bf16 rows (bf16_vec-inl.h's LoadAs/StoreAs).
 #include "origami/kernels/rope.h"
 
 #include <cmath>
@@ -13,7 +14,7 @@
 #define HWY_TARGET_INCLUDE "origami/kernels/rope.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
-#include "origami/kernels/vec_math-inl.h"
+#include "origami/kernels/bf16_vec-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace origami::kernels::rope_simd::HWY_NAMESPACE {
@@ -23,9 +24,11 @@ using namespace vec::HWY_NAMESPACE;
 // row's angle. `sign` = +1 is the forward rotation, -1 its transpose. Pairs are (i, i + d/2),
 // as HF's rotate_half:
 //   out_i = x_i cos - x_{i+d/2} sin,   out_{i+d/2} = x_{i+d/2} cos + x_i sin.
-void RotateRows(std::int64_t r0, std::int64_t r1, std::int64_t seq, std::int64_t heads,
-                std::int64_t head_dim, const std::int64_t* pos, const float* cos_table,
-                const float* sin_table, float sign, float* x) {
+// T: float, or bf16 bits (widened on load, each rotated element rounded once; fp32 tables).
+template <class T>
+void RotateRowsOf(std::int64_t r0, std::int64_t r1, std::int64_t seq, std::int64_t heads,
+                  std::int64_t head_dim, const std::int64_t* pos, const float* cos_table,
+                  const float* sin_table, float sign, T* x) {
   const std::int64_t half = head_dim / 2;
   const std::int64_t row_len = heads * head_dim;
   const VF signv = hn::Set(DF(), sign);
@@ -34,16 +37,27 @@ void RotateRows(std::int64_t r0, std::int64_t r1, std::int64_t seq, std::int64_t
     const float* c = cos_table + p * half;
     const float* s = sin_table + p * half;
     for (std::int64_t hd = 0; hd < heads; ++hd) {
-      float* x1 = x + r * row_len + hd * head_dim;
-      float* x2 = x1 + half;
+      T* x1 = x + r * row_len + hd * head_dim;
+      T* x2 = x1 + half;
       ForEachVector(half, [&](std::int64_t i, std::int64_t count) {
-        const VF a = Load(x1 + i, count), b = Load(x2 + i, count), ci = Load(c + i, count);
+        const VF a = LoadAs(x1 + i, count), b = LoadAs(x2 + i, count), ci = Load(c + i, count);
         const VF si = hn::Mul(signv, Load(s + i, count));
-        Store(hn::NegMulAdd(b, si, hn::Mul(a, ci)), x1 + i, count);
-        Store(hn::MulAdd(a, si, hn::Mul(b, ci)), x2 + i, count);
+        StoreAs(hn::NegMulAdd(b, si, hn::Mul(a, ci)), x1 + i, count);
+        StoreAs(hn::MulAdd(a, si, hn::Mul(b, ci)), x2 + i, count);
       });
     }
   }
+}
+
+void RotateRows(std::int64_t r0, std::int64_t r1, std::int64_t seq, std::int64_t heads,
+                std::int64_t head_dim, const std::int64_t* pos, const float* cos_table,
+                const float* sin_table, float sign, float* x) {
+  RotateRowsOf(r0, r1, seq, heads, head_dim, pos, cos_table, sin_table, sign, x);
+}
+void RotateRowsBf16(std::int64_t r0, std::int64_t r1, std::int64_t seq, std::int64_t heads,
+                    std::int64_t head_dim, const std::int64_t* pos, const float* cos_table,
+                    const float* sin_table, float sign, std::uint16_t* x) {
+  RotateRowsOf(r0, r1, seq, heads, head_dim, pos, cos_table, sin_table, sign, x);
 }
 
 }  // namespace origami::kernels::rope_simd::HWY_NAMESPACE
@@ -53,6 +67,7 @@ HWY_AFTER_NAMESPACE();
 namespace origami::kernels {
 namespace rope_simd {
 HWY_EXPORT(RotateRows);
+HWY_EXPORT(RotateRowsBf16);
 }  // namespace rope_simd
 
 namespace {
@@ -74,6 +89,17 @@ void rotate(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64
                        [=](std::int64_t r0, std::int64_t r1) {
     HWY_DYNAMIC_DISPATCH(rope_simd::RotateRows)(r0, r1, seq, heads, head_dim, pos, cos_table,
                                                 sin_table, sign, x);
+  });
+}
+
+void rotate(std::int64_t batch, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
+            const std::int64_t* pos, const float* cos_table, const float* sin_table, float sign,
+            bf16* x) {
+  std::uint16_t* xb = bf16_bits(x);
+  detail::parallel_for(batch * seq, detail::rows_per_chunk(heads * head_dim),
+                       [=](std::int64_t r0, std::int64_t r1) {
+    HWY_DYNAMIC_DISPATCH(rope_simd::RotateRowsBf16)(r0, r1, seq, heads, head_dim, pos,
+                                                    cos_table, sin_table, sign, xb);
   });
 }
 
@@ -148,6 +174,22 @@ void rope_backward(std::int64_t batch, std::int64_t seq, std::int64_t heads, std
                    float* dx) {
   if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   check_args("rope_backward", batch, seq, heads, head_dim, pos);
+  rotate(batch, seq, heads, head_dim, pos, cos_table, sin_table, -1.0f, dx);
+}
+
+void rope_forward_bf16(std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                       std::int64_t head_dim, const std::int64_t* pos, const float* cos_table,
+                       const float* sin_table, bf16* x) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
+  check_args("rope_forward_bf16", batch, seq, heads, head_dim, pos);
+  rotate(batch, seq, heads, head_dim, pos, cos_table, sin_table, 1.0f, x);
+}
+
+void rope_backward_bf16(std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                        std::int64_t head_dim, const std::int64_t* pos, const float* cos_table,
+                        const float* sin_table, bf16* dx) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
+  check_args("rope_backward_bf16", batch, seq, heads, head_dim, pos);
   rotate(batch, seq, heads, head_dim, pos, cos_table, sin_table, -1.0f, dx);
 }
 

@@ -54,7 +54,7 @@ void rope_backward(std::int64_t batch, std::int64_t seq, std::int64_t heads, std
                    const std::int64_t* pos, const float* cos_table, const float* sin_table,
                    float* dx);
 
-// The same rotations on bf16 rows (rope_bf16.cpp), in place, with the fp32 tables: each pair is
+// The same rotations on bf16 rows (rope.cpp, the same template as fp32), in place, with the fp32 tables: each pair is
 // widened, rotated in fp32 and rounded once to bf16 (nearest even).
 void rope_forward_bf16(std::int64_t batch, std::int64_t seq, std::int64_t heads,
                        std::int64_t head_dim, const std::int64_t* pos, const float* cos_table,

@@ -12,7 +12,7 @@ void swiglu_forward(std::int64_t n, const float* a, const float* u, float* g);
 void swiglu_backward(std::int64_t n, const float* a, const float* u, const float* dg, float* da,
                      float* du);
 
-// bf16 arrays (swiglu_bf16.cpp): the same formulas in fp32 on the widened inputs, each output
+// bf16 arrays (swiglu.cpp, the same template as fp32): the same formulas in fp32 on the widened inputs, each output
 // rounded once to bf16 (nearest even); da and du accumulate as bf16(float(da) + term).
 void swiglu_forward_bf16(std::int64_t n, const bf16* a, const bf16* u, bf16* g);
 void swiglu_backward_bf16(std::int64_t n, const bf16* a, const bf16* u, const bf16* dg, bf16* da,
