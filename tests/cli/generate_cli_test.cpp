@@ -18,10 +18,7 @@ using ::testing::HasSubstr;
 using origami::cli_test::CliRun;
 using origami::cli_test::origami;
 
-// The streamed text: the output's first line.
-std::string first_line(const std::string& s) {
-  return s.substr(0, s.find('\n'));
-}
+using origami::cli_test::first_line;
 
 class GenerateCli : public ::testing::Test {
  protected:

@@ -18,7 +18,7 @@ using ::testing::Not;
 using origami::cli_test::CliRun;
 using origami::cli_test::origami;
 
-const std::string kRun = "train --model tiny --seq 16 --batch 2 --threads 1 --strategy single ";
+const std::string kTinyRun = "train --model tiny --seq 16 --batch 2 --threads 1 --strategy single ";
 
 class Messages : public ::testing::Test {
  protected:
@@ -37,16 +37,16 @@ class Messages : public ::testing::Test {
 };
 
 TEST_F(Messages, ResumeOfWhatIsNotACheckpointSaysWhatItIs) {
-  const CliRun saved = origami(kRun + "--steps 2 --save-dir " + dir_ + "/runs");
+  const CliRun saved = origami(kTinyRun + "--steps 2 --save-dir " + dir_ + "/runs");
   ASSERT_EQ(saved.code, 0) << saved.all();
   // The save-dir root instead of one of its folders: name the one to give.
-  CliRun r = origami(kRun + "--steps 3 --resume " + dir_ + "/runs");
+  CliRun r = origami(kTinyRun + "--steps 3 --resume " + dir_ + "/runs");
   EXPECT_EQ(r.code, 2) << r.all();
   EXPECT_THAT(r.err, HasSubstr("a --save-dir"));
   EXPECT_THAT(r.err, HasSubstr(dir_ + "/runs/step-00000002"));
   EXPECT_THAT(r.err, Not(HasSubstr("stopped while writing")));
   // An unrelated folder.
-  r = origami(kRun + "--steps 3 --resume " + dir_ + "/unrelated");
+  r = origami(kTinyRun + "--steps 3 --resume " + dir_ + "/unrelated");
   EXPECT_EQ(r.code, 2) << r.all();
   EXPECT_THAT(r.err, HasSubstr("not a checkpoint"));
   EXPECT_THAT(r.err, Not(HasSubstr("stopped while writing")));
@@ -60,14 +60,14 @@ TEST_F(Messages, ResumeOfWhatIsNotACheckpointSaysWhatItIs) {
 }
 
 TEST_F(Messages, OpenErrorsGiveTheOperatingSystemsReason) {
-  CliRun r = origami(kRun + "--steps 1 --metrics " + dir_ + "/no/such/m.jsonl");
+  CliRun r = origami(kTinyRun + "--steps 1 --metrics " + dir_ + "/no/such/m.jsonl");
   EXPECT_EQ(r.code, 2) << r.all();
   EXPECT_THAT(r.err, HasSubstr("No such file or directory"));
-  r = origami(kRun + "--steps 1 --data " + dir_ + "/missing.txt");
+  r = origami(kTinyRun + "--steps 1 --data " + dir_ + "/missing.txt");
   EXPECT_EQ(r.code, 2) << r.all();
   EXPECT_THAT(r.err, HasSubstr("No such file or directory"));
   // A directory is a directory, not "empty".
-  r = origami(kRun + "--steps 1 --data " + dir_ + "/unrelated");
+  r = origami(kTinyRun + "--steps 1 --data " + dir_ + "/unrelated");
   EXPECT_EQ(r.code, 2) << r.all();
   EXPECT_THAT(r.err, HasSubstr("is a directory"));
 }
@@ -97,7 +97,7 @@ TEST_F(Messages, ConfigWithManyUnknownKeysWarnsBriefly) {
                     "\"num_key_value_heads\": 2, \"rms_norm_eps\": 1e-5, \"rope_theta\": 10000.0, "
                     "\"max_position_embeddings\": 256";
   for (int i = 0; i < 100000; ++i) cfg += ", \"unknown_key_" + std::to_string(i) + "\": 1";
-  const CliRun r = origami(kRun + "--steps 1 --config " + write("many.json", cfg + "}"));
+  const CliRun r = origami(kTinyRun + "--steps 1 --config " + write("many.json", cfg + "}"));
   EXPECT_EQ(r.code, 0) << r.err.substr(0, 2000);
   EXPECT_THAT(r.err, HasSubstr("and 99980 more"));
   EXPECT_LT(r.err.size(), 4000u);
@@ -109,7 +109,7 @@ TEST_F(Messages, ConfigKeyGivenTwiceIsRefused) {
       "{\"vocab_size\": 256, \"hidden_size\": 64, \"intermediate_size\": 96, "
       "\"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
       "\"max_position_embeddings\": 256, \"hidden_size\": 128}");
-  const CliRun r = origami(kRun + "--steps 1 --config " + cfg);
+  const CliRun r = origami(kTinyRun + "--steps 1 --config " + cfg);
   EXPECT_EQ(r.code, 2) << r.all();
   EXPECT_THAT(r.err, HasSubstr("hidden_size is given twice"));
 }

@@ -23,11 +23,11 @@ constexpr int kPreempted = 75;  // train/preemption.h
 // Slow enough steps (tens of ms) that a signal lands mid-run; under the sanitizers each step
 // is some 20x slower, so fewer steps leave the same window (and keep the suite's time).
 #ifdef ORIGAMI_TESTS_SANITIZED
-constexpr int kSteps = 40;
+constexpr int kSteps = 20;
 #else
 constexpr int kSteps = 300;
 #endif
-const std::string kRun = "train --model tiny --seq 128 --batch 8 --threads 1 --log-every 1 "
+const std::string kPreemptRun = "train --model tiny --seq 128 --batch 8 --threads 1 --log-every 1 "
                          "--warmup 2 --steps " + std::to_string(kSteps) + " ";
 
 class Preemption : public ::testing::Test {
@@ -79,7 +79,7 @@ class Preemption : public ::testing::Test {
 };
 
 TEST_F(Preemption, SigtermSavesAndTheRunResumesBitForBit) {
-  const std::string common = origami_bin() + " " + kRun + "--strategy tp --degree 2 ";
+  const std::string common = origami_bin() + " " + kPreemptRun + "--strategy tp --degree 2 ";
   const std::string run = dir_ + "/run";
   const Exit e = stop(common + "--save-dir " + run, "term", SIGTERM);
   ASSERT_EQ(e.code, kPreempted) << output_;
@@ -96,16 +96,22 @@ TEST_F(Preemption, SigtermSavesAndTheRunResumesBitForBit) {
 TEST_F(Preemption, SigintAndSigusr1StopTooWithoutASaveDir) {
   for (int sig : {SIGINT, SIGUSR1}) {
     const Exit e =
-        stop(origami_bin() + " " + kRun + "--strategy single", "sig" + std::to_string(sig), sig);
+        stop(origami_bin() + " " + kPreemptRun + "--strategy single", "sig" + std::to_string(sig), sig);
     EXPECT_EQ(e.code, kPreempted) << output_;
     EXPECT_THAT(output_, HasSubstr("nothing saved (no --save-dir)"));
   }
 }
 
 TEST_F(Preemption, ASecondSignalExitsAtOnce) {
-  // Steps of a few hundred ms: the second signal lands while the first one's step runs.
-  Process p(origami_bin() +
-                " train --model small --seq 256 --batch 8 --threads 1 --log-every 1 --steps 1000 "
+  // Steps of a few hundred ms: the second signal lands while the first one's step runs (the
+  // small model in Release; the tiny one, some 20x slower per FLOP, under the sanitizers).
+#ifdef ORIGAMI_TESTS_SANITIZED
+  const std::string model = "tiny";
+#else
+  const std::string model = "small";
+#endif
+  Process p(origami_bin() + " train --model " + model +
+                " --seq 256 --batch 8 --threads 1 --log-every 1 --steps 1000 "
                 "--strategy single --save-dir " + dir_ + "/run",
             dir_ + "/twice.log");
   ASSERT_TRUE(p.wait_until([&] { return file_has(dir_ + "/twice.log", fmt_step(2)); }, 120));
@@ -125,7 +131,7 @@ TEST_F(Preemption, MpiRanksAgreeSaveAndExit) {
   const std::string launcher = mpi_origami(2);
   const std::string run = dir_ + "/run";
   // SIGTERM to one rank only (as a node's scheduler may): both stop after the same step.
-  Process p(launcher + kRun + "--strategy tp --degree 2 --save-dir " + run, dir_ + "/mpi.log");
+  Process p(launcher + kPreemptRun + "--strategy tp --degree 2 --save-dir " + run, dir_ + "/mpi.log");
   ASSERT_TRUE(p.wait_until([&] { return file_has(dir_ + "/mpi.log", fmt_step(3)); }, 120))
       << p.output();
   const std::vector<pid_t> ranks = children_of(p.pid());
@@ -138,7 +144,7 @@ TEST_F(Preemption, MpiRanksAgreeSaveAndExit) {
   EXPECT_EQ(e.code, kPreempted) << p.output();
   EXPECT_LT(e.seconds, 15);
   EXPECT_THAT(p.output(), HasSubstr("saved checkpoint " + run + "/step-"));
-  expect_resumes_bit_for_bit(launcher + kRun + "--strategy tp --degree 2 ", run);
+  expect_resumes_bit_for_bit(launcher + kPreemptRun + "--strategy tp --degree 2 ", run);
 }
 
 }  // namespace

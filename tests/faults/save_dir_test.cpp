@@ -18,7 +18,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 const std::string kCommon = "train --model tiny --seq 16 --batch 2 --threads 1 --log-every 1 ";
-const std::string kRun = kCommon + "--strategy single ";
+const std::string kSaveDirRun = kCommon + "--strategy single ";
 
 class SaveDir : public ::testing::Test {
  protected:
@@ -40,12 +40,12 @@ class SaveDir : public ::testing::Test {
 
 TEST_F(SaveDir, AFileOrAnUnwritablePlaceIsRefusedBeforeAnyStep) {
   std::ofstream(dir_ + "/file") << "x";
-  Exit e = run(kRun + "--steps 2 --save-dir " + dir_ + "/file", "file");
+  Exit e = run(kSaveDirRun + "--steps 2 --save-dir " + dir_ + "/file", "file");
   EXPECT_EQ(e.code, 2) << output_;
   EXPECT_THAT(output_, HasSubstr("is a file"));
   EXPECT_THAT(output_, Not(HasSubstr("step     1")));
   // /proc refuses new folders even to root (a read-only folder does not stop root).
-  e = run(kRun + "--steps 2 --save-dir /proc/origami-no-such/runs", "proc");
+  e = run(kSaveDirRun + "--steps 2 --save-dir /proc/origami-no-such/runs", "proc");
   EXPECT_EQ(e.code, 2) << output_;
   EXPECT_THAT(output_, HasSubstr("--save-dir"));
   EXPECT_THAT(output_, Not(HasSubstr("step     1")));
@@ -57,14 +57,14 @@ TEST_F(SaveDir, AFileOrAnUnwritablePlaceIsRefusedBeforeAnyStep) {
 
 TEST_F(SaveDir, ASecondRunIsRefusedAndAKilledRunsLockIsStale) {
   const std::string d = dir_ + "/runs";
-  Process first(origami_bin() + " " + kRun + "--steps 100000 --save-every 1000 --save-dir " + d,
+  Process first(origami_bin() + " " + kSaveDirRun + "--steps 100000 --save-every 1000 --save-dir " + d,
                 dir_ + "/first.log");
   ASSERT_TRUE(first.wait_until([&] { return file_has(dir_ + "/first.log", "step     1"); }, 60))
       << first.output();
   // The lock file names the holder.
   EXPECT_THAT(Process::read(d + "/.origami.lock"),
               HasSubstr("pid " + std::to_string(first.pid()) + " "));
-  const Exit second = run(kRun + "--steps 2 --save-dir " + d, "second", 30);
+  const Exit second = run(kSaveDirRun + "--steps 2 --save-dir " + d, "second", 30);
   EXPECT_EQ(second.code, 2) << output_;
   EXPECT_THAT(output_, HasSubstr("in use by another run"));
   EXPECT_THAT(output_, HasSubstr("PID " + std::to_string(first.pid())));
@@ -72,7 +72,7 @@ TEST_F(SaveDir, ASecondRunIsRefusedAndAKilledRunsLockIsStale) {
   // kill -9 leaves the file, not the lock: the next run replaces it and says so.
   first.signal(SIGKILL);
   first.wait(30);
-  const Exit third = run(kRun + "--steps 2 --save-dir " + d, "third");
+  const Exit third = run(kSaveDirRun + "--steps 2 --save-dir " + d, "third");
   EXPECT_EQ(third.code, 0) << output_;
   EXPECT_THAT(output_, HasSubstr("replacing the stale lock of PID " + std::to_string(first.pid())));
   EXPECT_THAT(output_, HasSubstr("that PID is gone"));
@@ -81,13 +81,13 @@ TEST_F(SaveDir, ASecondRunIsRefusedAndAKilledRunsLockIsStale) {
 
 TEST_F(SaveDir, AnOlderCheckpointIsNotResumedOverANewerOne) {
   const std::string d = dir_ + "/runs";
-  ASSERT_EQ(run(kRun + "--steps 4 --save-every 2 --save-dir " + d, "four").code, 0) << output_;
-  const Exit e = run(kRun + "--steps 4 --resume " + d + "/step-00000002 --save-dir " + d, "older");
+  ASSERT_EQ(run(kSaveDirRun + "--steps 4 --save-every 2 --save-dir " + d, "four").code, 0) << output_;
+  const Exit e = run(kSaveDirRun + "--steps 4 --resume " + d + "/step-00000002 --save-dir " + d, "older");
   EXPECT_EQ(e.code, 2) << output_;
   EXPECT_THAT(output_, HasSubstr("newer complete checkpoint " + d + "/step-00000004"));
   EXPECT_THAT(output_, HasSubstr("drop --resume"));
   // Into another folder it continues.
-  EXPECT_EQ(run(kRun + "--steps 4 --resume " + d + "/step-00000002 --save-dir " + dir_ + "/b",
+  EXPECT_EQ(run(kSaveDirRun + "--steps 4 --resume " + d + "/step-00000002 --save-dir " + dir_ + "/b",
                 "other")
                 .code,
             0)
@@ -99,7 +99,7 @@ TEST_F(SaveDir, TemporaryFilesOfAnInterruptedSaveAreRemoved) {
   fs::create_directories(d + "/step-00000007");
   const std::string tmp = d + "/step-00000007/rank-00000.safetensors.tmp.123.0";
   std::ofstream(tmp) << "partial";
-  const Exit e = run(kRun + "--steps 1 --save-dir " + d, "clean");
+  const Exit e = run(kSaveDirRun + "--steps 1 --save-dir " + d, "clean");
   EXPECT_EQ(e.code, 0) << output_;
   EXPECT_FALSE(fs::exists(tmp));
   EXPECT_THAT(output_, HasSubstr("left by an interrupted save"));

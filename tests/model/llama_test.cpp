@@ -11,15 +11,13 @@
 #include "origami/kernels/cross_entropy.h"
 #include "origami/kernels/threads.h"
 #include "origami/train/trainer.h"
+#include "tiny_model.h"
 
 namespace origami {
 namespace {
 
-ModelConfig tiny() {
-  ModelConfig c = model_preset("tiny");
-  c.max_position_embeddings = 128;
-  return c;
-}
+using model_test::relative_difference;
+using model_test::tiny;
 
 struct Tokens {
   std::vector<std::int32_t> ids, labels;
@@ -37,15 +35,6 @@ Tokens random_tokens(std::int64_t n, std::int64_t vocab, unsigned seed, int mask
                                            : static_cast<std::int32_t>(gen() % vocab));
   }
   return t;
-}
-
-double relative_difference(const Tensor& a, const Tensor& b) {
-  double diff = 0, ref = 0;
-  for (std::int64_t i = 0; i < a.numel(); ++i) {
-    diff += std::pow(double(a.f32()[i]) - b.f32()[i], 2);
-    ref += std::pow(double(b.f32()[i]), 2);
-  }
-  return ref > 0 ? std::sqrt(diff / ref) : std::sqrt(diff);
 }
 
 TEST(LlamaModel, GradientAccumulationOverMicroBatchesEqualsOneBatch) {

@@ -10,24 +10,13 @@
 #include "origami/core/error.h"
 #include "origami/kernels/cross_entropy.h"
 #include "origami/model/llama.h"
+#include "tiny_model.h"
 
 namespace origami {
 namespace {
 
-ModelConfig tiny() {
-  ModelConfig c = model_preset("tiny");
-  c.max_position_embeddings = 128;
-  return c;
-}
-
-double relative_difference(const Tensor& a, const Tensor& b) {
-  double diff = 0, ref = 0;
-  for (std::int64_t i = 0; i < a.numel(); ++i) {
-    diff += std::pow(double(a.f32()[i]) - b.f32()[i], 2);
-    ref += std::pow(double(b.f32()[i]), 2);
-  }
-  return ref > 0 ? std::sqrt(diff / ref) : std::sqrt(diff);
-}
+using model_test::relative_difference;
+using model_test::tiny;
 
 // One packed row of documents of these lengths: random ids, labels the next token of the same
 // document (the last token of each document has none), document ids and positions.

@@ -14,6 +14,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "../sanitizers.h"
 #include "faults/process.h"
 #include "hosts.h"
 
@@ -220,6 +221,11 @@ TEST_F(Netns, LinkDownMidRunEndsEveryRankAndTheRunResumes) {
 
 // dp=2 x tsp=2, a TSP pair per host: the data-parallel all-reduce crosses the cut.
 TEST_F(Netns, LinkDownMidRunEndsEveryRankAndTheRunResumesDpTimesTsp) {
+#ifdef ORIGAMI_TESTS_SANITIZED
+  // The abort and resume paths are the ones the one-pair case above runs under the sanitizers;
+  // the Release build runs this layout's (its all-reduce crossing the cut).
+  GTEST_SKIP() << "dp x tsp across hosts runs in the Release build (the suite's time)";
+#endif
   link_down_and_resume("--strategy tsp --mesh dp=2,tsp=2", 2);
 }
 

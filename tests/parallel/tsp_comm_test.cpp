@@ -16,6 +16,8 @@
 
 namespace origami::parity {
 namespace {
+// Its own names (kB, Measured, ...) in a unity batch beside comm_bytes_test and memory_test.
+namespace tsp_comm {
 
 constexpr std::int64_t kB = 2, kS = 24, kL = 3;
 
@@ -177,5 +179,6 @@ TEST(TspMemory, CommunicationBuffersWithinTheStatedBound) {
   }
 }
 
+}  // namespace tsp_comm
 }  // namespace
 }  // namespace origami::parity

@@ -253,7 +253,7 @@ TEST(Predict, TspPerLayerTrafficSplitsAsDocsTspMdAtTwoRanks) {
 
 TEST(Predict, ExecutedFlopsAddWhatTheRecomputePolicyReruns) {
   const ModelConfig m = small_model();
-  const double base = training_flops(m, 2, 32);
+  const double base = plan::training_flops(m, 2, 32);
   EXPECT_DOUBLE_EQ(executed_training_flops(m, 2, 32, Recompute::None), base);
   EXPECT_DOUBLE_EQ(executed_training_flops(m, 2, 32, Recompute::Mlp) - base,
                    2.0 * 2 * 2 * 64 * 128 * 64);  // L · 2·(2·h·f) · tokens

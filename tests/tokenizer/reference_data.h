@@ -17,7 +17,12 @@ inline const char* const kReferenceTokenizers[] = {"llama2", "llama3", "qwen3"};
 // prepare.sh into reference_dir()/NAME/.
 inline const char* const kVariantTokenizers[] = {"llama2-metaspace", "llama3-gpt2", "qwen3-digits"};
 
-inline std::string reference_dir() { return std::string(ORIGAMI_BINARY_DIR) + "/tokenizer-reference"; }
+// Beside the installed packages (node_modules) rather than in a build folder: the data follow
+// from the sources alone, so the Release and the sanitizer builds share one copy and the
+// reference runs once per checkout (some 40 s of node on 2 cores).
+inline std::string reference_dir() {
+  return std::string(ORIGAMI_SOURCE_DIR) + "/tests/tokenizer/reference/generated";
+}
 
 // The real tokenizer.json (and tokenizer_config.json beside it) of a reference package.
 inline std::string tokenizer_json(const std::string& name) {

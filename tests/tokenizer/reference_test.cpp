@@ -13,12 +13,23 @@
 #include "origami/tokenizer/hf_tokenizer.h"
 #include "origami/tokenizer/nfc.h"
 #include "origami/tokenizer/utf8.h"
+#include "../sanitizers.h"
 #include "reference_data.h"
 
 namespace {
 
 using namespace origami::tokenizer_test;
 namespace tok = origami::tokenizer;
+
+// Every document in Release; under the sanitizers (some 20x slower per byte) every 4th one and
+// the five hand-written ones at the end: make_corpus.py cycles its 9 generators, mixes kinds
+// every 5th document, inserts invalid bytes every 7th and a 60 KB document every 37th, and 4 is
+// prime to all of them, so every kind is still met, on a quarter of the megabyte.
+#ifdef ORIGAMI_TESTS_SANITIZED
+constexpr std::size_t kDocumentStride = 4;
+#else
+constexpr std::size_t kDocumentStride = 1;
+#endif
 
 class Reference : public ::testing::TestWithParam<std::string> {
  protected:
@@ -72,6 +83,7 @@ TEST_P(Reference, IdsAndTextsEqualTheReference) {
   ASSERT_EQ(want.size(), corpus_.size());
   std::size_t bytes = 0, tokens = 0, round_trip_bytes = 0, exact_bytes = 0, mismatches = 0;
   for (std::size_t d = 0; d < corpus_.size(); ++d) {
+    if (d % kDocumentStride != 0 && d + 5 < corpus_.size()) continue;
     const std::string& x = corpus_[d];
     const std::vector<std::int32_t> ids = t.encode(x, false);
     bytes += x.size();
@@ -91,7 +103,7 @@ TEST_P(Reference, IdsAndTextsEqualTheReference) {
     }
   }
   EXPECT_EQ(mismatches, 0u) << name << ": documents whose ids differ from the reference's";
-  EXPECT_GE(bytes, 1000000u);
+  EXPECT_GE(bytes * kDocumentStride, 1000000u);
   if (!variant) {
     EXPECT_GE(round_trip_bytes * 10, bytes * 7) << "the round trip covered too little of the corpus";
     EXPECT_GE(exact_bytes * 5, bytes * 2) << "decode(encode(x)) == x covered too little of the corpus";

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Makes the reference data of tests/tokenizer/reference_test.cpp in OUT_DIR (default
-# build/tokenizer-reference): the corpus (make_corpus.py) and the reference's ids
+# tests/tokenizer/reference/generated, ignored by git): the corpus (make_corpus.py) and the reference's ids
 # (reference.mjs). Does nothing when OUT_DIR is newer than its inputs. Needs the packages
 # scripts/install-test-tokenizers.sh installs.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-out="${1:-$here/../../../build/tokenizer-reference}"
+out="${1:-$here/generated}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 # One at a time: CTest runs the reference tests in parallel, each of them calling this.
