@@ -11,7 +11,7 @@
 
 #include "origami/kernels/threads.h"
 #include "origami/model/driver.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
 #include "threads_util.h"
 
 namespace origami::parity {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "origami/parallel/tsp_schedule.h"
+#include "origami/parallel/strategies/tsp/schedule.h"
 #include "origami/plan/cost_model.h"
 
 namespace origami::plan {

@@ -46,7 +46,7 @@
 #include "origami/parallel/attention_cp.h"
 #include "origami/parallel/parallel_config.h"
 #include "origami/parallel/strategy_context.h"
-#include "origami/parallel/tsp_schedule.h"
+#include "origami/parallel/strategies/tsp/schedule.h"
 
 namespace origami::parallel {
 

@@ -14,7 +14,7 @@
 
 #include "origami/core/float_ops.h"
 #include "origami/kernels/gemm.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
 
 namespace origami::parallel {
 

@@ -10,8 +10,8 @@
 #include "origami/core/float_ops.h"
 #include "origami/kernels/gemm.h"
 #include "origami/kernels/swiglu.h"
-#include "origami/parallel/tsp_grad_ring.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/tsp_grad_ring.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
 
 namespace origami::parallel {
 

@@ -7,7 +7,7 @@
 #include "origami/core/float_ops.h"
 #include "origami/kernels/embedding.h"
 #include "origami/parallel/registry.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
 
 namespace origami::parallel {
 
