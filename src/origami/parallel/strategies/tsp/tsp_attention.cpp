@@ -1,4 +1,4 @@
-// TSP attention, broadcast schedule (tsp_ops.h table). For each head group j = 0..D-1 the
+// TSP attention, broadcast schedule (schedule.h). For each head group j = 0..D-1 the
 // owner's packed shard P_j = [W_Q,j | W_K,j | W_V,j | W_O,j] is broadcast in one message on the
 // duplicate communicator, two groups ahead of its use (the next attention call's P_0 and P_1
 // after this call's last two groups: they run behind the MLP); every rank projects its own
@@ -40,8 +40,7 @@ AttentionDims TspOps::attention_dims() const {
 }
 
 std::int64_t TspOps::attention_floats() const {
-  const AttentionDims d = attention_dims();
-  return 2 * (d.heads + d.kv_heads) * d.head_dim * d.hidden;
+  return tsp_attention_shard_floats(rank_shapes());
 }
 
 comm::Handle TspOps::broadcast_attention_shard(std::int64_t l, int owner, Tensor& buf) {

@@ -1,4 +1,4 @@
-// TSP LM head and loss, vocabulary ring (tsp_ops.h table). The head's vocabulary blocks
+// TSP LM head and loss, vocabulary ring (schedule.h). The head's vocabulary blocks
 // [s*Vp/D, (s+1)*Vp/D) travel rank -> rank-1 past the rank's final-normed rows; each block's
 // logits [R, Vp/D] update a running max / sum-exp / target logit and are dropped, so the
 // full-vocabulary logits never exist. Backward rings W_s and its gradient dW_s as separate
@@ -22,13 +22,9 @@
 
 namespace origami::parallel {
 
-std::int64_t TspOps::head_chunk_rows() const {
-  return tsp_head_chunk_rows(config_.hidden_size, vocab_rows_);
-}
-
 kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {
   const std::int64_t R = rows(), h = config_.hidden_size, Vr = vocab_rows_;
-  const std::int64_t chunk = head_chunk_rows();
+  const std::int64_t chunk = tsp_head_chunk_rows(rank_shapes());
   Tensor cur(tracker_, MemCategory::CommBuffers, {chunk * h}),
       next(tracker_, MemCategory::CommBuffers, {chunk * h});
   Tensor stats(tracker_, MemCategory::Workspace, {3, R});  // running max, sum-exp, target logit
@@ -66,7 +62,7 @@ kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {
 void TspOps::head_backward(float grad_scale, float* dnf) {
   ORIGAMI_CHECK(head_lse_.defined(), "head_backward without a head_forward that kept its state");
   const std::int64_t R = rows(), h = config_.hidden_size, Vr = vocab_rows_;
-  const std::int64_t chunk = head_chunk_rows();
+  const std::int64_t chunk = tsp_head_chunk_rows(rank_shapes());
   for (std::int64_t c0 = 0; c0 < Vr; c0 += chunk) {
     const std::int64_t n = std::min(chunk, Vr - c0);
     GradRing ring(bcast_, n * h, tracker_);

@@ -1,4 +1,4 @@
-// TSP gated MLP, ring schedule (tsp_ops.h table). The packed shard M_j = [gate_j | up_j |
+// TSP gated MLP, ring schedule (schedule.h). The packed shard M_j = [gate_j | up_j |
 // down_j] travels rank -> rank-1: at step t rank r holds M_{(r+t) mod D} and adds that shard's
 // partial output for its own tokens; the next hop is posted before the GEMMs and waited
 // after, and no all-reduce is needed (each rank sums its own rows over all shards). Backward
@@ -21,9 +21,7 @@ MlpWeights weights_of(const float* p, std::int64_t ffn, std::int64_t h) {
 }
 }  // namespace
 
-std::int64_t TspOps::mlp_floats() const {
-  return 3 * (config_.intermediate_size / size_) * config_.hidden_size;
-}
+std::int64_t TspOps::mlp_floats() const { return tsp_mlp_shard_floats(rank_shapes()); }
 
 void TspOps::pack_mlp_shard(std::int64_t l, float* out) const {
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];

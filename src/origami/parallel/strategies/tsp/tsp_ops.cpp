@@ -37,6 +37,19 @@ std::int64_t TspOps::stream_rows() const {
   return rows();
 }
 
+TspRankShapes TspOps::rank_shapes() const {
+  const std::int64_t d = config_.head_dim();
+  return {.D = size_,
+          .L = config_.num_hidden_layers,
+          .h = config_.hidden_size,
+          .rows = rows(),
+          .heads = config_.num_attention_heads / size_,
+          .qd = config_.num_attention_heads / size_ * d,
+          .kvd = kv_heads_per_rank(config_, size_) * d,
+          .ffn = config_.intermediate_size / size_,
+          .vocab_rows = vocab_rows_};
+}
+
 TspOps::Hop TspOps::ring_hop(const float* cur, float* next, std::int64_t count, int tag) {
   Hop h;
   if (size_ == 1) return h;
