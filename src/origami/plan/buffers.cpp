@@ -111,7 +111,7 @@ std::int64_t workspace_peak(const Shapes& s, const Workload& w) {
   const CpAttention cp = cp_attention(s.tsp() ? s.D : s.sp, Rb, s.qd, s.kvd, s.heads, 1);
   // TSP's own buffers beyond the shared blocks' (parallel/strategies/tsp/schedule.h).
   const parallel::TspWorkspace tsp =
-      s.tsp() ? parallel::tsp_workspace(s.tsp_rank(), w.recompute == Recompute::None)
+      s.tsp() ? parallel::tsp_workspace(s.tsp_rank(), w.recompute != Recompute::Mlp)
               : parallel::TspWorkspace{};
   const auto forward_attention = [&](std::int64_t rstd) {  // x, n, partial, remote out/lse
     return 2 * Rs * h + rstd + P + tsp.attention_forward + cp.forward_workspace;

@@ -99,11 +99,12 @@ TspResident tsp_resident_set(const TspRankShapes& s, bool full_recompute, std::i
   return r;
 }
 
-TspWorkspace tsp_workspace(const TspRankShapes& s, bool /*mlp_saved*/) {
+TspWorkspace tsp_workspace(const TspRankShapes& s, bool mlp_saved) {
   TspWorkspace w;
   w.attention_forward = 2 * s.h * s.qd;
   w.attention_backward = 2 * s.rows * s.kvd + 2 * s.kvd * s.h;
-  w.mlp_backward = 5 * s.rows * s.ffn;  // gate/up copied out of their slot (or recomputed)
+  // dgated, da, du of one shard (mlp_block_backward); gate/up besides when recomputed.
+  w.mlp_backward = (mlp_saved ? 3 : 5) * s.rows * s.ffn;
   return w;
 }
 

@@ -19,33 +19,31 @@
 #include "origami/kernels/gemm.h"
 #include "origami/parallel/strategies/tsp/tsp_grad_ring.h"
 #include "origami/parallel/strategies/tsp/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/weight_ring.h"
 
 namespace origami::parallel {
 
 kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {
   const std::int64_t R = rows(), h = config_.hidden_size, Vr = vocab_rows_;
   const std::int64_t chunk = tsp_head_chunk_rows(rank_shapes());
-  Tensor cur(tracker_, MemCategory::CommBuffers, {chunk * h}),
-      next(tracker_, MemCategory::CommBuffers, {chunk * h});
+  WeightRing ring(bcast_, chunk * h, tracker_);  // one lap per chunk
   Tensor stats(tracker_, MemCategory::Workspace, {3, R});  // running max, sum-exp, target logit
   stats.zero();
   float* run_max = stats.f32();
   float* run_sum = float_at(run_max, R);
   float* target = float_at(run_sum, R);
   fill_floats(run_max, R, -std::numeric_limits<float>::infinity());
-  for (std::int64_t c0 = 0, c = 0; c0 < Vr; c0 += chunk, ++c) {
+  for (std::int64_t c0 = 0; c0 < Vr; c0 += chunk) {
     const std::int64_t n = std::min(chunk, Vr - c0);  // vocabulary rows of this chunk
-    copy_floats(cur.f32(), float_at(params_.head().f32(), c0 * h), n * h);
+    copy_floats(ring.weights(), float_at(params_.head().f32(), c0 * h), n * h);
     for (int t = 0; t < size_; ++t) {
       const int shard = (rank_ + t) % size_;
-      Hop hop;
-      if (t + 1 < size_) hop = ring_hop(cur.f32(), next.f32(), n * h, static_cast<int>(c) * size_ + t);
+      ring.begin_step(n * h);
       Tensor logits(tracker_, MemCategory::Logits, {R, n});
-      kernels::linear_forward(R, h, n, nf, cur.f32(), logits.f32());
+      kernels::linear_forward(R, h, n, nf, ring.weights(), logits.f32());
       kernels::softmax_stats_update(R, n, logits.f32(), shard * Vr + c0, config_.vocab_size,
                                     batch_->labels.data(), run_max, run_sum, target);
-      hop.wait();
-      std::swap(cur, next);
+      ring.end_step();
     }
   }
   head_lse_ = Tensor(tracker_, MemCategory::Workspace, {R});

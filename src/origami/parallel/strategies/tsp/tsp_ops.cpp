@@ -1,4 +1,4 @@
-// TspOps: construction, the batch, the ring hop, the embedding (all-to-all of ids and rows)
+// TspOps: construction, the batch, the embedding (all-to-all of ids and rows)
 // and the Strategy. The attention, MLP and head schedules are in tsp_attention.cpp,
 // tsp_mlp.cpp and tsp_head.cpp.
 #include <algorithm>
@@ -48,16 +48,6 @@ TspRankShapes TspOps::rank_shapes() const {
           .kvd = kv_heads_per_rank(config_, size_) * d,
           .ffn = config_.intermediate_size / size_,
           .vocab_rows = vocab_rows_};
-}
-
-TspOps::Hop TspOps::ring_hop(const float* cur, float* next, std::int64_t count, int tag) {
-  Hop h;
-  if (size_ == 1) return h;
-  // Weights travel rank -> rank-1, so rank r next holds what rank r+1 held.
-  h.recv = bcast_.irecv(comm::Buffer(next, count, DType::F32), (rank_ + 1) % size_, tag);
-  h.send =
-      bcast_.isend(comm::ConstBuffer(cur, count, DType::F32), (rank_ + size_ - 1) % size_, tag);
-  return h;
 }
 
 void TspOps::embed_forward(float* x) {

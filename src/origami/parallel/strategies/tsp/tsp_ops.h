@@ -69,6 +69,10 @@ class TspOps final : public StrategyContext {
   std::int64_t rows() const;
   TspRankShapes rank_shapes() const;  // schedule.h's terms for this rank and batch
   AttentionDims attention_dims() const;
+  // Head group j's slice of the layer's side-by-side saved q, k, v, out, lse (written by the
+  // forward, read by the backward in place).
+  AttentionSavedView saved_group(AttentionSaved& s, int j) const;
+  AttentionSavedReadView saved_group(const AttentionSaved& s, int j) const;
   std::int64_t attention_floats() const;  // packed P_j: W_Q, W_K, W_V rows, W_O columns
   std::int64_t mlp_floats() const;        // packed M_j: gate, up rows, down columns
   // The owner packs its shard into buf; every rank then receives it (async, on bcast_).
@@ -84,15 +88,6 @@ class TspOps final : public StrategyContext {
   void prefetch_attention_shard(std::int64_t l, int j, Tensor buf);
   void drop_prefetch();  // waits and frees a prefetch nobody took
   void pack_mlp_shard(std::int64_t l, float* out) const;
-  // One ring hop of `count` floats: send `cur` to rank-1, receive the next into `next`.
-  struct Hop {
-    comm::Handle send, recv;
-    void wait() {
-      send.wait();
-      recv.wait();
-    }
-  };
-  Hop ring_hop(const float* cur, float* next, std::int64_t count, int tag);
 
   int size_, rank_;
   comm::Communicator& axis_;  // the tsp axis: K/V gathers, reductions, all-to-all
