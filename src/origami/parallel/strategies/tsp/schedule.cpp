@@ -76,10 +76,12 @@ TspResident tsp_resident_set(const TspRankShapes& s, bool full_recompute, std::i
   const std::int64_t M = tsp_mlp_shard_floats(s) * e;        // packed MLP shard M_j
   const std::int64_t W = tsp_head_chunk_rows(s) * s.h * e;   // LM-head ring chunk
   const std::int64_t kv = 2 * D * R * s.kvd * e;             // one head group's K/V gathers
-  // The next attention call's P_0, P_1, broadcast behind the MLP (and head) that precede it:
-  // held in the MLP phases of layers 0..L-2 in forward and, in backward, of every layer whose
-  // attention backward is preceded by another one (layers 0..L-2) or by a recomputed forward.
-  const std::int64_t prefetched = s.L >= 2 || full_recompute ? 2 * A : 0;
+  // The next attention call's prefetched shards, broadcast behind the MLP (and head) that
+  // precede it: held in the MLP phases of layers 0..L-2 in forward and, in backward, of every
+  // layer whose attention backward is preceded by another one (layers 0..L-2) or by a
+  // recomputed forward.
+  const std::int64_t prefetched =
+      s.L >= 2 || full_recompute ? std::min(kTspPrefetchedShards, s.D) * A : 0;
   TspResident r;
   // Two shard buffers; group j+1's gathers in flight while group j's are replaced by its
   // remote rows.

@@ -59,6 +59,10 @@ inline std::int64_t tsp_head_chunks(const TspRankShapes& s) {
   return (s.vocab_rows + c - 1) / c;
 }
 
+// How many of the next attention call's shards (P_0, P_1, ...) are broadcast ahead, behind
+// the MLP (and head) that precede it; the others are broadcast when the call starts.
+inline constexpr int kTspPrefetchedShards = 2;
+
 // The communicators of a TSP axis (TspOps): the axis itself, its duplicate for the shard
 // broadcasts and ring hops (TspOps::shard_comm) and the second one for the dP_j reduces
 // (TspOps::grad_comm), named as the communication profile names them.

@@ -97,9 +97,13 @@ void TspOps::first_attention_shards(std::int64_t l, Tensor (&buf)[2],
     handle[j] = broadcast_attention_shard(l, j, buf[j]);
 }
 
+static_assert(kTspPrefetchedShards >= 0 && kTspPrefetchedShards <= 2,
+              "the next call's shards are prefetched into the two shard buffers");
+
 void TspOps::prefetch_attention_shard(std::int64_t l, int j, Tensor buf) {
   if (j == 0) drop_prefetch();
-  if (l < 0 || l >= config_.num_hidden_layers || j >= size_ || prefetch_.count != j ||
+  if (l < 0 || l >= config_.num_hidden_layers || j >= std::min(size_, kTspPrefetchedShards) ||
+      prefetch_.count != j ||
       (j > 0 && prefetch_.layer != l))
     return;
   prefetch_.layer = l;

@@ -83,8 +83,8 @@ class TspOps final : public StrategyContext {
   // now.
   void first_attention_shards(std::int64_t l, Tensor (&buf)[2], comm::Handle (&handle)[2]);
   // Starts the broadcast of layer l's P_j (j = 0, then 1) into buf, kept until that layer's
-  // next attention call takes it. Nothing when l is not a layer, j is not a head group, or
-  // (j = 1) P_0 of l is not prefetched.
+  // next attention call takes it. Nothing when l is not a layer, j is not a head group or not
+  // among the kTspPrefetchedShards (schedule.h), or (j = 1) P_0 of l is not prefetched.
   void prefetch_attention_shard(std::int64_t l, int j, Tensor buf);
   void drop_prefetch();  // waits and frees a prefetch nobody took
   void pack_mlp_shard(std::int64_t l, float* out) const;
