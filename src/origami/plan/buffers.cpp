@@ -16,11 +16,13 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "origami/comm/collectives/algorithms.h"
+
 namespace origami::plan {
 
 namespace {
-constexpr std::int64_t kReduceChunkBytes = 1 << 20;    // comm/collectives/algorithms.h
-constexpr std::int64_t kPipelineChunkBytes = 512 << 10;
+using comm::detail::kPipelineChunkBytes;  // the collectives' own chunk sizes
+using comm::detail::kReduceChunkBytes;
 constexpr std::int64_t kReduceSlots = 4;                // comm/collectives/reduce.cpp
 
 std::int64_t max_of(std::initializer_list<std::int64_t> v) { return std::max(v); }

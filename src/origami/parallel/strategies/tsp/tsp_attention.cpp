@@ -35,7 +35,7 @@ View group_slice(Saved& s, const AttentionDims& d, std::int64_t R, int j) {
           float_at(s.v.f32(), j * R * kvd), float_at(s.out.f32(), j * R * qd),
           float_at(s.lse.f32(), j * d.batch * d.heads * d.seq)};
 }
-// The same layout for a packed gradient dP_j.
+// A packed gradient dP_j, laid out as P_j (unpack).
 AttentionGrads packed_grads(float* p, std::int64_t qd, std::int64_t kvd, std::int64_t h) {
   return {p, float_at(p, qd * h), float_at(p, (qd + kvd) * h), float_at(p, (qd + 2 * kvd) * h)};
 }
