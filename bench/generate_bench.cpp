@@ -44,7 +44,7 @@
 #include "origami/kernels/cross_entropy.h"
 #include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
-#include "origami/parallel/mesh_ops.h"
+#include "origami/parallel/strategies/mesh/mesh_ops.h"
 #include "origami/parallel/rank_model.h"
 
 using namespace origami;

@@ -24,9 +24,9 @@
 #include "origami/comm/run_ranks.h"
 #include "origami/core/error.h"
 #include "origami/kernels/threads.h"
-#include "origami/parallel/mesh_ops.h"
+#include "origami/parallel/strategies/mesh/mesh_ops.h"
 #include "origami/parallel/rank_model.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
 #include "origami/parallel/registry.h"
 #include "origami/train/rank_step.h"
 

@@ -28,7 +28,7 @@
 #include "origami/comm/run_ranks.h"
 #include "origami/kernels/threads.h"
 #include "origami/model/driver.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
 #include "origami/parallel/registry.h"
 
 using namespace origami;

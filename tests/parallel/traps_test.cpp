@@ -12,7 +12,7 @@
 #include "../sanitizers.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/registry.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
 #include "origami/train/rank_step.h"
 #include "threads_util.h"
 

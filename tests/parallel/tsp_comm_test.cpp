@@ -7,11 +7,15 @@
 // (D-1) c on every rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <mutex>
+#include <string>
 
 #include "origami/kernels/threads.h"
 #include "origami/model/driver.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/schedule.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
 #include "threads_util.h"
 
 namespace origami::parity {
@@ -176,6 +180,65 @@ TEST(TspMemory, CommunicationBuffersWithinTheStatedBound) {
             << "rank " << rank;
       }
     }
+  }
+}
+
+// strategies/tsp/schedule.h is the planner's source for TSP's traffic: every (communicator,
+// op) it lists equals the engine's calls and bytes on every rank (the embedding's all-to-all
+// bytes depend on the ids: calls only), nothing the engine sends is missing from it, and each
+// block's forward message has its backward conjugate in it.
+TEST(TspSchedule, TrafficEqualsTheEngineAndEveryMessageHasItsConjugate) {
+  constexpr int D = 3;
+  const Measured m = measure(D, Recompute::Full);
+  const ModelConfig model = model_for(D);
+  const std::int64_t h = model.hidden_size;
+  const parallel::TspRankShapes s{.D = D,
+                                  .L = kL,
+                                  .h = h,
+                                  .rows = kB * kS / D,
+                                  .heads = model.num_attention_heads / D,
+                                  .qd = h / D,
+                                  .kvd = model.kv_dim() / D,
+                                  .ffn = model.intermediate_size / D,
+                                  .vocab_rows = (model.vocab_size + D - 1) / D};
+  const std::vector<parallel::TspTraffic> traffic = parallel::tsp_traffic(s, 4, true);
+  std::map<std::pair<std::string, std::string>, std::pair<std::int64_t, std::int64_t>> want;
+  for (const parallel::TspTraffic& t : traffic) {
+    auto& [calls, bytes] = want[{t.comm, t.op}];
+    calls += t.calls;
+    bytes += t.bytes;
+  }
+  for (int rank = 0; rank < D; ++rank) {
+    SCOPED_TRACE(testing::Message() << "rank " << rank);
+    const auto k = static_cast<std::size_t>(rank);
+    const std::map<std::string, const comm::CommStats*> engine = {
+        {parallel::kTspAxis, &m.axis[k]},
+        {parallel::kTspShards, &m.shards[k]},
+        {parallel::kTspGrads, &m.grads[k]}};
+    for (const auto& [comm_name, stats] : engine)
+      for (const auto& [op, got] : stats->ops) {
+        SCOPED_TRACE(comm_name + "/" + op);
+        ASSERT_TRUE(want.count({comm_name, op})) << "the engine sends what schedule.h omits";
+        const auto [calls, bytes] = want.at({comm_name, op});
+        EXPECT_EQ(got.calls, calls);
+        if (op != "all_to_all") {
+          EXPECT_EQ(got.bytes_sent, bytes);
+        }
+      }
+    for (const auto& [key, counts] : want)
+      EXPECT_EQ(engine.at(key.first)->op(key.second).calls, counts.first)
+          << key.first << "/" << key.second;
+  }
+  const auto listed = [&](const char* block, const char* comm, const char* op, bool forward) {
+    return std::any_of(traffic.begin(), traffic.end(), [&](const parallel::TspTraffic& t) {
+      return std::string(t.block) == block && std::string(t.comm) == comm &&
+             std::string(t.op) == op && t.forward == forward && t.bytes > 0;
+    });
+  };
+  for (const parallel::TspConjugatePair& p : parallel::kTspConjugatePairs) {
+    SCOPED_TRACE(p.block);
+    EXPECT_TRUE(listed(p.block, p.forward_comm, p.forward_op, true));
+    EXPECT_TRUE(listed(p.block, p.backward_comm, p.backward_op, false));
   }
 }
 

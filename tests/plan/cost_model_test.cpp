@@ -15,7 +15,7 @@
 #include "../parallel/threads_util.h"
 #include "origami/core/error.h"
 #include "origami/kernels/threads.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
 #include "origami/plan/buffers.h"
 #include "origami/plan/cost_model.h"
 #include "origami/plan/shapes.h"

@@ -16,7 +16,7 @@
 #include "origami/kernels/rope.h"
 #include "origami/kernels/swiglu.h"
 #include "origami/model/weights.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
 
 namespace origami::infer {
 

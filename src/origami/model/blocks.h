@@ -130,10 +130,22 @@ struct MlpSaved {
   Tensor a;  // [rows, ffn]
   Tensor u;  // [rows, ffn]
 };
+// The same rows held elsewhere (TSP writes each MLP shard's into its slot of the layer's
+// saved tensors): the forward writes them, the backward reads them in place.
+struct MlpSlot {
+  float* a;  // [rows, ffn]
+  float* u;  // [rows, ffn]
+};
+struct MlpSavedView {
+  const float* a;
+  const float* u;
+};
 
 // y[rows, h] += (silu(n W_gate^T) * (n W_up^T)) W_down^T
 void mlp_block_forward(const MlpDims& dims, const float* n, const MlpWeights& w,
                        MemoryTracker& tracker, MlpSaved& saved, float* y);
+void mlp_block_forward(const MlpDims& dims, const float* n, const MlpWeights& w,
+                       MemoryTracker& tracker, const MlpSlot& saved, float* y);
 // Recomputes the gate/up pre-activations a backward needs when the forward did not keep them
 // (recompute policies mlp and full), as Workspace: they live only for this backward.
 void mlp_block_recompute(const MlpDims& dims, const float* n, const MlpWeights& w,
@@ -141,5 +153,8 @@ void mlp_block_recompute(const MlpDims& dims, const float* n, const MlpWeights& 
 void mlp_block_backward(const MlpDims& dims, const float* n, const MlpWeights& w,
                         const MlpSaved& saved, const float* dy, MemoryTracker& tracker, float* dn,
                         const MlpGrads& g);
+void mlp_block_backward(const MlpDims& dims, const float* n, const MlpWeights& w,
+                        const MlpSavedView& saved, const float* dy, MemoryTracker& tracker,
+                        float* dn, const MlpGrads& g);
 
 }  // namespace origami

@@ -14,7 +14,7 @@
 
 #include "origami/model/driver.h"
 #include "origami/model/llama.h"
-#include "origami/parallel/mesh_ops.h"
+#include "origami/parallel/strategies/mesh/mesh_ops.h"
 
 namespace origami::parallel {
 

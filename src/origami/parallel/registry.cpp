@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "origami/core/error.h"
-#include "origami/parallel/mesh_ops.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/mesh/mesh_ops.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
 
 namespace origami::parallel {
 

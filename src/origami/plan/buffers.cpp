@@ -9,18 +9,20 @@
 //   parallel/attention_cp.cpp  SP and each TSP head group (cp_attention): gathered K/V
 //                         replaced by their remote rows, remote dK/dV, reduce-scatter inputs;
 //                         the remote rows' partial output and lse (workspace)
-//   parallel/tsp_*.cpp    TSP's resident set (tsp_resident_set)
+//   parallel/strategies/tsp/schedule.h  TSP's resident set and its own Workspace
 //   comm/collectives      staging of all-reduce, reduce-scatter and reduce
 #include "origami/plan/buffers.h"
 
 #include <algorithm>
 #include <initializer_list>
 
+#include "origami/comm/collectives/algorithms.h"
+
 namespace origami::plan {
 
 namespace {
-constexpr std::int64_t kReduceChunkBytes = 1 << 20;    // comm/collectives/algorithms.h
-constexpr std::int64_t kPipelineChunkBytes = 512 << 10;
+using comm::detail::kPipelineChunkBytes;  // the collectives' own chunk sizes
+using comm::detail::kReduceChunkBytes;
 constexpr std::int64_t kReduceSlots = 4;                // comm/collectives/reduce.cpp
 
 std::int64_t max_of(std::initializer_list<std::int64_t> v) { return std::max(v); }
@@ -62,39 +64,14 @@ CpAttention cp_attention(int parts, std::int64_t rows, std::int64_t qd, std::int
   return cp;
 }
 
-std::int64_t TspResident::peak_bytes() const {
-  return max_of({attention_forward, attention_backward, mlp_forward, mlp_backward, head_forward,
-                 head_backward, embedding});
-}
-
 TspResident tsp_resident_set(const Shapes& s, Recompute recompute, std::int64_t e) {
-  const std::int64_t D = s.D, R = s.block_rows;
-  const std::int64_t A = 2 * (s.qd + s.kvd) * s.h * e;  // packed attention shard P_j
-  const std::int64_t M = 3 * s.ffn * s.h * e;           // packed MLP shard M_j
-  const std::int64_t W = s.head_chunk_rows() * s.h * e;  // LM-head ring chunk
-  const std::int64_t kv = 2 * D * R * s.kvd * e;        // one head group's K/V gathers
-  const CpAttention group = cp_attention(static_cast<int>(D), R, s.qd, s.kvd, s.heads, e);
-  // The next attention call's P_0, P_1, broadcast behind the MLP (and head) that precede it:
-  // held in the MLP phases of layers 0..L-2 in forward and, in backward, of every layer whose
-  // attention backward is preceded by another one (layers 0..L-2) or by a recomputed forward.
-  const std::int64_t prefetched = s.L >= 2 || recompute == Recompute::Full ? 2 * A : 0;
-  TspResident r;
-  // Two shard buffers; group j+1's gathers in flight while group j's are replaced by its
-  // remote rows.
-  r.attention_forward = 2 * A + kv + group.forward_comm;
-  // Two shard buffers, min(D, 3) local dP_j and the owner's sum; group j+1's re-gather (or
-  // group j-1's reduce-scatter inputs) besides group j's own; the dP_j reduce's staging
-  // (timing dependent: whether it overlaps the peak, the upper bound).
-  r.reduce_staging = reduce_staging(A / e, static_cast<int>(D), e);
-  r.attention_backward = (3 + std::min<std::int64_t>(D, 3)) * A + kv + group.backward_comm +
-                         r.reduce_staging;
-  r.mlp_forward = 2 * M + prefetched;  // current + incoming shard
-  // Weights current + incoming, the incoming accumulator, Δ being written + Δ being sent.
-  r.mlp_backward = 5 * M + prefetched;
-  r.head_forward = 2 * W;
-  r.head_backward = 5 * W;
-  r.embedding = 2 * R * s.h * e;  // looked-up rows (ids spread evenly: R) + rows back
-  return r;
+  const parallel::TspRankShapes t = s.tsp_rank();
+  const CpAttention group = cp_attention(t.D, t.rows, t.qd, t.kvd, t.heads, e);
+  const parallel::TspSharedBuffers shared{
+      .group_forward = group.forward_comm,
+      .group_backward = group.backward_comm,
+      .dp_reduce_staging = reduce_staging(parallel::tsp_attention_shard_floats(t), t.D, e)};
+  return parallel::tsp_resident_set(t, recompute == Recompute::Full, e, shared);
 }
 
 std::int64_t comm_buffers_peak(const Shapes& s, const Workload& w) {
@@ -134,24 +111,21 @@ std::int64_t workspace_peak(const Shapes& s, const Workload& w) {
   const std::int64_t r = full ? Rs : 0;  // rstd as workspace when only the input is saved
   // Context-parallel attention (SP, each TSP head group); zeros without a sequence axis.
   const CpAttention cp = cp_attention(s.tsp() ? s.D : s.sp, Rb, s.qd, s.kvd, s.heads, 1);
-  // TSP keeps W_O of two head groups aside (the output projection is deferred into the next
-  // group's gather window).
-  const std::int64_t wo = s.tsp() ? 2 * h * s.qd : 0;
-  const auto forward_attention = [&](std::int64_t rstd) {
-    return 2 * Rs * h + rstd + P + wo + cp.forward_workspace;  // x, n, partial, remote out/lse
+  // TSP's own buffers beyond the shared blocks' (parallel/strategies/tsp/schedule.h).
+  const parallel::TspWorkspace tsp =
+      s.tsp() ? parallel::tsp_workspace(s.tsp_rank(), w.recompute != Recompute::Mlp)
+              : parallel::TspWorkspace{};
+  const auto forward_attention = [&](std::int64_t rstd) {  // x, n, partial, remote out/lse
+    return 2 * Rs * h + rstd + P + tsp.attention_forward + cp.forward_workspace;
   };
   const auto forward_mlp = [&](std::int64_t rstd) {
     return 2 * Rs * h + rstd + P + Rb * s.ffn;  // x, n, partial, gated
   };
   std::int64_t backward_mlp = 0, backward_attention = 0;
   if (s.tsp()) {
-    // Gate/up copied out of their slot (or recomputed) + dgated, da, du.
-    backward_mlp = 3 * Rs * h + 5 * Rb * s.ffn;
-    // The group's backward scratch (its saved q, k, v, out, lse are read in place), the
-    // previous group's reduced dK/dV (its K/V half runs inside this group's gather window)
-    // and that group's W_K, W_V kept aside.
-    backward_attention =
-        3 * Rs * h + cp.backward_workspace + 2 * Rb * s.kvd + 2 * s.kvd * h;
+    backward_mlp = 3 * Rs * h + tsp.mlp_backward;
+    // The group's backward scratch (its saved q, k, v, out, lse are read in place) and TSP's.
+    backward_attention = 3 * Rs * h + cp.backward_workspace + tsp.attention_backward;
   } else {
     backward_mlp = 3 * Rs * h + P + (mlp ? 5 : 3) * Rb * s.ffn;
     // dout, dq, dk, dv: the single-device block's and the context-parallel one's alike.

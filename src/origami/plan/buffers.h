@@ -27,17 +27,10 @@ struct CpAttention {
 CpAttention cp_attention(int parts, std::int64_t rows, std::int64_t qd, std::int64_t kvd,
                          std::int64_t heads, std::int64_t comm_elem);
 
-// TSP's resident communication buffers per phase, in bytes (docs/tsp.md, "Resident set per
-// phase"), the collectives' staging included. ONE function so a schedule change (a prefetch,
-// K/V gather staging) is one edit here. attention_backward includes the dP_j reduce's
-// staging (reduce_staging), whose overlap with the rest is timing dependent: it is the upper
-// bound, attention_backward − reduce_staging the lower one (docs/planner.md).
-struct TspResident {
-  std::int64_t attention_forward = 0, attention_backward = 0, mlp_forward = 0,
-               mlp_backward = 0, head_forward = 0, head_backward = 0, embedding = 0;
-  std::int64_t reduce_staging = 0;  // part of attention_backward, timing dependent
-  std::int64_t peak_bytes() const;
-};
+// TSP's resident communication buffers per phase, in bytes: its schedule's
+// (parallel/strategies/tsp/schedule.h, tsp_resident_set) with the shared buffers it names
+// (cp_attention of one head group, the dP_j reduce's staging) from the models below.
+using TspResident = parallel::TspResident;
 TspResident tsp_resident_set(const Shapes& s, Recompute r, std::int64_t comm_elem);
 
 std::int64_t comm_buffers_peak(const Shapes& s, const Workload& w);

@@ -251,43 +251,10 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
     }
   }
   if (s.tsp()) {
-    // docs/tsp.md's table. Chain broadcast: a rank sends the shard unless it is the last of
-    // the chain (D-1 of D roots); chain reduce: every rank but the root sends it.
-    const int D = s.D;
-    const std::int64_t A = 2 * (s.qd + s.kvd) * s.h, M = 3 * s.ffn * s.h, W = s.vocab_rows * s.h;
-    const std::int64_t kv = Rb * s.kvd;
-    // D broadcasts per layer pass, D-1 of which this rank sends (A each).
-    const std::int64_t bcast = (D - 1) * A * e;  // per layer pass
-    out.add_total("tsp_shards", "broadcast", L * D, L * bcast, Fwd, kLayer);
-    out.add_total("tsp_shards", "broadcast", (rerun + L) * D, (rerun + L) * bcast, Bwd, kLayer);
-    // Ring hops: MLP forward D-1 of M per layer forward. Backward rings (GradRing) move the
-    // weights and the accumulator as separate messages: D-1 weight hops and D accumulator
-    // hops (the last one brings it home) of M per layer, 2D-1 calls. The head once: D-1 of W
-    // forward, 2D-1 of W backward.
-    out.add("tsp_shards", "send", L * (D - 1), M * e, Fwd, kLayer);
-    out.add("tsp_shards", "send", rerun * (D - 1), M * e, Bwd, kLayer);
-    out.add("tsp_shards", "send", L * (2 * D - 1), M * e, Bwd, kLayer);
-    // The head's block travels in head_chunks() messages per hop (the same bytes).
-    const std::int64_t k = s.head_chunks();
-    out.add_total("tsp_shards", "send", k * (D - 1), (D - 1) * W * e, Fwd, kModel);
-    out.add_total("tsp_shards", "send", k * (2 * D - 1), (2 * D - 1) * W * e, Bwd, kModel);
-    out.add("tsp_shards", "recv", L * (D - 1), 0, Fwd, kLayer);
-    out.add("tsp_shards", "recv", rerun * (D - 1) + L * (2 * D - 1), 0, Bwd, kLayer);
-    out.add("tsp_shards", "recv", k * (D - 1), 0, Fwd, kModel);
-    out.add("tsp_shards", "recv", k * (2 * D - 1), 0, Bwd, kModel);
-    const std::int64_t ag = all_gather_sent(kv, D, e);
-    out.add("tsp", "all_gather", 2 * D * L, ag, Fwd, kLayer);
-    out.add("tsp", "all_gather", 2 * D * (rerun + L), ag, Bwd, kLayer);
-    out.add("tsp", "reduce_scatter", 2 * D * L, reduce_scatter_sent(kv, D, e), Bwd, kLayer);
-    // dP_j reduced to its owner on the axis' third communicator (TspOps::grad_comm).
-    out.add_total("tsp_grads", "reduce", D * L, L * (D - 1) * A * e, Bwd, kLayer);
-    // Embedding: counts, ids and rows forward; row gradients backward. Bytes: counts are 8-byte
-    // integers; ids (4 bytes) and rows spread evenly over the D vocabulary blocks.
-    const std::int64_t foreign = Rb * (D - 1) / D;
-    out.add("tsp", "all_to_all", 1, (D - 1) * 8, Fwd, kModel);
-    out.add("tsp", "all_to_all", 1, foreign * 4, Fwd, kModel);
-    out.add("tsp", "all_to_all", 1, foreign * s.h * e, Fwd, kModel);
-    out.add("tsp", "all_to_all", 1, foreign * s.h * e, Bwd, kModel);
+    // TSP's messages as its schedule states them (parallel/strategies/tsp/schedule.h).
+    for (const parallel::TspTraffic& t :
+         parallel::tsp_traffic(s.tsp_rank(), e, w.recompute == Recompute::Full))
+      out.add_total(t.comm, t.op, t.calls, t.bytes, t.forward ? Fwd : Bwd, t.in_layers);
     return out.take();
   }
   const int S = mesh.sp;

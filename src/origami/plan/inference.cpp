@@ -35,7 +35,8 @@ InferenceMemory prefill_memory(const Shapes& s, const Workload& w, std::int64_t 
   } else {
     // One shard buffer and no gathers (tsp_attention.cpp: min(D, 2) buffers, nothing
     // prefetched at D = 1); the MLP still allocates current and incoming.
-    const std::int64_t A = 2 * (s.qd + s.kvd) * h * ec, M = 3 * s.ffn * h * ec;
+    const std::int64_t A = parallel::tsp_attention_shard_floats(s.tsp_rank()) * ec;
+    const std::int64_t M = parallel::tsp_mlp_shard_floats(s.tsp_rank()) * ec;
     m.comm_buffers = std::max({A, 2 * M, 2 * R * h * ec});
   }
   // Saved tensors of one layer, dropped after it: every head group's q, k, v, out, lse, or
@@ -47,7 +48,10 @@ InferenceMemory prefill_memory(const Shapes& s, const Workload& w, std::int64_t 
   // rows' partial output and lse; the MLP's gated rows of one shard; the RoPE tables twice
   // (the engine's, kept for decode, and the TSP operations' own, StrategyContext).
   const std::int64_t stream = 2 * R * h + R;
-  const std::int64_t attention = stream + (D > 1 ? 2 * h * s.qd + R * (s.qd + s.heads) : h * s.qd);
+  const std::int64_t attention =
+      stream + (D > 1 ? parallel::tsp_workspace(s.tsp_rank(), false).attention_forward +
+                            R * (s.qd + s.heads)
+                      : h * s.qd);
   const std::int64_t mlp = stream + R * s.ffn;
   const std::int64_t head = 2 * B * h + B;  // the last rows, the final norm's output and rstd
   m.workspace = (2 * s.rope_positions * s.d + std::max({attention, mlp, head})) * ea;

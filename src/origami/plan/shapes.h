@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "origami/parallel/tsp_schedule.h"
+#include "origami/parallel/strategies/tsp/schedule.h"
 #include "origami/plan/cost_model.h"
 
 namespace origami::plan {
@@ -24,10 +24,16 @@ struct Shapes {
   std::int64_t rope_positions;  // rows of the RoPE tables: max(max_position_embeddings, S)
   bool tied;                  // tie_word_embeddings: one vocabulary table, no separate head
   bool tsp() const { return D > 1; }
-  // TSP's LM-head ring moves each vocabulary block in chunks (parallel/tsp_schedule.h): the
-  // rows of a full chunk, and the number of chunks (messages per hop).
-  std::int64_t head_chunk_rows() const { return parallel::tsp_head_chunk_rows(h, vocab_rows); }
-  std::int64_t head_chunks() const { return (vocab_rows + head_chunk_rows() - 1) / head_chunk_rows(); }
+  // What a rank of the TSP axis works on (parallel/strategies/tsp/schedule.h states TSP's
+  // bytes and resident set in these terms).
+  parallel::TspRankShapes tsp_rank() const {
+    return {.D = D, .L = L, .h = h, .rows = block_rows, .heads = heads, .qd = qd, .kvd = kvd,
+            .ffn = ffn, .vocab_rows = vocab_rows};
+  }
+  // TSP's LM-head ring moves each vocabulary block in chunks: the rows of a full chunk, and
+  // the number of chunks (messages per hop).
+  std::int64_t head_chunk_rows() const { return parallel::tsp_head_chunk_rows(tsp_rank()); }
+  std::int64_t head_chunks() const { return parallel::tsp_head_chunks(tsp_rank()); }
 };
 
 // Validates the layout (check_layout) and derives the shapes.

@@ -1,4 +1,4 @@
-// TSP attention, broadcast schedule (tsp_ops.h table). For each head group j = 0..D-1 the
+// TSP attention, broadcast schedule (schedule.h). For each head group j = 0..D-1 the
 // owner's packed shard P_j = [W_Q,j | W_K,j | W_V,j | W_O,j] is broadcast in one message on the
 // duplicate communicator, two groups ahead of its use (the next attention call's P_0 and P_1
 // after this call's last two groups: they run behind the MLP); every rank projects its own
@@ -7,14 +7,15 @@
 // output through W_O,j (attention_cp.h); head groups are pipelined around the gathers. Saved
 // per group (concatenated group-major): q, k, v, out, lse of the rank's tokens only, so 1/D of
 // one device's. In backward the packed gradient dP_j is reduced to its owner asynchronously on
-// grad_comm() and waited three groups later (min(D, 3) local dP buffers).
+// grad_comm() and waited three groups later (GradReduceChain, grad_reduce.h).
 #include <algorithm>
 #include <tuple>
 #include <utility>
 
 #include "origami/core/float_ops.h"
 #include "origami/kernels/gemm.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/grad_reduce.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
 
 namespace origami::parallel {
 
@@ -24,6 +25,18 @@ struct Packed {
   const float *wq, *wk, *wv, *wo;
 };
 Packed unpack(const float* p, std::int64_t qd, std::int64_t kvd, std::int64_t h) {
+  return {p, float_at(p, qd * h), float_at(p, (qd + kvd) * h), float_at(p, (qd + 2 * kvd) * h)};
+}
+// Head group j's slice of side-by-side saved tensors (View: writable or read-only pointers).
+template <class View, class Saved>
+View group_slice(Saved& s, const AttentionDims& d, std::int64_t R, int j) {
+  const std::int64_t qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
+  return {float_at(s.q.f32(), j * R * qd), float_at(s.k.f32(), j * R * kvd),
+          float_at(s.v.f32(), j * R * kvd), float_at(s.out.f32(), j * R * qd),
+          float_at(s.lse.f32(), j * d.batch * d.heads * d.seq)};
+}
+// A packed gradient dP_j, laid out as P_j (unpack).
+AttentionGrads packed_grads(float* p, std::int64_t qd, std::int64_t kvd, std::int64_t h) {
   return {p, float_at(p, qd * h), float_at(p, (qd + kvd) * h), float_at(p, (qd + 2 * kvd) * h)};
 }
 
@@ -40,8 +53,15 @@ AttentionDims TspOps::attention_dims() const {
 }
 
 std::int64_t TspOps::attention_floats() const {
-  const AttentionDims d = attention_dims();
-  return 2 * (d.heads + d.kv_heads) * d.head_dim * d.hidden;
+  return tsp_attention_shard_floats(rank_shapes());
+}
+
+AttentionSavedView TspOps::saved_group(AttentionSaved& s, int j) const {
+  return group_slice<AttentionSavedView>(s, attention_dims(), rows(), j);
+}
+
+AttentionSavedReadView TspOps::saved_group(const AttentionSaved& s, int j) const {
+  return group_slice<AttentionSavedReadView>(s, attention_dims(), rows(), j);
 }
 
 comm::Handle TspOps::broadcast_attention_shard(std::int64_t l, int owner, Tensor& buf) {
@@ -77,9 +97,13 @@ void TspOps::first_attention_shards(std::int64_t l, Tensor (&buf)[2],
     handle[j] = broadcast_attention_shard(l, j, buf[j]);
 }
 
+static_assert(kTspPrefetchedShards >= 0 && kTspPrefetchedShards <= 2,
+              "the next call's shards are prefetched into the two shard buffers");
+
 void TspOps::prefetch_attention_shard(std::int64_t l, int j, Tensor buf) {
   if (j == 0) drop_prefetch();
-  if (l < 0 || l >= config_.num_hidden_layers || j >= size_ || prefetch_.count != j ||
+  if (l < 0 || l >= config_.num_hidden_layers || j >= std::min(size_, kTspPrefetchedShards) ||
+      prefetch_.count != j ||
       (j > 0 && prefetch_.layer != l))
     return;
   prefetch_.layer = l;
@@ -126,11 +150,7 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   Tensor wo[2] = {Tensor(tracker_, MemCategory::Workspace, {d.hidden, qd}),
                   D > 1 ? Tensor(tracker_, MemCategory::Workspace, {d.hidden, qd}) : Tensor()};
   KvGatherInFlight kv[2];
-  auto view = [&](int j) {
-    return AttentionSavedView{float_at(s.q.f32(), j * R * qd), float_at(s.k.f32(), j * R * kvd),
-                              float_at(s.v.f32(), j * R * kvd), float_at(s.out.f32(), j * R * qd),
-                              float_at(s.lse.f32(), j * d.batch * d.heads * d.seq)};
-  };
+  const auto view = [&](int j) { return saved_group(s, j); };
   auto begin = [&](int k) {
     const int b = k % 2;
     shard[b].wait();
@@ -165,32 +185,18 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
   const std::int64_t R = rows(), h = d.hidden, qd = d.heads * d.head_dim,
                      kvd = d.kv_heads * d.head_dim;
   const int D = size_;
-  const std::int64_t F = attention_floats();
   Tensor buf[2];
   comm::Handle shard[2];
   first_attention_shards(l, buf, shard);
-  // This rank's part of dP_j, in three buffers (min(D, 3)): group j's reduce to its owner is
-  // posted during group j+1 (once its K/V half is done, below) and waited before the buffer is
-  // reused at group j+3 (or at the end), so it runs behind more than one group.
-  constexpr int kSlots = 3;
-  Tensor grad[kSlots];
-  for (int i = 0; i < std::min(D, kSlots); ++i)
-    grad[i] = Tensor(tracker_, MemCategory::CommBuffers, {F});
-  Tensor total(tracker_, MemCategory::CommBuffers, {D > 1 ? F : 0});  // dP_rank summed here
-  comm::Handle reduce[kSlots];
-  int reduced[kSlots] = {-1, -1, -1};  // the head group each reduce carries
+  // dP_j, this rank's part of head group j's packed gradient, summed on its owner behind the
+  // following groups (grad_reduce.h); the owner adds the sum into its shard's gradients.
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
-  auto add_to_grads = [&](const float* sum) {
+  GradReduceChain reduce(grads_comm_, attention_floats(), tracker_, [&G](const float* sum) {
     for (Tensor* t : {&G.wq, &G.wk, &G.wv, &G.wo}) {
       add_floats(t->f32(), sum, t->numel());
       sum += t->numel();
     }
-  };
-  auto finish_reduce = [&](int slot) {
-    reduce[slot].wait();
-    if (reduced[slot] == rank_) add_to_grads(total.f32());
-    reduced[slot] = -1;
-  };
+  });
   const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_, nullptr, nullptr,
                           row_documents(*batch_), layout_.seq()};
   // Pipelining across head groups (D > 1), all inside group j's backward after its local
@@ -204,40 +210,24 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
   KvGradsInFlight kv_grads[2];  // group j's dK/dV reduce-scatters, by j % 2
   Tensor wkv(tracker_, MemCategory::Workspace, {D > 1 ? 2 * kvd * h : 0});  // W_K, W_V of j-1
   int prev = -1;  // the group whose K/V half is still to do
-  auto start_gather = [&](int j) {
-    next = cp_start_kv_gather(d, axis, float_at(s.k.f32(), j * R * kvd), float_at(s.v.f32(), j * R * kvd),
-                              tracker_);
+  const auto start_gather = [&](int j) {
+    next = cp_start_kv_gather(d, axis, float_at(s.k.f32(), j * R * kvd),
+                              float_at(s.v.f32(), j * R * kvd), tracker_);
   };
-  auto finish_prev = [&] {
+  const auto finish_prev = [&] {
     if (prev < 0) return;
-    const int slot = prev % kSlots;
-    float* dp = grad[slot].f32();
-    cp_attention_backward_finish(d, n, {nullptr, wkv.f32(), float_at(wkv.f32(), kvd * h), nullptr}, axis,
-                                 rope_, kv_grads[prev % 2], dn,
-                                 {nullptr, float_at(dp, qd * h), float_at(dp, (qd + kvd) * h), nullptr});
-    // Every rank's contribution to head group prev's weight gradient, summed on its owner, on
-    // the gradients' own communicator so that the K/V collectives do not queue behind it.
-    reduce[slot] = grads_comm_.ireduce(grad[slot], total, prev);
-    reduced[slot] = prev;
+    const AttentionGrads dg = packed_grads(reduce.slot(prev), qd, kvd, h);
+    cp_attention_backward_finish(d, n, {nullptr, wkv.f32(), float_at(wkv.f32(), kvd * h), nullptr},
+                                 axis, rope_, kv_grads[prev % 2], dn, dg);
+    reduce.post(prev);  // on grad_comm(), so the K/V collectives do not queue behind it
     prev = -1;
   };
   if (D > 1) start_gather(0);
   for (int j = 0; j < D; ++j) {
-    KvGatherInFlight gathered = std::move(next);
-    next = KvGatherInFlight();
-    shard[j % 2].wait();  // P_{j+1} is in flight in the other buffer
+    KvGatherInFlight gathered = std::exchange(next, KvGatherInFlight());
+    shard[j % 2].wait();  // P_j (P_{j+1} is in flight in the other buffer)
     const Packed p = unpack(buf[j % 2].f32(), qd, kvd, h);
-    // Head group j's slice of the side-by-side saved tensors, read in place.
-    const AttentionSavedReadView g{
-        float_at(s.q.f32(), j * R * qd), float_at(s.k.f32(), j * R * kvd),
-        float_at(s.v.f32(), j * R * kvd), float_at(s.out.f32(), j * R * qd),
-        float_at(s.lse.f32(), j * d.batch * d.heads * d.seq)};
-    const int slot = j % kSlots;
-    finish_reduce(slot);  // group j-3's reduce used this buffer
-    grad[slot].zero();
-    float* dp = grad[slot].f32();
-    const AttentionGrads dg{dp, float_at(dp, qd * h), float_at(dp, (qd + kvd) * h),
-                            float_at(dp, (qd + 2 * kvd) * h)};
+    const AttentionGrads dg = packed_grads(reduce.begin(j), qd, kvd, h);
     CpBackwardPipeline pipe;
     if (D > 1) {
       pipe.gathered = &gathered;
@@ -247,13 +237,14 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
         if (j + 1 < D) start_gather(j + 1);
       };
     }
-    cp_attention_backward(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, g, dx, tracker_, dn, dg,
-                          pipe);
+    // Head group j's slice of the side-by-side saved tensors, read in place.
+    cp_attention_backward(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, saved_group(s, j), dx,
+                          tracker_, dn, dg, pipe);
     if (D > 1) {
       copy_floats(wkv.f32(), p.wk, 2 * kvd * h);  // W_K, W_V are adjacent in P_j
       prev = j;
     } else {
-      add_to_grads(dp);
+      reduce.post(j);
     }
     // P_j is done with: its buffer receives P_{j+2}, or the previous layer's P_0, P_1 for its
     // backward (or its recomputed forward).
@@ -263,7 +254,7 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
       prefetch_attention_shard(l - 1, j + 2 - D, std::move(buf[j % 2]));
   }
   finish_prev();
-  for (int i = 0; i < kSlots; ++i) finish_reduce(i);
+  reduce.finish();
 }
 
 }  // namespace origami::parallel

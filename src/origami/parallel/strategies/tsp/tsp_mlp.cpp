@@ -1,17 +1,17 @@
-// TSP gated MLP, ring schedule (tsp_ops.h table). The packed shard M_j = [gate_j | up_j |
+// TSP gated MLP, ring schedule (schedule.h). The packed shard M_j = [gate_j | up_j |
 // down_j] travels rank -> rank-1: at step t rank r holds M_{(r+t) mod D} and adds that shard's
 // partial output for its own tokens; the next hop is posted before the GEMMs and waited
-// after, and no all-reduce is needed (each rank sums its own rows over all shards). Backward
+// after (WeightRing, weight_ring.h), and no all-reduce is needed (each rank sums its own rows over all shards). Backward
 // rings M_s and its accumulator dM_s as separate messages (GradRing, tsp_grad_ring.h): each
 // rank computes its tokens' contribution into a local buffer while dM_s is in flight, then
-// adds and passes it on; after D hops the accumulator is home.
+// adds and passes it on; after D hops the accumulator is home. Both directions read and write
+// the shard's gate/up pre-activations in place, in its slot of the layer's saved tensors.
 #include <utility>
 
 #include "origami/core/float_ops.h"
-#include "origami/kernels/gemm.h"
-#include "origami/kernels/swiglu.h"
-#include "origami/parallel/tsp_grad_ring.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/tsp_grad_ring.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/weight_ring.h"
 
 namespace origami::parallel {
 
@@ -21,9 +21,7 @@ MlpWeights weights_of(const float* p, std::int64_t ffn, std::int64_t h) {
 }
 }  // namespace
 
-std::int64_t TspOps::mlp_floats() const {
-  return 3 * (config_.intermediate_size / size_) * config_.hidden_size;
-}
+std::int64_t TspOps::mlp_floats() const { return tsp_mlp_shard_floats(rank_shapes()); }
 
 void TspOps::pack_mlp_shard(std::int64_t l, float* out) const {
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
@@ -35,30 +33,22 @@ void TspOps::pack_mlp_shard(std::int64_t l, float* out) const {
 
 void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) {
   const std::int64_t R = rows(), h = config_.hidden_size, ffn = config_.intermediate_size / size_;
+  const MlpDims dims{.rows = R, .hidden = h, .ffn = ffn};
   const std::int64_t F = mlp_floats();
-  Tensor cur(tracker_, MemCategory::CommBuffers, {F}),
-      next(tracker_, MemCategory::CommBuffers, {F});
-  pack_mlp_shard(l, cur.f32());
+  WeightRing ring(bcast_, F, tracker_);
+  pack_mlp_shard(l, ring.weights());
   s.a = Tensor(tracker_, MemCategory::Activations, {size_, R, ffn});
   s.u = Tensor(tracker_, MemCategory::Activations, {size_, R, ffn});
   for (int t = 0; t < size_; ++t) {
     const int shard = (rank_ + t) % size_;
-    Hop hop;
-    if (t + 1 < size_) hop = ring_hop(cur.f32(), next.f32(), F, t);
-    // mlp_block_forward, with the gate/up pre-activations written straight into this shard's
-    // slot of the saved tensors (no second copy at the peak).
-    const MlpWeights w = weights_of(cur.f32(), ffn, h);
-    float* a = float_at(s.a.f32(), shard * R * ffn);
-    float* u = float_at(s.u.f32(), shard * R * ffn);
-    kernels::linear_forward(R, h, ffn, n, w.w_gate, a);
-    kernels::linear_forward(R, h, ffn, n, w.w_up, u);
-    {
-      Tensor gated(tracker_, MemCategory::Workspace, {R, ffn});
-      kernels::swiglu_forward(R * ffn, a, u, gated.f32());
-      kernels::linear_forward(R, ffn, h, gated.f32(), w.w_down, x, /*accumulate=*/true);
-    }
-    hop.wait();
-    std::swap(cur, next);
+    ring.begin_step(F);  // the shard moves on to rank-1 while this rank uses it
+    // The gate/up pre-activations written straight into this shard's slot of the saved
+    // tensors (no second copy at the peak).
+    mlp_block_forward(dims, n, weights_of(ring.weights(), ffn, h), tracker_,
+                      MlpSlot{float_at(s.a.f32(), shard * R * ffn),
+                              float_at(s.u.f32(), shard * R * ffn)},
+                      x);
+    ring.end_step();
   }
 }
 
@@ -73,15 +63,11 @@ void TspOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const flo
     const int shard = (rank_ + t) % size_;
     float* delta = ring.begin_step();  // this rank's contribution; the accumulator is in flight
     const MlpWeights w = weights_of(ring.weights(), ffn, h);
-    MlpSaved g;
-    if (saved) {
-      g.a = Tensor(tracker_, MemCategory::Workspace, {R, ffn});
-      g.u = Tensor(tracker_, MemCategory::Workspace, {R, ffn});
-      copy_floats(g.a.f32(), float_at(s.a.f32(), shard * R * ffn), R * ffn);
-      copy_floats(g.u.f32(), float_at(s.u.f32(), shard * R * ffn), R * ffn);
-    } else {
-      mlp_block_recompute(dims, n, w, tracker_, g);  // recompute policies mlp and full
-    }
+    MlpSaved recomputed;  // recompute policies mlp and full: gate/up as Workspace
+    if (!saved) mlp_block_recompute(dims, n, w, tracker_, recomputed);
+    const MlpSavedView g = saved ? MlpSavedView{float_at(s.a.f32(), shard * R * ffn),
+                                                float_at(s.u.f32(), shard * R * ffn)}
+                                 : MlpSavedView{recomputed.a.f32(), recomputed.u.f32()};
     mlp_block_backward(dims, n, w, g, dx, tracker_, dn,
                        {delta, float_at(delta, ffn * h), float_at(delta, 2 * ffn * h)});
     ring.end_step();

@@ -1,4 +1,4 @@
-// TSP LM head and loss, vocabulary ring (tsp_ops.h table). The head's vocabulary blocks
+// TSP LM head and loss, vocabulary ring (schedule.h). The head's vocabulary blocks
 // [s*Vp/D, (s+1)*Vp/D) travel rank -> rank-1 past the rank's final-normed rows; each block's
 // logits [R, Vp/D] update a running max / sum-exp / target logit and are dropped, so the
 // full-vocabulary logits never exist. Backward rings W_s and its gradient dW_s as separate
@@ -17,39 +17,33 @@
 
 #include "origami/core/float_ops.h"
 #include "origami/kernels/gemm.h"
-#include "origami/parallel/tsp_grad_ring.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/tsp_grad_ring.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/weight_ring.h"
 
 namespace origami::parallel {
 
-std::int64_t TspOps::head_chunk_rows() const {
-  return tsp_head_chunk_rows(config_.hidden_size, vocab_rows_);
-}
-
 kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {
   const std::int64_t R = rows(), h = config_.hidden_size, Vr = vocab_rows_;
-  const std::int64_t chunk = head_chunk_rows();
-  Tensor cur(tracker_, MemCategory::CommBuffers, {chunk * h}),
-      next(tracker_, MemCategory::CommBuffers, {chunk * h});
+  const std::int64_t chunk = tsp_head_chunk_rows(rank_shapes());
+  WeightRing ring(bcast_, chunk * h, tracker_);  // one lap per chunk
   Tensor stats(tracker_, MemCategory::Workspace, {3, R});  // running max, sum-exp, target logit
   stats.zero();
   float* run_max = stats.f32();
   float* run_sum = float_at(run_max, R);
   float* target = float_at(run_sum, R);
   fill_floats(run_max, R, -std::numeric_limits<float>::infinity());
-  for (std::int64_t c0 = 0, c = 0; c0 < Vr; c0 += chunk, ++c) {
+  for (std::int64_t c0 = 0; c0 < Vr; c0 += chunk) {
     const std::int64_t n = std::min(chunk, Vr - c0);  // vocabulary rows of this chunk
-    copy_floats(cur.f32(), float_at(params_.head().f32(), c0 * h), n * h);
+    copy_floats(ring.weights(), float_at(params_.head().f32(), c0 * h), n * h);
     for (int t = 0; t < size_; ++t) {
       const int shard = (rank_ + t) % size_;
-      Hop hop;
-      if (t + 1 < size_) hop = ring_hop(cur.f32(), next.f32(), n * h, static_cast<int>(c) * size_ + t);
+      ring.begin_step(n * h);
       Tensor logits(tracker_, MemCategory::Logits, {R, n});
-      kernels::linear_forward(R, h, n, nf, cur.f32(), logits.f32());
+      kernels::linear_forward(R, h, n, nf, ring.weights(), logits.f32());
       kernels::softmax_stats_update(R, n, logits.f32(), shard * Vr + c0, config_.vocab_size,
                                     batch_->labels.data(), run_max, run_sum, target);
-      hop.wait();
-      std::swap(cur, next);
+      ring.end_step();
     }
   }
   head_lse_ = Tensor(tracker_, MemCategory::Workspace, {R});
@@ -66,7 +60,7 @@ kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {
 void TspOps::head_backward(float grad_scale, float* dnf) {
   ORIGAMI_CHECK(head_lse_.defined(), "head_backward without a head_forward that kept its state");
   const std::int64_t R = rows(), h = config_.hidden_size, Vr = vocab_rows_;
-  const std::int64_t chunk = head_chunk_rows();
+  const std::int64_t chunk = tsp_head_chunk_rows(rank_shapes());
   for (std::int64_t c0 = 0; c0 < Vr; c0 += chunk) {
     const std::int64_t n = std::min(chunk, Vr - c0);
     GradRing ring(bcast_, n * h, tracker_);

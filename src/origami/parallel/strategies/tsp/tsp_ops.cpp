@@ -1,4 +1,4 @@
-// TspOps: construction, the batch, the ring hop, the embedding (all-to-all of ids and rows)
+// TspOps: construction, the batch, the embedding (all-to-all of ids and rows)
 // and the Strategy. The attention, MLP and head schedules are in tsp_attention.cpp,
 // tsp_mlp.cpp and tsp_head.cpp.
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include "origami/core/float_ops.h"
 #include "origami/kernels/embedding.h"
 #include "origami/parallel/registry.h"
-#include "origami/parallel/tsp_ops.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
 
 namespace origami::parallel {
 
@@ -37,14 +37,17 @@ std::int64_t TspOps::stream_rows() const {
   return rows();
 }
 
-TspOps::Hop TspOps::ring_hop(const float* cur, float* next, std::int64_t count, int tag) {
-  Hop h;
-  if (size_ == 1) return h;
-  // Weights travel rank -> rank-1, so rank r next holds what rank r+1 held.
-  h.recv = bcast_.irecv(comm::Buffer(next, count, DType::F32), (rank_ + 1) % size_, tag);
-  h.send =
-      bcast_.isend(comm::ConstBuffer(cur, count, DType::F32), (rank_ + size_ - 1) % size_, tag);
-  return h;
+TspRankShapes TspOps::rank_shapes() const {
+  const std::int64_t d = config_.head_dim();
+  return {.D = size_,
+          .L = config_.num_hidden_layers,
+          .h = config_.hidden_size,
+          .rows = rows(),
+          .heads = config_.num_attention_heads / size_,
+          .qd = config_.num_attention_heads / size_ * d,
+          .kvd = kv_heads_per_rank(config_, size_) * d,
+          .ffn = config_.intermediate_size / size_,
+          .vocab_rows = vocab_rows_};
 }
 
 void TspOps::embed_forward(float* x) {

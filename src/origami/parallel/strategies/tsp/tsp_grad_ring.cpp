@@ -1,4 +1,4 @@
-#include "origami/parallel/tsp_grad_ring.h"
+#include "origami/parallel/strategies/tsp/tsp_grad_ring.h"
 
 #include "origami/core/error.h"
 #include "origami/core/float_ops.h"

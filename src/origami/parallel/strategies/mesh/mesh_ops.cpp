@@ -1,4 +1,4 @@
-#include "origami/parallel/mesh_ops.h"
+#include "origami/parallel/strategies/mesh/mesh_ops.h"
 
 #include "origami/parallel/registry.h"
 

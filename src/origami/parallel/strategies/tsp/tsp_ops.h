@@ -1,35 +1,11 @@
-// TSP (docs/design.md §3-5): folded tensor and sequence parallelism on ONE axis of D ranks. Rank r
-// holds 1/D of every weight (the same blocks a tensor-parallel rank r would hold) AND 1/D of
-// the tokens (the sequence layout of rank r, zigzag or contiguous). Blocks reach the weights
-// they do not hold by moving the weights, never the activations of other ranks' tokens
-// (except K/V inside attention). Per rank, R = B*S/D token rows, H/D heads, Kv/D kv heads,
-// f/D MLP columns, Vp/D vocabulary rows (Vp: V padded up to a multiple of D).
-//
-// clang-format off
-//  block       shard held            forward                              backward
-//  embedding   rows [r*Vp/D, ..)     all-to-all of ids to the row owners, all-to-all of the row gradients to
-//              of the table          all-to-all of the rows back          the owners (ids kept from forward)
-//  attention   packed P_r = W_Q,W_K, head groups pipelined: group j+1     P_j re-broadcast (prefetched), K/V
-//              W_V rows + W_O cols   projected (local Q/K/V, RoPE) and    re-gathered (group j+1's started in
-//              of head group r       its K/V all-gather (rank order)      group j); dW_O, local rows' backward;
-//                                    started after group j's local rows,  then group j-1's dK/dV waited and its
-//                                    before group j's gather is waited;   K/V half done, dP_{j-1} reduced to
-//                                    remote rows, LSE merge; y += out     j-1 (third communicator, waited 3
-//                                    W_O,j in group j+1's window. P_j     groups later); remote rows; dK/dV
-//                                    broadcast by j on a second           reduce-scatters posted; dQ half
-//                                    communicator; P_{k+2} (or the next
-//                                    call's P_0) as soon as k is projected
-//  MLP         packed M_r = gate,up  ring: D steps, the shard moves       ring: weights M_s and accumulator
-//              rows + down cols      rank -> rank-1 (isend/irecv posted   dM_s as separate hops (GradRing):
-//                                    before the GEMMs, waited after)      contribution into a local Δ while
-//                                                                         dM_s is in flight, then added and
-//                                                                         passed on; home after D hops
-//  LM head     rows [r*Vp/D, ..)     vocab ring in chunks of at most      the same GradRing: logits block
-//                                    kHeadRingChunkFloats: running max /  recomputed, dW travels (D hops)
-//                                    sum-exp / target logit (logits:
-//                                    R x head_chunk_rows at a time)
-//  RMSNorm     replicated            -                                    gradients summed over the axis
-// clang-format on
+// TSP (docs/design.md §3-5, docs/tsp.md): folded tensor and sequence parallelism on ONE axis of
+// D ranks. Rank r holds 1/D of every weight (the same blocks a tensor-parallel rank r would
+// hold) AND 1/D of the tokens (the sequence layout of rank r, zigzag or contiguous). Blocks
+// reach the weights they do not hold by moving the weights, never the activations of other
+// ranks' tokens (except K/V inside attention). The schedule -- per-rank shapes, each block's
+// messages and their backward conjugates, bytes and resident sets -- is stated in schedule.h;
+// the blocks: embedding (tsp_ops.cpp), attention (tsp_attention.cpp), MLP (tsp_mlp.cpp), LM
+// head (tsp_head.cpp), the backward rings (tsp_grad_ring.h).
 //
 // Reduction groups: loss sum and count over tsp x dp (each rank holds distinct tokens); weight
 // shards' gradients are complete on their owner after the blocks (then summed over dp);
@@ -46,7 +22,7 @@
 #include "origami/parallel/attention_cp.h"
 #include "origami/parallel/parallel_config.h"
 #include "origami/parallel/strategy_context.h"
-#include "origami/parallel/tsp_schedule.h"
+#include "origami/parallel/strategies/tsp/schedule.h"
 
 namespace origami::parallel {
 
@@ -91,7 +67,12 @@ class TspOps final : public StrategyContext {
 
  private:
   std::int64_t rows() const;
+  TspRankShapes rank_shapes() const;  // schedule.h's terms for this rank and batch
   AttentionDims attention_dims() const;
+  // Head group j's slice of the layer's side-by-side saved q, k, v, out, lse (written by the
+  // forward, read by the backward in place).
+  AttentionSavedView saved_group(AttentionSaved& s, int j) const;
+  AttentionSavedReadView saved_group(const AttentionSaved& s, int j) const;
   std::int64_t attention_floats() const;  // packed P_j: W_Q, W_K, W_V rows, W_O columns
   std::int64_t mlp_floats() const;        // packed M_j: gate, up rows, down columns
   // The owner packs its shard into buf; every rank then receives it (async, on bcast_).
@@ -102,20 +83,11 @@ class TspOps final : public StrategyContext {
   // now.
   void first_attention_shards(std::int64_t l, Tensor (&buf)[2], comm::Handle (&handle)[2]);
   // Starts the broadcast of layer l's P_j (j = 0, then 1) into buf, kept until that layer's
-  // next attention call takes it. Nothing when l is not a layer, j is not a head group, or
-  // (j = 1) P_0 of l is not prefetched.
+  // next attention call takes it. Nothing when l is not a layer, j is not a head group or not
+  // among the kTspPrefetchedShards (schedule.h), or (j = 1) P_0 of l is not prefetched.
   void prefetch_attention_shard(std::int64_t l, int j, Tensor buf);
   void drop_prefetch();  // waits and frees a prefetch nobody took
   void pack_mlp_shard(std::int64_t l, float* out) const;
-  // One ring hop of `count` floats: send `cur` to rank-1, receive the next into `next`.
-  struct Hop {
-    comm::Handle send, recv;
-    void wait() {
-      send.wait();
-      recv.wait();
-    }
-  };
-  Hop ring_hop(const float* cur, float* next, std::int64_t count, int tag);
 
   int size_, rank_;
   comm::Communicator& axis_;  // the tsp axis: K/V gathers, reductions, all-to-all
@@ -132,8 +104,6 @@ class TspOps final : public StrategyContext {
   };
   ShardPrefetch prefetch_;
   std::int64_t vocab_rows_;   // Vp / D
-  // Vocabulary rows per LM-head ring message (tsp_head.cpp): at most kHeadRingChunkFloats.
-  std::int64_t head_chunk_rows() const;
   // Embedding routing kept from forward for backward.
   std::vector<std::int64_t> emb_order_;            // token index of each sent id (grouped by owner)
   std::vector<std::int64_t> emb_send_, emb_recv_;  // ids per destination / source rank
