@@ -43,20 +43,6 @@ void step_linear(std::int64_t rows, std::int64_t in, std::int64_t out, const flo
 
 }  // namespace
 
-void check_inference_degree(const ModelConfig& config, int degree) {
-  parallel::check_tensor_split(config, degree, "tsp");
-  if (parallel::kv_replicas(config, degree) == 1) return;
-  throw ConfigError(fmt::format(
-      "tsp degree {} exceeds the number of key/value heads (num_key_value_heads, {}): "
-      "inference does not replicate kv heads (training does); use a degree of at most {} "
-      "that divides the heads",
-      degree, config.num_key_value_heads,
-      parallel::largest_divisor_at_most(
-          std::gcd(config.num_key_value_heads,
-                   std::gcd(config.num_attention_heads, config.intermediate_size)),
-          degree)));
-}
-
 InferenceEngine::InferenceEngine(const ModelConfig& config, comm::Communicator world,
                                  MemoryTracker& tracker, parallel::TokenLayoutKind layout)
     : config_((validate(config), config)),
