@@ -52,7 +52,7 @@ std::string design_layers_line() {
 struct Include {
   std::string file;    // relative to src/origami, e.g. "infer/engine.cpp"
   int line;            // 1-based
-  std::string target;  // e.g. "train/checkpoint.h"
+  std::string target;  // e.g. "checkpoint/checkpoint.h"
 };
 
 // Every `#include "origami/..."` of the files under `root` (src/origami).
