@@ -1,5 +1,5 @@
 // The planner's step time (plan::predict, docs/planner.md "FLOPs and step time") and the dry
-// run's virtual step (train/dry_run.h) beside the WALL CLOCK of real steps over in-process
+// run's virtual step (dryrun/training.h) beside the WALL CLOCK of real steps over in-process
 // ranks, the threads transport's link model on (issue 6 item 5). A plain main(): multi-rank
 // steps do not fit Google Benchmark's loop. One rank per core, one kernel thread per rank.
 //
@@ -44,10 +44,10 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "origami/dryrun/training.h"
 #include "origami/kernels/gemm.h"
-#include "origami/plan/predict.h"
-#include "origami/train/dry_run.h"
 #include "origami/parallel/registry.h"
+#include "origami/plan/predict.h"
 #include "passive_omp.h"
 #include "strategy_step.h"
 

@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "origami/checkpoint/checkpoint.h"
 #include "origami/io/safetensors.h"
-#include "origami/train/checkpoint.h"
 #include "origami/train/trainer.h"
 
 namespace origami::ckpt_test {

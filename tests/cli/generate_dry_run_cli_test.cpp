@@ -1,5 +1,5 @@
 // `origami generate --dry-run` as a user runs it: no checkpoint, the report's JSON carries the
-// library's numbers (infer/dry_run.h), the table names both phases, and bad input exits 2
+// library's numbers (dryrun/inference.h), the table names both phases, and bad input exits 2
 // with a message naming the flag.
 
 #include <string>
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_run.h"
-#include "origami/infer/dry_run.h"
+#include "origami/dryrun/inference.h"
 #include "origami/model/config.h"
 
 namespace {

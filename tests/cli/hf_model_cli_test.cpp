@@ -94,6 +94,28 @@ TEST_F(HfModelCli, InspectListsEveryRefusal) {
   EXPECT_THAT(w.out, HasSubstr("no model.safetensors"));
 }
 
+// The tensors the configuration needs (model/weights.h's names and shapes) against the folder's:
+// a wider MLP than stored, and a layer more than stored.
+TEST_F(HfModelCli, InspectNamesTensorsOfAnotherShapeAndTheMissingOnes) {
+  const std::string other = dir_ + "/other_shape";
+  std::filesystem::create_directories(other);
+  std::filesystem::copy(
+      dir_ + "/f32", other,
+      std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  nlohmann::json cfg = nlohmann::json::parse(origami::model_config_to_json(hf::small_config()));
+  cfg["intermediate_size"] = 192;
+  cfg["num_hidden_layers"] = 3;
+  hf::write_text(other + "/config.json", cfg.dump());
+  const CliRun r = origami("inspect --model-dir " + other);
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.out, HasSubstr("tensor model.layers.0.mlp.gate_proj.weight has shape [128, 64], "
+                               "the configuration needs [192, 64]"));
+  EXPECT_THAT(r.out, HasSubstr("tensor model.layers.1.mlp.down_proj.weight has shape [64, 128], "
+                               "the configuration needs [64, 192]"));
+  EXPECT_THAT(r.out, HasSubstr("9 tensor(s) the model needs are missing, e.g. "
+                               "model.layers.2.input_layernorm.weight"));
+}
+
 TEST_F(HfModelCli, GenerateFromAFolderWithItsTokenizerEosAndStop) {
   const std::string common = " --prompt 'Once upon a time' --max-new-tokens 10 --threads 2";
   const CliRun a = origami("generate --model-dir " + dir_ + "/f32" + common);

@@ -1,5 +1,5 @@
 // `origami train --dry-run` as a user runs it: the report's JSON carries the library's numbers
-// (train/dry_run.h), the table names every category, and bad input exits 2 with a message.
+// (dryrun/training.h), the table names every category, and bad input exits 2 with a message.
 
 #include <cstdio>
 #include <string>
@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_run.h"
+#include "origami/dryrun/training.h"
 #include "origami/model/config.h"
-#include "origami/train/dry_run.h"
 #include "origami/parallel/registry.h"
 
 namespace {

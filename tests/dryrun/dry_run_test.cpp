@@ -1,6 +1,6 @@
-// The dry run (train/dry_run.h) against real runs of the same path, its precision profiles,
+// The dry run (dryrun/training.h) against real runs of the same path, its precision profiles,
 // and a 7B-class model on 8 simulated ranks.
-#include "origami/train/dry_run.h"
+#include "origami/dryrun/training.h"
 
 #include <gtest/gtest.h>
 

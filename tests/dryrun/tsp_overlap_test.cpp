@@ -4,9 +4,9 @@
 // on any rank. Wall-clock figures of the same schedule are in docs/tsp.md.
 #include <gtest/gtest.h>
 
+#include "origami/dryrun/training.h"
 #include "origami/model/config.h"
 #include "origami/parallel/parallel_config.h"
-#include "origami/train/dry_run.h"
 #include "origami/parallel/registry.h"
 
 namespace origami {

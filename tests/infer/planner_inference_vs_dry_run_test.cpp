@@ -1,5 +1,5 @@
 // The planner's inference rows (plan/inference.h) against the inference dry run
-// (infer/dry_run.h: the real engine on unbacked tensors, virtual clocks) at 7B widths (h 4096,
+// (dryrun/inference.h: the real engine on unbacked tensors, virtual clocks) at 7B widths (h 4096,
 // 32 heads, f 11008, V 32000; two layers: the per-layer terms are linear in L) for D = 1, 2, 8,
 // prompts of 4K..32K tokens, B = 1 and 4, fp32 and bf16, a memory bandwidth that makes decode
 // memory-bound (and one row without it). For every row, on rank 0 and on the last rank: every
@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "origami/infer/dry_run.h"
+#include "origami/dryrun/inference.h"
 #include "origami/plan/inference.h"
 
 #include "../sanitizers.h"

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "origami/core/memory_tracker.h"
+#include "origami/dryrun/training.h"
 #include "origami/model/config.h"
 #include "origami/parallel/parallel_config.h"
-#include "origami/plan/predict.h"
-#include "origami/train/dry_run.h"
 #include "origami/parallel/registry.h"
+#include "origami/plan/predict.h"
 
 #include "../sanitizers.h"
 

@@ -5,10 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "origami/checkpoint/checkpoint.h"
 #include "origami/core/error.h"
 #include "origami/io/safetensors.h"
 #include "origami/parallel/shard_spec.h"
-#include "origami/train/checkpoint.h"
 
 namespace origami::cli {
 

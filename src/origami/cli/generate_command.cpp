@@ -9,11 +9,11 @@
 
 #include <fmt/format.h>
 
+#include "origami/comm/mpi_launch.h"
 #include "origami/core/error.h"
-#include "origami/infer/dry_run.h"
+#include "origami/dryrun/inference.h"
 #include "origami/io/text_file.h"
 #include "origami/kernels/simd.h"
-#include "origami/train/parallel_train.h"
 
 namespace origami::cli {
 
@@ -87,7 +87,7 @@ GenerateCommand::GenerateCommand(CLI::App& app) {
   command_->add_option("--backend", o.backend, "threads or mpi (chosen under mpirun)")
       ->capture_default_str();
   command_->add_option("--threads", o.threads, "kernel threads in all")->capture_default_str();
-  // The dry run: the real engine on unbacked tensors, virtual clocks (infer/dry_run.h).
+  // The dry run: the real engine on unbacked tensors, virtual clocks (dryrun/inference.h).
   command_->add_flag("--dry-run", dry_run_,
                      "run without computing: a TSP prefill of synthetic prompts and greedy "
                      "decode, memory accounted not allocated, virtual prefill and decode times");
@@ -122,7 +122,7 @@ int GenerateCommand::run_dry() {
     throw ConfigError(fmt::format("--strategy {}: generate runs single or tsp", o.strategy));
   if (preset_.empty() == o.config_path.empty())
     throw ConfigError("--dry-run: give exactly one of --model PRESET or --config FILE");
-  if (launched_by_mpirun())
+  if (comm::launched_by_mpirun())
     throw ConfigError("--dry-run simulates its ranks in one process: run it without mpirun");
   std::vector<std::string> warnings;
   ModelConfig model =

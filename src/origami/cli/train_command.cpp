@@ -12,14 +12,14 @@
 
 #include "origami/cli/dry_run_flags.h"
 #include "origami/cli/machine_peak.h"
+#include "origami/comm/mpi_launch.h"
 #include "origami/core/error.h"
+#include "origami/dryrun/training.h"
 #include "origami/kernels/simd.h"
-#include "origami/train/batch_size.h"
-#include "origami/train/dry_run.h"
-#include "origami/train/memory_check.h"
-#include "origami/train/parallel_train.h"
-#include "origami/train/preemption.h"
 #include "origami/parallel/registry.h"
+#include "origami/train/batch_size.h"
+#include "origami/train/memory_check.h"
+#include "origami/train/preemption.h"
 
 namespace origami::cli {
 
@@ -190,7 +190,6 @@ int TrainCommand::run_dry() {
       "micro-batches, recompute {}, precision {}, {:.4g} GFLOP/s per rank, {}\n",
       o.model.num_parameters(), plan.describe(), plan.world(), d.batch, d.seq, d.grad_accum,
       d.recompute, d.precision.name, flops_rate_gflops_, dry_run_links(link_));
-  check_dry_run_host_memory(d.seq, d.batch, plan.world());  // --seq 2^30: refused at once
   const DryRunReport r = dry_run(o.model, plan, d);
   std::cout << r.summary();
   if (!json_path_.empty()) write_json_file(json_path_, r.to_json());
@@ -201,7 +200,7 @@ namespace {
 // The default run is TSP over 4 in-process ranks (under mpirun: over the launched ranks);
 // a model or sequence that cannot split 4 ways runs on the largest degree below that can.
 int default_tsp_degree(const ModelConfig& m, std::int64_t seq, const std::string& layout) {
-  if (launched_by_mpirun()) {
+  if (comm::launched_by_mpirun()) {
     const char* n = std::getenv("OMPI_COMM_WORLD_SIZE");
     return n != nullptr ? std::max(1, std::atoi(n)) : 1;
   }

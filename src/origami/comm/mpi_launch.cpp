@@ -9,6 +9,10 @@
 
 namespace origami::comm {
 
+bool launched_by_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
+}
+
 std::vector<std::string> mpirun_command(int np, const std::vector<std::string>& program_and_args,
                                         const MpirunOptions& options) {
   ORIGAMI_CHECK(np >= 1, "mpirun needs at least one rank, got {}", np);

@@ -30,4 +30,8 @@ std::vector<std::string> mpirun_command(int np, const std::vector<std::string>& 
 // Quoted for a POSIX shell (for logs and docs).
 std::string shell_join(const std::vector<std::string>& argv);
 
+// True when this process is one rank of an mpirun launch (Open MPI's environment): training
+// and generation then choose the MPI transport.
+bool launched_by_mpirun();
+
 }  // namespace origami::comm

@@ -16,23 +16,6 @@
 
 namespace origami::data {
 
-std::vector<std::int32_t> ByteTokenizer::encode(std::string_view text) {
-  std::vector<std::int32_t> ids(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i)
-    ids[i] = static_cast<std::int32_t>(static_cast<unsigned char>(text[i]));
-  return ids;
-}
-
-std::string ByteTokenizer::decode(std::span<const std::int32_t> ids) {
-  std::string text(ids.size(), '\0');
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    ORIGAMI_CHECK(ids[i] >= 0 && ids[i] < kVocabSize,
-                  "byte tokenizer: id {} at position {} is not a byte (0..255)", ids[i], i);
-    text[i] = static_cast<char>(static_cast<unsigned char>(ids[i]));
-  }
-  return text;
-}
-
 DataOptions data_options(const std::string& data_dtype, const std::string& data_order,
                          const std::string& tokenizer_path, std::int64_t vocab_size) {
   DataOptions o;

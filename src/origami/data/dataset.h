@@ -33,6 +33,7 @@
 #include "origami/core/memory_tracker.h"
 #include "origami/core/tensor.h"
 #include "origami/data/token_view.h"
+#include "origami/tokenizer/byte_tokenizer.h"
 
 namespace origami::tokenizer {
 class Tokenizer;
@@ -40,13 +41,9 @@ class Tokenizer;
 
 namespace origami::data {
 
-// A token is a byte: ids 0..255, and decode(encode(s)) == s for any byte string.
-struct ByteTokenizer {
-  static constexpr std::int64_t kVocabSize = 256;
-  static std::vector<std::int32_t> encode(std::string_view text);
-  // Refuses (Error) ids outside 0..255.
-  static std::string decode(std::span<const std::int32_t> ids);
-};
+// A token is a byte: ids 0..255, and decode(encode(s)) == s for any byte string (the code
+// lives with the tokenizers, below the data).
+using ByteTokenizer = tokenizer::ByteCodec;
 
 // The built-in English corpus (a few KB) used when no data file is given.
 std::string_view default_corpus_text();

@@ -15,6 +15,7 @@
 #include "origami/kernels/rmsnorm.h"
 #include "origami/kernels/rope.h"
 #include "origami/kernels/swiglu.h"
+#include "origami/model/driver.h"
 #include "origami/model/weights.h"
 #include "origami/parallel/strategies/tsp/tsp_ops.h"
 
@@ -41,20 +42,6 @@ void step_linear(std::int64_t rows, std::int64_t in, std::int64_t out, const flo
 }
 
 }  // namespace
-
-void check_inference_degree(const ModelConfig& config, int degree) {
-  parallel::check_tensor_split(config, degree, "tsp");
-  if (parallel::kv_replicas(config, degree) == 1) return;
-  throw ConfigError(fmt::format(
-      "tsp degree {} exceeds the number of key/value heads (num_key_value_heads, {}): "
-      "inference does not replicate kv heads (training does); use a degree of at most {} "
-      "that divides the heads",
-      degree, config.num_key_value_heads,
-      parallel::largest_divisor_at_most(
-          std::gcd(config.num_key_value_heads,
-                   std::gcd(config.num_attention_heads, config.intermediate_size)),
-          degree)));
-}
 
 InferenceEngine::InferenceEngine(const ModelConfig& config, comm::Communicator world,
                                  MemoryTracker& tracker, parallel::TokenLayoutKind layout)
@@ -163,7 +150,6 @@ const Tensor& InferenceEngine::prefill(const std::vector<std::vector<std::int32_
         longest, S, D_, c.max_position_embeddings));
   const auto B = static_cast<std::int64_t>(prompts.size());
   const std::int64_t h = c.hidden_size, kvd = c.num_key_value_heads / D_ * c.head_dim();
-  const float eps = static_cast<float>(c.rms_norm_eps);
 
   // The padded batch (padding id 0, right of each prompt: causality keeps it unseen).
   std::vector<std::int32_t> ids(static_cast<std::size_t>(B * S), 0);
@@ -192,26 +178,12 @@ const Tensor& InferenceEngine::prefill(const std::vector<std::vector<std::int32_
   ops.set_kv_keep([this](std::int64_t l) {
     return std::pair{cache_->prefill_k(l), cache_->prefill_v(l)};
   });
-  const std::int64_t Sl = layout.local_seq(), R = B * Sl;
-  Tensor x(tracker_, MemCategory::Workspace, {R, h});
-  ops.embed_forward(x.f32());
-  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
-    Tensor n(tracker_, MemCategory::Workspace, {R, h});
-    Tensor rstd(tracker_, MemCategory::Workspace, {R});
-    {
-      kernels::rmsnorm_forward(R, h, x.f32(), L.input_norm.f32(), eps, n.f32(), rstd.f32());
-      AttentionSaved s;  // the TSP forward's per-group tensors, dropped after the layer
-      ops.attention_forward(l, n.f32(), s, x.f32(),
-                            {.next_attention_layer = l + 1 < c.num_hidden_layers ? l + 1 : -1});
-    }
-    cache_->spread_prefill(l);
-    {
-      kernels::rmsnorm_forward(R, h, x.f32(), L.post_norm.f32(), eps, n.f32(), rstd.f32());
-      MlpSaved s;
-      ops.mlp_forward(l, n.f32(), s, x.f32());
-    }
-  }
+  // The layer loop is the training forward's: the one driver (model/driver.h), saving nothing.
+  // The kept K/V land in each layer's cache storage, spread to its sequences' rows after.
+  ModelDriver driver(c, params_, no_grads_, ops, tracker_, Recompute::None);
+  Tensor x = driver.forward_stream();
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) cache_->spread_prefill(l);
+  const std::int64_t Sl = layout.local_seq();
   ops.set_batch(nullptr);
   // Each prompt's last hidden row, broadcast by the rank holding it.
   Tensor last(tracker_, MemCategory::Workspace, {B, h});
@@ -231,6 +203,10 @@ const Tensor& InferenceEngine::prefill(const std::vector<std::vector<std::int32_
   return logits_;
 }
 
+// Decode keeps its own layer loop rather than the driver's: its blocks are another schedule
+// (weight-stationary tensor parallel, an all-reduce per block, appending to the KV cache) on
+// B rows that are one token per sequence, not the layout's stream rows, and a step must
+// allocate nothing (step_, sized once); the driver allocates its norms' workspaces per block.
 const Tensor& InferenceEngine::decode(const std::vector<std::int32_t>& tokens) {
   const ModelConfig& c = config_;
   ORIGAMI_CHECK(cache_ != nullptr, "decode before prefill");

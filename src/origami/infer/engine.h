@@ -28,17 +28,15 @@
 #include "origami/infer/kv_cache.h"
 #include "origami/infer/sampling.h"
 #include "origami/model/blocks.h"
+#include "origami/parallel/inference_degree.h"
 #include "origami/parallel/layout.h"
 #include "origami/parallel/parallel_config.h"
 #include "origami/parallel/shard_spec.h"
 
 namespace origami::infer {
 
-// Refuses (ConfigError) a TSP degree the engine cannot serve: one check_tensor_split refuses,
-// or one above the kv heads (replicated kv heads are built for training only: the KV cache
-// kept by head group would then be duplicated on every replica, and decode is not checked
-// for it). The message names the degree that works.
-void check_inference_degree(const ModelConfig& config, int degree);
+// The degrees the engine serves (parallel/inference_degree.h, shared with the planner).
+using parallel::check_inference_degree;
 
 class InferenceEngine {
  public:

@@ -9,18 +9,18 @@
 
 #include <fmt/format.h>
 
+#include "origami/checkpoint/checkpoint.h"
+#include "origami/comm/mpi_launch.h"
 #include "origami/comm/mpi_transport.h"
 #include "origami/comm/run_ranks.h"
 #include "origami/core/error.h"
+#include "origami/data/dataset.h"
 #include "origami/infer/engine.h"
 #include "origami/infer/text_stream.h"
 #include "origami/io/generation_config.h"
 #include "origami/io/hf_weights.h"
-#include "origami/tokenizer/fingerprint.h"
 #include "origami/kernels/threads.h"
-#include "origami/train/checkpoint.h"
-#include "origami/data/dataset.h"
-#include "origami/train/parallel_train.h"
+#include "origami/tokenizer/fingerprint.h"
 
 namespace origami::infer {
 
@@ -173,7 +173,7 @@ GenerateResult generate(const GenerateOptions& o,
     throw ConfigError(fmt::format("--strategy {}: generate runs single or tsp", o.strategy));
   if (o.backend != "auto" && o.backend != "threads" && o.backend != "mpi")
     throw ConfigError(fmt::format("unknown --backend '{}'; use threads or mpi", o.backend));
-  const bool mpi = launched_by_mpirun();
+  const bool mpi = comm::launched_by_mpirun();
   if (o.backend == "mpi" && !mpi)
     throw ConfigError("--backend mpi needs mpirun, e.g. mpirun -np 2 origami generate ...");
   if (o.backend == "threads" && mpi)

@@ -88,20 +88,31 @@ void ModelDriver::layer_backward(std::int64_t l, LayerSaved& s, Tensor& dx) {
   s = LayerSaved();  // free this layer's activations before the next one's backward
 }
 
+Tensor ModelDriver::embed_and_layers(std::vector<LayerSaved>& saved, Save save) {
+  const std::int64_t layers = config_.num_hidden_layers;
+  Tensor x(tracker_, MemCategory::Workspace, {ops_.stream_rows(), config_.hidden_size});
+  ops_.embed_forward(x.f32());
+  for (std::int64_t l = 0; l < layers; ++l)
+    layer_forward(l, x, saved[static_cast<std::size_t>(l)], save,
+                  {.next_attention_layer = l + 1 < layers ? l + 1 : -1});
+  return x;
+}
+
+Tensor ModelDriver::forward_stream() {
+  std::vector<LayerSaved> saved(static_cast<std::size_t>(config_.num_hidden_layers));
+  return embed_and_layers(saved, Save::Nothing);
+}
+
 kernels::LossSum ModelDriver::run(bool backward, double grad_scale) {
   const std::int64_t rows = ops_.stream_rows(), h = config_.hidden_size;
   const std::int64_t layers = config_.num_hidden_layers;
   const float eps = static_cast<float>(config_.rms_norm_eps);
 
-  Tensor x(tracker_, MemCategory::Workspace, {rows, h});
-  ops_.embed_forward(x.f32());
   std::vector<LayerSaved> saved(static_cast<std::size_t>(layers));
   const Save save = !backward                       ? Save::Nothing
                     : recompute_ == Recompute::Full ? Save::InputOnly
                                                     : Save::Policy;
-  for (std::int64_t l = 0; l < layers; ++l)
-    layer_forward(l, x, saved[static_cast<std::size_t>(l)], save,
-                  {.next_attention_layer = l + 1 < layers ? l + 1 : -1});
+  Tensor x = embed_and_layers(saved, save);
 
   Tensor rstd_f(tracker_, MemCategory::Activations, {rows});
   Tensor nf(tracker_, MemCategory::Workspace, {rows, h});

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "origami/model/block_ops.h"
 #include "origami/model/config.h"
@@ -31,6 +32,11 @@ class ModelDriver {
   // the gradient of the loss sum is scaled by grad_scale. Returns the head's local loss sum.
   kernels::LossSum run(bool backward, double grad_scale);
 
+  // The forward without the head, nothing saved (inference's prefill, infer/engine.cpp): the
+  // embedding and the L layers. Returns the residual stream after the last layer,
+  // stream_rows() x h (MemCategory::Workspace).
+  Tensor forward_stream();
+
  private:
   struct LayerSaved {
     Tensor x_in, rstd1;
@@ -43,6 +49,8 @@ class ModelDriver {
   // `step` says what follows (block_ops.h): the next layer, or this layer's backward.
   void layer_forward(std::int64_t l, Tensor& x, LayerSaved& s, Save save, const ForwardStep& step);
   void layer_backward(std::int64_t l, LayerSaved& s, Tensor& dx);
+  // The embedding and the L layers' forward, each layer keeping in saved[l] what `save` asks.
+  Tensor embed_and_layers(std::vector<LayerSaved>& saved, Save save);
 
   const ModelConfig& config_;
   ModelTensors& params_;

@@ -11,7 +11,7 @@
 #include "origami/io/hf_weights.h"
 #include "origami/io/safetensors.h"
 #include "origami/io/text_file.h"
-#include "origami/parallel/shard_spec.h"
+#include "origami/model/weights.h"
 #include "origami/tokenizer/tokenizer.h"
 
 namespace origami {
@@ -97,10 +97,13 @@ void read_weights(const std::string& dir, ModelFolderReport& r) {
     }
   }
   if (!r.config) return;
-  const std::vector<parallel::ShardSpec> specs = parallel::make_shard_specs(*r.config, 1, 0);
+  // The model's tensors, names and shapes, on a tracker that backs none but the smallest.
+  MemoryTracker shapes_only("model folder");
+  shapes_only.set_backs_memory(false);
+  ModelTensors model = allocate_model_tensors(*r.config, shapes_only, MemCategory::Parameters);
   std::set<std::string> needed;
   std::vector<std::string> missing;
-  for (const parallel::ShardSpec& s : specs) {
+  for (const NamedTensor& s : named_tensors(model)) {
     needed.insert(s.name);
     const auto it = stored.find(s.name);
     if (it == stored.end()) {
@@ -108,9 +111,10 @@ void read_weights(const std::string& dir, ModelFolderReport& r) {
       continue;
     }
     const io::SafetensorsEntry& e = it->second;
-    if (e.shape != s.global)
+    if (e.shape != s.tensor->shape())
       r.refusals.push_back(fmt::format("{}: tensor {} has shape {}, the configuration needs {}",
-                                       dir, s.name, shape_str(e.shape), shape_str(s.global)));
+                                       dir, s.name, shape_str(e.shape),
+                                       shape_str(s.tensor->shape())));
     if (e.dtype != DType::F32 && e.dtype != DType::BF16 && e.dtype != DType::F16)
       r.refusals.push_back(
           fmt::format("{}: tensor {} is {}; parameters load from F32, BF16 or "

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "origami/core/error.h"
-#include "origami/infer/engine.h"
+#include "origami/parallel/inference_degree.h"
 #include "origami/plan/buffers.h"
 #include "origami/plan/shapes.h"
 
@@ -223,7 +223,7 @@ InferenceRow predict_inference(const ModelConfig& m, int degree, const Workload&
   if (new_tokens < 0)
     throw ConfigError(
         fmt::format("new_tokens {} must be >= 0 (the decode steps reserved)", new_tokens));
-  infer::check_inference_degree(m, degree);  // the engine's refusals, in its words
+  parallel::check_inference_degree(m, degree);  // the engine's refusals, in its words
   const Mesh mesh{.tsp = degree};
   Workload fwd = w;
   fwd.recompute = Recompute::None;

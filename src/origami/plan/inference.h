@@ -4,7 +4,7 @@
 // per step (embedding; per layer W_O and W_down) and the sampling's (max, index) all-reduce.
 // Derived from infer/engine.cpp and checked against it by tests/infer/plan_check_test.cpp:
 // every category's per-rank peak of each phase, and the bytes each operation sends per rank;
-// the times against the inference dry run's virtual clock (infer/dry_run.h) by
+// the times against the inference dry run's virtual clock (dryrun/inference.h) by
 // tests/infer/planner_inference_vs_dry_run_test.cpp.
 #pragma once
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "origami/train/checkpoint.h"
+#include "origami/checkpoint/checkpoint.h"
 #include "origami/train/save_dir_lock.h"
 #include "origami/train/trainer.h"
 

@@ -19,9 +19,4 @@ std::optional<std::int64_t> available_memory_bytes();
 void check_run_memory(const TrainOptions& options, const parallel::ParallelConfig& plan,
                       int ranks_here);
 
-// The dry run allocates nothing for tensors but still holds each rank's token ids, labels and
-// positions for real (about 64 B per token and rank, measured: 78 B per token at tsp 2):
-// refused up front when that exceeds the available memory (--seq 2^30 died after 27 s).
-void check_dry_run_host_memory(std::int64_t seq, std::int64_t batch, int world);
-
 }  // namespace origami

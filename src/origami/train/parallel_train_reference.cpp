@@ -1,7 +1,7 @@
 #include "origami/train/parallel_train_reference.h"
 
 #include "origami/model/llama.h"
-#include "origami/train/optimizer.h"
+#include "origami/model/optimizer.h"
 
 namespace origami {
 

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "origami/checkpoint/checkpoint.h"
 #include "origami/core/error.h"
-#include "origami/train/checkpoint.h"
 
 namespace origami {
 

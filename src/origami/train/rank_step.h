@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "origami/model/optimizer.h"
 #include "origami/parallel/rank_model.h"
-#include "origami/train/optimizer.h"
 
 namespace origami::parallel {
 

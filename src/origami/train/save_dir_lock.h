@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "origami/train/checkpoint.h"
+#include "origami/checkpoint/checkpoint.h"
 
 namespace origami::ckpt {
 

@@ -4,7 +4,6 @@
 // and keeps its data-parallel share and its layout's rows of them, so a run equals the
 // single-device run with the same seed up to rounding. The options, the dataset and the memory
 // estimate are checked once, here, before any rank starts.
-#include "origami/train/parallel_train.h"
 #include "origami/train/trainer.h"
 
 #include <chrono>
@@ -16,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "origami/comm/mpi_launch.h"
 #include "origami/comm/mpi_transport.h"
 #include "origami/comm/run_ranks.h"
 #include "origami/data/prefetch.h"
@@ -32,10 +32,6 @@
 #include "origami/train/rank_step.h"
 
 namespace origami {
-
-bool launched_by_mpirun() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr;
-}
 
 namespace {
 
@@ -277,7 +273,7 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
   TrainOptions o = given;
   if (o.backend != "auto" && o.backend != "threads" && o.backend != "mpi")
     throw ConfigError(fmt::format("unknown --backend '{}'; use threads or mpi", o.backend));
-  const bool mpi = launched_by_mpirun();
+  const bool mpi = comm::launched_by_mpirun();
   if (o.backend == "mpi" && !mpi)
     throw ConfigError(
         "--backend mpi needs the program started by mpirun, e.g. "

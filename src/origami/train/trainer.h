@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "origami/checkpoint/checkpoint_options.h"
 #include "origami/comm/link_model.h"
+#include "origami/data/dataset.h"
 #include "origami/kernels/optimizer.h"
 #include "origami/model/llama.h"
-#include "origami/train/checkpoint_options.h"
-#include "origami/data/dataset.h"
-#include "origami/train/optimizer.h"
+#include "origami/model/optimizer.h"
 
 namespace origami {
 

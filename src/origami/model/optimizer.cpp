@@ -1,4 +1,4 @@
-#include "origami/train/optimizer.h"
+#include "origami/model/optimizer.h"
 
 #include <cmath>
 

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "origami/comm/link_model.h"
-#include "origami/comm/stats.h"
 #include "origami/core/memory_tracker.h"
 #include "origami/core/precision.h"
+#include "origami/dryrun/rank_figures.h"
 #include "origami/model/config.h"
 #include "origami/parallel/parallel_config.h"
 #include "origami/parallel/registry.h"
@@ -49,19 +49,6 @@ struct DryRunOptions {
   bool execute = false;
 };
 
-struct DryRunRank {
-  MemoryStats memory;  // peak (and final current) bytes per category, as the tracker names them
-  // Per communicator of the rank, by its name ("world", the mesh axes "dp", "tp", "sp", "tsp"
-  // and the strategies' own, e.g. TSP's "tsp-shards"; communicators with no
-  // traffic are left out): calls and bytes per kind of operation over the whole run (building
-  // the groups included).
-  std::map<std::string, comm::CommStats> comm;
-  comm::CommStats comm_total;  // the same summed over the axes, per kind
-  double clock_s = 0;          // virtual clock at the end of the run
-  double step_s = 0;           // virtual duration of the last step on this rank
-  double compute_s = 0;        // part of clock_s charged by kernels
-  double flops = 0;            // FLOPs charged by kernels
-};
 
 struct DryRunReport {
   std::vector<DryRunRank> ranks;  // world rank order

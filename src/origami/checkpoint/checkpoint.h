@@ -25,11 +25,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "origami/core/hash.h"
+#include "origami/checkpoint/checkpoint_options.h"
 #include "origami/comm/communicator.h"
+#include "origami/core/hash.h"
+#include "origami/model/optimizer.h"
 #include "origami/parallel/shard_spec.h"
-#include "origami/train/checkpoint_options.h"
-#include "origami/train/optimizer.h"
 
 namespace origami::ckpt {
 

@@ -1,7 +1,7 @@
 // The inference dry run (docs/inference.md, "Dry run"): the real InferenceEngine -- the TSP
 // prefill of B prompts of S tokens, then greedy decode steps -- over D in-process ranks with
 // unbacked trackers and virtual clocks (the training dry run's machinery,
-// train/dry_run_ranks.h). Kernels charge FLOPs (or, with a memory bandwidth, max(FLOPs / rate,
+// dryrun/ranks.h). Kernels charge FLOPs (or, with a memory bandwidth, max(FLOPs / rate,
 // bytes read / bandwidth)); messages charge alpha + bytes / beta. No checkpoint is read: the
 // weights are unbacked, and greedy sampling on unbacked logits draws id 0 (sampling.h).
 //
@@ -17,9 +17,9 @@
 
 #include "origami/comm/link_model.h"
 #include "origami/core/precision.h"
+#include "origami/dryrun/rank_figures.h"
 #include "origami/model/config.h"
 #include "origami/parallel/layout.h"
-#include "origami/train/dry_run.h"
 
 namespace origami::infer {
 

@@ -1,4 +1,4 @@
-#include "origami/train/dry_run.h"
+#include "origami/dryrun/training.h"
 
 #include <algorithm>
 
@@ -6,10 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include "origami/core/dry_run.h"
+#include "origami/dryrun/host_memory.h"
+#include "origami/dryrun/rank_figures.h"
+#include "origami/dryrun/ranks.h"
 #include "origami/kernels/cross_entropy.h"
+#include "origami/model/optimizer.h"
 #include "origami/parallel/rank_model.h"
-#include "origami/train/dry_run_ranks.h"
-#include "origami/train/optimizer.h"
 #include "origami/train/rank_step.h"
 
 namespace origami {
@@ -77,6 +79,7 @@ DryRunReport dry_run(const ModelConfig& model, const parallel::ParallelConfig& p
   parse_recompute(o.recompute);
   const int world = plan.world();
   parallel::validate_plan(plan, model, o.seq, o.batch, world);
+  check_dry_run_host_memory(o.seq, o.batch, world);  // --seq 2^30: refused at once
   DryRunMachine machine{.precision = o.precision,
                         .flop_rate = o.flop_rate,
                         .memory_bw = o.memory_bw,

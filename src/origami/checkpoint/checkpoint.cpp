@@ -1,4 +1,4 @@
-#include "origami/train/checkpoint.h"
+#include "origami/checkpoint/checkpoint.h"
 
 #include <fcntl.h>
 #include <unistd.h>

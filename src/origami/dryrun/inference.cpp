@@ -1,4 +1,4 @@
-#include "origami/infer/dry_run.h"
+#include "origami/dryrun/inference.h"
 
 #include <algorithm>
 
@@ -6,10 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "origami/core/error.h"
+#include "origami/dryrun/rank_figures.h"
+#include "origami/dryrun/ranks.h"
 #include "origami/infer/engine.h"
 #include "origami/infer/sampling.h"
 #include "origami/parallel/layout.h"
-#include "origami/train/dry_run_ranks.h"
 
 namespace origami::infer {
 
