@@ -145,10 +145,15 @@ void mlp_block_forward(const MlpDims& d, const float* n, const MlpWeights& w,
                        MemoryTracker& tracker, MlpSaved& s, float* y) {
   s.a = Tensor(tracker, MemCategory::Activations, {d.rows, d.ffn});
   s.u = Tensor(tracker, MemCategory::Activations, {d.rows, d.ffn});
-  linear_forward(d.rows, d.hidden, d.ffn, n, w.w_gate, s.a.f32());
-  linear_forward(d.rows, d.hidden, d.ffn, n, w.w_up, s.u.f32());
+  mlp_block_forward_into(d, n, w, tracker, s.a.f32(), s.u.f32(), y);
+}
+
+void mlp_block_forward_into(const MlpDims& d, const float* n, const MlpWeights& w,
+                            MemoryTracker& tracker, float* a, float* u, float* y) {
+  linear_forward(d.rows, d.hidden, d.ffn, n, w.w_gate, a);
+  linear_forward(d.rows, d.hidden, d.ffn, n, w.w_up, u);
   Tensor gated(tracker, MemCategory::Workspace, {d.rows, d.ffn});
-  kernels::swiglu_forward(d.rows * d.ffn, s.a.f32(), s.u.f32(), gated.f32());
+  kernels::swiglu_forward(d.rows * d.ffn, a, u, gated.f32());
   linear_forward(d.rows, d.ffn, d.hidden, gated.f32(), w.w_down, y, /*accumulate=*/true);
 }
 
@@ -163,17 +168,23 @@ void mlp_block_recompute(const MlpDims& d, const float* n, const MlpWeights& w,
 void mlp_block_backward(const MlpDims& d, const float* n, const MlpWeights& w,
                         const MlpSaved& s, const float* dy, MemoryTracker& tracker, float* dn,
                         const MlpGrads& g) {
+  mlp_block_backward(d, n, w, s.a.f32(), s.u.f32(), dy, tracker, dn, g);
+}
+
+void mlp_block_backward(const MlpDims& d, const float* n, const MlpWeights& w, const float* a,
+                        const float* u, const float* dy, MemoryTracker& tracker, float* dn,
+                        const MlpGrads& g) {
   const std::int64_t elems = d.rows * d.ffn;
   {  // W_down's gradient needs the gated activations: recompute them.
     Tensor gated(tracker, MemCategory::Workspace, {d.rows, d.ffn});
-    kernels::swiglu_forward(elems, s.a.f32(), s.u.f32(), gated.f32());
+    kernels::swiglu_forward(elems, a, u, gated.f32());
     linear_backward_weight(d.rows, d.ffn, d.hidden, dy, gated.f32(), g.w_down);
   }
   Tensor dgated(tracker, MemCategory::Workspace, {d.rows, d.ffn});
   linear_backward_input(d.rows, d.ffn, d.hidden, dy, w.w_down, dgated.f32());
   Tensor da(tracker, MemCategory::Workspace, {d.rows, d.ffn});
   Tensor du(tracker, MemCategory::Workspace, {d.rows, d.ffn});
-  kernels::swiglu_backward(elems, s.a.f32(), s.u.f32(), dgated.f32(), da.f32(), du.f32());
+  kernels::swiglu_backward(elems, a, u, dgated.f32(), da.f32(), du.f32());
   dgated = Tensor();
   linear_backward_weight(d.rows, d.hidden, d.ffn, da.f32(), n, g.w_gate);
   linear_backward_weight(d.rows, d.hidden, d.ffn, du.f32(), n, g.w_up);

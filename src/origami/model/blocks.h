@@ -134,12 +134,20 @@ struct MlpSaved {
 // y[rows, h] += (silu(n W_gate^T) * (n W_up^T)) W_down^T
 void mlp_block_forward(const MlpDims& dims, const float* n, const MlpWeights& w,
                        MemoryTracker& tracker, MlpSaved& saved, float* y);
+// The same with the gate/up pre-activations a, u [rows, ffn] written into caller-provided
+// storage (a schedule that saves several weight shards' side by side writes each into its slot).
+void mlp_block_forward_into(const MlpDims& dims, const float* n, const MlpWeights& w,
+                            MemoryTracker& tracker, float* a, float* u, float* y);
 // Recomputes the gate/up pre-activations a backward needs when the forward did not keep them
 // (recompute policies mlp and full), as Workspace: they live only for this backward.
 void mlp_block_recompute(const MlpDims& dims, const float* n, const MlpWeights& w,
                          MemoryTracker& tracker, MlpSaved& saved);
 void mlp_block_backward(const MlpDims& dims, const float* n, const MlpWeights& w,
                         const MlpSaved& saved, const float* dy, MemoryTracker& tracker, float* dn,
+                        const MlpGrads& g);
+// The same reading the pre-activations a, u [rows, ffn] wherever they are (nothing copied).
+void mlp_block_backward(const MlpDims& dims, const float* n, const MlpWeights& w, const float* a,
+                        const float* u, const float* dy, MemoryTracker& tracker, float* dn,
                         const MlpGrads& g);
 
 }  // namespace origami

@@ -51,7 +51,9 @@
 namespace origami::parallel {
 
 
-class TspOps final : public StrategyContext {
+// Not final: the allgather schedule (strategies/tsp_allgather/) is TSP's layout, embedding and
+// LM head with its own attention and MLP blocks.
+class TspOps : public StrategyContext {
  public:
   TspOps(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
          ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker);
@@ -89,7 +91,7 @@ class TspOps final : public StrategyContext {
   using KvKeep = std::function<std::pair<float*, float*>(std::int64_t layer)>;
   void set_kv_keep(KvKeep keep) { kv_keep_ = std::move(keep); }
 
- private:
+ protected:
   std::int64_t rows() const;
   AttentionDims attention_dims() const;
   std::int64_t attention_floats() const;  // packed P_j: W_Q, W_K, W_V rows, W_O columns

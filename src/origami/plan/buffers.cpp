@@ -13,6 +13,8 @@
 //   comm/collectives      staging of all-reduce, reduce-scatter and reduce
 #include "origami/plan/buffers.h"
 
+#include "origami/parallel/strategies/tsp_allgather/schedule.h"
+
 #include <algorithm>
 #include <initializer_list>
 
@@ -108,6 +110,15 @@ std::int64_t comm_buffers_peak(const Shapes& s, const Workload& w) {
   const std::int64_t grads =
       max_of({all_reduce_staging(largest, s.sp, g), all_reduce_staging(largest, s.dp, g),
               all_reduce_staging(s.h, s.seqpar ? s.T : 1, g), all_reduce_staging(s.h, s.D, g)});
+  if (s.allgather()) {
+    // Its attention and MLP phases as its schedule.h states them (floats); the LM head's and
+    // the embedding's are TSP's.
+    const TspResident tsp = tsp_resident_set(s, w.recompute, e);
+    const auto g = parallel::tsp_allgather::make_shapes(s.D, s.block_rows, s.h, s.heads,
+                                                        s.kv_heads, s.d, s.ffn);
+    return max_of({parallel::tsp_allgather::backward_peak(g, w.recompute == Recompute::Full) * e,
+                   tsp.head_forward, tsp.head_backward, tsp.embedding, grads});
+  }
   if (s.tsp()) return std::max(tsp_resident_set(s, w.recompute, e).peak_bytes(), grads);
 
   const std::int64_t Rs = s.stream_rows, Rb = s.block_rows, T = s.T;
@@ -136,7 +147,8 @@ std::int64_t workspace_peak(const Shapes& s, const Workload& w) {
   const CpAttention cp = cp_attention(s.tsp() ? s.D : s.sp, Rb, s.qd, s.kvd, s.heads, 1);
   // TSP keeps W_O of two head groups aside (the output projection is deferred into the next
   // group's gather window).
-  const std::int64_t wo = s.tsp() ? 2 * h * s.qd : 0;
+  // (The allgather schedule projects each group from the gathered weights: no copy.)
+  const std::int64_t wo = s.tsp() && !s.allgather() ? 2 * h * s.qd : 0;
   const auto forward_attention = [&](std::int64_t rstd) {
     return 2 * Rs * h + rstd + P + wo + cp.forward_workspace;  // x, n, partial, remote out/lse
   };
@@ -144,7 +156,7 @@ std::int64_t workspace_peak(const Shapes& s, const Workload& w) {
     return 2 * Rs * h + rstd + P + Rb * s.ffn;  // x, n, partial, gated
   };
   std::int64_t backward_mlp = 0, backward_attention = 0;
-  if (s.tsp()) {
+  if (s.tsp() && !s.allgather()) {
     // Gate/up copied out of their slot (or recomputed) + dgated, da, du.
     backward_mlp = 3 * Rs * h + 5 * Rb * s.ffn;
     // The group's backward scratch (its saved q, k, v, out, lse are read in place), the
@@ -154,7 +166,8 @@ std::int64_t workspace_peak(const Shapes& s, const Workload& w) {
         3 * Rs * h + cp.backward_workspace + 2 * Rb * s.kvd + 2 * s.kvd * h;
   } else {
     backward_mlp = 3 * Rs * h + P + (mlp ? 5 : 3) * Rb * s.ffn;
-    // dout, dq, dk, dv: the single-device block's and the context-parallel one's alike.
+    // dout, dq, dk, dv: the single-device block's and the context-parallel one's alike (and
+    // each head group's under the allgather schedule, whose MLP reads gate/up in place).
     backward_attention = 3 * Rs * h + P + Rb * (2 * s.qd + 2 * s.kvd);
   }
   const std::int64_t head_forward = 2 * Rs * h + 4 * Rb;  // x, nf, stats [3, Rb], lse

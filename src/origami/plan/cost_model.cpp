@@ -8,14 +8,17 @@
 #include <map>
 
 #include "origami/core/error.h"
+#include "origami/parallel/strategies/tsp_allgather/schedule.h"
 #include "origami/plan/buffers.h"
 #include "origami/plan/limits.h"
 #include "origami/plan/shapes.h"
 
 namespace origami::plan {
 
+namespace ag = parallel::tsp_allgather;
+
 std::string json_strategy(const Mesh& m) {
-  if (m.is_tsp()) return "tsp";
+  if (m.is_tsp()) return m.tsp_schedule == parallel::TspSchedule::Allgather ? "tsp-allgather" : "tsp";
   if (m.tp > 1) return m.sp > 1 ? "tpsp" : "tp";
   if (m.sp > 1) return "sp";
   return m.dp > 1 ? "dp" : "single";
@@ -89,6 +92,7 @@ Shapes shapes_of(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
   s.stream_rows = s.seqpar ? s.block_rows / mesh.tp : s.block_rows;
   s.rope_positions = std::max<std::int64_t>(m.max_position_embeddings, w.seq);
   s.tied = m.tie_word_embeddings;
+  s.schedule = mesh.tsp_schedule;
   return s;
 }
 
@@ -256,31 +260,49 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
     const int D = s.D;
     const std::int64_t A = 2 * (s.qd + s.kvd) * s.h, M = 3 * s.ffn * s.h, W = s.vocab_rows * s.h;
     const std::int64_t kv = Rb * s.kvd;
-    // D broadcasts per layer pass, D-1 of which this rank sends (A each).
-    const std::int64_t bcast = (D - 1) * A * e;  // per layer pass
-    out.add_total("tsp_shards", "broadcast", L * D, L * bcast, Fwd, kLayer);
-    out.add_total("tsp_shards", "broadcast", (rerun + L) * D, (rerun + L) * bcast, Bwd, kLayer);
-    // Ring hops: MLP forward D-1 of M per layer forward. Backward rings (GradRing) move the
-    // weights and the accumulator as separate messages: D-1 weight hops and D accumulator
-    // hops (the last one brings it home) of M per layer, 2D-1 calls. The head once: D-1 of W
-    // forward, 2D-1 of W backward.
-    out.add("tsp_shards", "send", L * (D - 1), M * e, Fwd, kLayer);
-    out.add("tsp_shards", "send", rerun * (D - 1), M * e, Bwd, kLayer);
-    out.add("tsp_shards", "send", L * (2 * D - 1), M * e, Bwd, kLayer);
-    // The head's block travels in head_chunks() messages per hop (the same bytes).
+    if (mesh.tsp_schedule == parallel::TspSchedule::Allgather) {
+      // The allgather schedule's bytes, as its schedule.h states them (floats per layer).
+      const ag::Shapes g = ag::shapes(m, D, w.batch, w.seq);
+      const std::int64_t weights = ag::weight_gather_floats(g) * e;
+      out.add_total("tsp_shards", "all_gather", L * ag::weight_gather_calls(), L * weights, Fwd,
+                    kLayer);
+      out.add_total("tsp_shards", "all_gather", (rerun + L) * ag::weight_gather_calls(),
+                    (rerun + L) * weights, Bwd, kLayer);
+      out.add_total("tsp_grads", "reduce_scatter", L * ag::weight_gather_calls(),
+                    L * ag::weight_reduce_scatter_floats(g) * e, Bwd, kLayer);
+      out.add_total("tsp", "all_gather", L * ag::kv_gather_calls(g), L * ag::kv_gather_floats(g) * e,
+                    Fwd, kLayer);
+      out.add_total("tsp", "all_gather", (rerun + L) * ag::kv_gather_calls(g),
+                    (rerun + L) * ag::kv_gather_floats(g) * e, Bwd, kLayer);
+      out.add_total("tsp", "reduce_scatter", L * ag::kv_gather_calls(g),
+                    L * ag::kv_reduce_scatter_floats(g) * e, Bwd, kLayer);
+    } else {
+      // D broadcasts per layer pass, D-1 of which this rank sends (A each).
+      const std::int64_t bcast = (D - 1) * A * e;  // per layer pass
+      out.add_total("tsp_shards", "broadcast", L * D, L * bcast, Fwd, kLayer);
+      out.add_total("tsp_shards", "broadcast", (rerun + L) * D, (rerun + L) * bcast, Bwd, kLayer);
+      // Ring hops: MLP forward D-1 of M per layer forward. Backward rings (GradRing) move the
+      // weights and the accumulator as separate messages: D-1 weight hops and D accumulator
+      // hops (the last one brings it home) of M per layer, 2D-1 calls.
+      out.add("tsp_shards", "send", L * (D - 1), M * e, Fwd, kLayer);
+      out.add("tsp_shards", "send", rerun * (D - 1), M * e, Bwd, kLayer);
+      out.add("tsp_shards", "send", L * (2 * D - 1), M * e, Bwd, kLayer);
+      out.add("tsp_shards", "recv", L * (D - 1), 0, Fwd, kLayer);
+      out.add("tsp_shards", "recv", rerun * (D - 1) + L * (2 * D - 1), 0, Bwd, kLayer);
+      const std::int64_t ag = all_gather_sent(kv, D, e);
+      out.add("tsp", "all_gather", 2 * D * L, ag, Fwd, kLayer);
+      out.add("tsp", "all_gather", 2 * D * (rerun + L), ag, Bwd, kLayer);
+      out.add("tsp", "reduce_scatter", 2 * D * L, reduce_scatter_sent(kv, D, e), Bwd, kLayer);
+      // dP_j reduced to its owner on the axis' third communicator (TspOps::grad_comm).
+      out.add_total("tsp_grads", "reduce", D * L, L * (D - 1) * A * e, Bwd, kLayer);
+    }
+    // The LM head's ring (both schedules): D-1 of W forward, 2D-1 of W backward, its block
+    // in head_chunks() messages per hop (the same bytes).
     const std::int64_t k = s.head_chunks();
     out.add_total("tsp_shards", "send", k * (D - 1), (D - 1) * W * e, Fwd, kModel);
     out.add_total("tsp_shards", "send", k * (2 * D - 1), (2 * D - 1) * W * e, Bwd, kModel);
-    out.add("tsp_shards", "recv", L * (D - 1), 0, Fwd, kLayer);
-    out.add("tsp_shards", "recv", rerun * (D - 1) + L * (2 * D - 1), 0, Bwd, kLayer);
     out.add("tsp_shards", "recv", k * (D - 1), 0, Fwd, kModel);
     out.add("tsp_shards", "recv", k * (2 * D - 1), 0, Bwd, kModel);
-    const std::int64_t ag = all_gather_sent(kv, D, e);
-    out.add("tsp", "all_gather", 2 * D * L, ag, Fwd, kLayer);
-    out.add("tsp", "all_gather", 2 * D * (rerun + L), ag, Bwd, kLayer);
-    out.add("tsp", "reduce_scatter", 2 * D * L, reduce_scatter_sent(kv, D, e), Bwd, kLayer);
-    // dP_j reduced to its owner on the axis' third communicator (TspOps::grad_comm).
-    out.add_total("tsp_grads", "reduce", D * L, L * (D - 1) * A * e, Bwd, kLayer);
     // Embedding: counts, ids and rows forward; row gradients backward. Bytes: counts are 8-byte
     // integers; ids (4 bytes) and rows spread evenly over the D vocabulary blocks.
     const std::int64_t foreign = Rb * (D - 1) / D;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "origami/parallel/parallel_config.h"
 #include "origami/parallel/tsp_schedule.h"
 #include "origami/plan/cost_model.h"
 
@@ -23,7 +24,9 @@ struct Shapes {
   std::int64_t stream_rows;   // the residual stream's rows (block_rows / tp under TP-SP)
   std::int64_t rope_positions;  // rows of the RoPE tables: max(max_position_embeddings, S)
   bool tied;                  // tie_word_embeddings: one vocabulary table, no separate head
+  parallel::TspSchedule schedule;  // TSP's (broadcast-ring or allgather)
   bool tsp() const { return D > 1; }
+  bool allgather() const { return tsp() && schedule == parallel::TspSchedule::Allgather; }
   // TSP's LM-head ring moves each vocabulary block in chunks (parallel/tsp_schedule.h): the
   // rows of a full chunk, and the number of chunks (messages per hop).
   std::int64_t head_chunk_rows() const { return parallel::tsp_head_chunk_rows(h, vocab_rows); }
