@@ -122,5 +122,30 @@ TEST(TspAllgatherCommunication, BytesPerRankEqualItsScheduleHeader) {
   }
 }
 
+// schedule.h's resident set: a forward alone holds exactly its largest phase (here the
+// attention's: the whole weight, MLP l's in flight, one group's K/V), a step at most the
+// largest of its backward phases and TSP's LM-head and embedding phases (the reduce-scatters'
+// staging overlaps the rest or not depending on timing).
+TEST(TspAllgatherMemory, CommunicationBuffersWithinItsScheduleHeader) {
+  for (int D : {2, 3, 4}) {
+    for (Recompute r : {Recompute::None, Recompute::Full}) {
+      SCOPED_TRACE(testing::Message() << "D=" << D << " recompute " << recompute_name(r));
+      const std::vector<RankTraffic> measured = run_allgather_step(D, r);
+      const ModelConfig model = allgather_model(D);
+      const ag::Shapes s = ag::shapes(model, D, kBatch, kSeq);
+      const std::int64_t W = parallel::padded_vocab(model.vocab_size, D) / D * model.hidden_size;
+      const std::int64_t head = 5 * W, embedding = 2 * s.rows * model.hidden_size;
+      for (int rank = 0; rank < D; ++rank) {
+        const RankTraffic& t = measured[static_cast<std::size_t>(rank)];
+        EXPECT_EQ(t.forward_comm_peak, std::max(ag::forward_peak(s), 2 * W) * 4) << "rank " << rank;
+        EXPECT_LE(t.comm_peak,
+                  std::max({ag::backward_peak(s, r == Recompute::Full), head, embedding}) * 4)
+            << "rank " << rank;
+        EXPECT_GE(t.comm_peak, ag::forward_peak(s) * 4) << "rank " << rank;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace origami::parity

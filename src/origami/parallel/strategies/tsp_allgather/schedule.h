@@ -131,29 +131,29 @@ inline std::int64_t kv_backward_peak(const Shapes& s) {
 
 // The largest phase of a training step's attention and MLP blocks (the head's and the
 // embedding's are TSP's): the whole weight being used, the next block's in flight, the
-// gradient being formed and the previous block's reduce-scatter still in flight.
-//   attention forward   D·A + D·M (next) + (3D-1)c                [+ pending, recompute]
-//   MLP forward         D·M + D·A (next attention) or D·M (recompute: MLP l again)
-//   MLP backward        D·M + D·A (next) + D·M (dM) + in-flight(A) of attention l+1
-//   attention backward  D·A + max(D·A, D·M) (next) + D·A (dP) + in-flight(M) of MLP l
-//                       + max(3D-1, 4D-4, 2D+2)c
-// (at the first backward block nothing is in flight before it; at layer 0 nothing is
-// prefetched after it.) A forward alone holds at most the forward rows.
+// gradient being formed and the previous block's reduce-scatter still in flight:
+//   attention forward   D·A + D·M (next) + (3D-1)c
+//   MLP forward         D·M + D·A (the next attention; 2D·M inside a full recompute: MLP l's
+//                       weights again, for its backward)
+//   MLP backward        D·M + D·A (next) + D·M (dM) + in-flight(A) of attention l+1 (none
+//                       under full recompute: the recomputed forward between waited it)
+//   attention backward  D·A + D·M or, recomputing, D·A (next) + D·A (dP) + in-flight(M) of
+//                       MLP l + max(3D-1, 4D-4, 2D+2)c
+//   recomputed attention forward: its forward phase + in-flight(A) of attention l+1
+// A forward alone holds at most the forward rows.
 inline std::int64_t forward_peak(const Shapes& s) {
   const std::int64_t D = s.degree, A = s.attention, M = s.mlp;
-  return std::max(D * A + D * M + kv_forward_peak(s), D * M + std::max(D * A, D * M));
+  return std::max(D * A + D * M + kv_forward_peak(s), D * M + D * A);
 }
 inline std::int64_t backward_peak(const Shapes& s, bool recompute_full) {
   const std::int64_t D = s.degree, A = s.attention, M = s.mlp;
-  const std::int64_t next_after_attention = recompute_full ? D * A : D * M;
-  const std::int64_t mlp_bwd = 2 * D * M + D * A + reduce_scatter_in_flight(s, A);
-  const std::int64_t attn_bwd = 2 * D * A + next_after_attention + reduce_scatter_in_flight(s, M) +
-                                kv_backward_peak(s);
-  // Full recompute: the recomputed forward runs while the previous block's reduce-scatter is
-  // still in flight.
+  const std::int64_t mlp_bwd =
+      2 * D * M + D * A + (recompute_full ? 0 : reduce_scatter_in_flight(s, A));
+  const std::int64_t attn_bwd = 2 * D * A + (recompute_full ? D * A : D * M) +
+                                reduce_scatter_in_flight(s, M) + kv_backward_peak(s);
   const std::int64_t recomputed =
-      recompute_full ? std::max(D * A + D * M + kv_forward_peak(s), 2 * D * M) +
-                           reduce_scatter_in_flight(s, A)
+      recompute_full ? std::max(D * A + D * M + kv_forward_peak(s) + reduce_scatter_in_flight(s, A),
+                                2 * D * M)
                      : 0;
   return std::max({forward_peak(s), mlp_bwd, attn_bwd, recomputed});
 }
