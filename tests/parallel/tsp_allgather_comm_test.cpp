@@ -80,8 +80,7 @@ std::vector<RankTraffic> run_allgather_step(int D, Recompute recompute) {
     tracker.reset_peaks();
     driver.run(false, 1e-2);
     t.left_in_flight = t.left_in_flight || ops->in_flight();
-    t.forward_comm_peak =
-        tracker.stats().peak[static_cast<std::size_t>(MemCategory::CommBuffers)];
+    t.forward_comm_peak = tracker.stats().peak[static_cast<std::size_t>(MemCategory::CommBuffers)];
     ops->set_batch(nullptr);
     std::lock_guard lock(m);
     out[static_cast<std::size_t>(world.rank())] = t;
@@ -99,17 +98,19 @@ TEST(TspAllgatherCommunication, BytesPerRankEqualItsScheduleHeader) {
       const std::int64_t passes = r == Recompute::Full ? 3 : 2;
       const std::int64_t W = parallel::padded_vocab(model.vocab_size, D) / D * model.hidden_size;
       for (int rank = 0; rank < D; ++rank) {
-        SCOPED_TRACE(testing::Message() << "D=" << D << " recompute " << recompute_name(r)
-                                        << " rank " << rank);
+        SCOPED_TRACE(testing::Message()
+                     << "D=" << D << " recompute " << recompute_name(r) << " rank " << rank);
         const RankTraffic& t = measured[static_cast<std::size_t>(rank)];
         EXPECT_EQ(t.shards.op("all_gather").bytes_sent,
                   passes * kLayers * ag::weight_gather_floats(s) * 4);
         EXPECT_EQ(t.shards.op("all_gather").calls, passes * kLayers * ag::weight_gather_calls());
         EXPECT_EQ(t.grads.op("reduce_scatter").bytes_sent,
                   kLayers * ag::weight_reduce_scatter_floats(s) * 4);
-        EXPECT_EQ(t.axis.op("all_gather").bytes_sent, passes * kLayers * ag::kv_gather_floats(s) * 4);
+        EXPECT_EQ(t.axis.op("all_gather").bytes_sent,
+                  passes * kLayers * ag::kv_gather_floats(s) * 4);
         EXPECT_EQ(t.axis.op("all_gather").calls, passes * kLayers * ag::kv_gather_calls(s));
-        EXPECT_EQ(t.axis.op("reduce_scatter").bytes_sent, kLayers * ag::kv_reduce_scatter_floats(s) * 4);
+        EXPECT_EQ(t.axis.op("reduce_scatter").bytes_sent,
+                  kLayers * ag::kv_reduce_scatter_floats(s) * 4);
         // No broadcast, no MLP ring: the shard communicator's sends are the LM head's ring
         // (TSP's: (D-1) W forward, (2D-1) W backward).
         EXPECT_EQ(t.shards.op("broadcast").calls, 0);

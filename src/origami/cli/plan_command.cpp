@@ -143,7 +143,8 @@ int PlanCommand::run() {
 
   PlanReport report{config_path_.empty() ? preset_ : config_path_, model, seq_, batch_,
                     grad_accum_, world_,
-                    precision, recompute_, hw, plan::plan_rows(model, world_, work, hw, schedules), {}, {},
+                    precision, recompute_, hw,
+                    plan::plan_rows(model, world_, work, hw, schedules), {}, {},
                     {}, global_batch_, {}};
   std::vector<plan::PlanRow>& rows = report.rows;
   // The longest sequence each layout fits; per strategy family, the best of its layouts.

@@ -252,8 +252,9 @@ void assign_reduction_axes(const ParallelConfig& p, std::vector<ShardSpec>& spec
 Strategy make_strategy(const ModelConfig& config, ParallelGroups& groups) {
   validate(config);
   if (!groups.plan().is_tsp()) return mesh_strategy(config, groups);
-  return groups.plan().tsp_schedule == TspSchedule::Allgather ? tsp_allgather_strategy(config, groups)
-                                                              : tsp_strategy(config, groups);
+  if (groups.plan().tsp_schedule == TspSchedule::Allgather)
+    return tsp_allgather_strategy(config, groups);
+  return tsp_strategy(config, groups);
 }
 
 }  // namespace origami::parallel

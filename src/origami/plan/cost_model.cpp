@@ -18,7 +18,8 @@ namespace origami::plan {
 namespace ag = parallel::tsp_allgather;
 
 std::string json_strategy(const Mesh& m) {
-  if (m.is_tsp()) return m.tsp_schedule == parallel::TspSchedule::Allgather ? "tsp-allgather" : "tsp";
+  if (m.is_tsp())
+    return m.tsp_schedule == parallel::TspSchedule::Allgather ? "tsp-allgather" : "tsp";
   if (m.tp > 1) return m.sp > 1 ? "tpsp" : "tp";
   if (m.sp > 1) return "sp";
   return m.dp > 1 ? "dp" : "single";
@@ -270,8 +271,8 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
                     (rerun + L) * weights, Bwd, kLayer);
       out.add_total("tsp_grads", "reduce_scatter", L * ag::weight_gather_calls(),
                     L * ag::weight_reduce_scatter_floats(g) * e, Bwd, kLayer);
-      out.add_total("tsp", "all_gather", L * ag::kv_gather_calls(g), L * ag::kv_gather_floats(g) * e,
-                    Fwd, kLayer);
+      out.add_total("tsp", "all_gather", L * ag::kv_gather_calls(g),
+                    L * ag::kv_gather_floats(g) * e, Fwd, kLayer);
       out.add_total("tsp", "all_gather", (rerun + L) * ag::kv_gather_calls(g),
                     (rerun + L) * ag::kv_gather_floats(g) * e, Bwd, kLayer);
       out.add_total("tsp", "reduce_scatter", L * ag::kv_gather_calls(g),

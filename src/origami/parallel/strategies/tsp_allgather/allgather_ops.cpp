@@ -40,8 +40,8 @@ TspAllgatherOps::Gathered TspAllgatherOps::start_gather(Block b, std::int64_t l)
   g.layer = l;
   g.all = Tensor(tracker_, MemCategory::CommBuffers, {size_ * F});
   float* own = float_at(g.all.f32(), rank_ * F);
-  tsp_allgather::pack_shard(tsp_allgather::block_tensors(params_.layers[static_cast<std::size_t>(l)],
-                                          b == Block::Attention),
+  tsp_allgather::pack_shard(tsp_allgather::block_tensors(
+                                params_.layers[static_cast<std::size_t>(l)], b == Block::Attention),
                             own);
   // In place: rank r's block is already at r·F (the ring all-gather then moves nothing locally).
   g.done = bcast_.iall_gather(comm::ConstBuffer(own, F, DType::F32), g.all);
@@ -90,7 +90,7 @@ void TspAllgatherOps::finish_reduce_scatter() {
   tsp_allgather::add_packed(
       reducing_.out.f32(),
       tsp_allgather::block_tensors(grads_.layers[static_cast<std::size_t>(reducing_.layer)],
-                    reducing_.block == Block::Attention));
+                                   reducing_.block == Block::Attention));
   reducing_ = Reducing();
 }
 

@@ -50,6 +50,7 @@ class TspAllgatherOps final : public TspOps {
   };
 
   tsp_allgather::Shapes shapes() const;
+  SequenceAxis sequence_axis() const;  // the tsp axis as the K/V gathers see it
   std::int64_t floats(Block b) const;
   // Packs this rank's shard of (b, l) into its slot of a new [D][F] buffer and starts the
   // all-gather on the shard communicator.

@@ -35,8 +35,18 @@ AttentionSavedReadView group_slot(const AttentionSaved& s, const std::array<std:
 
 }  // namespace
 
-void TspAllgatherOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s,
-                                        float* x, const ForwardStep& step) {
+SequenceAxis TspAllgatherOps::sequence_axis() const {
+  SequenceAxis axis;
+  axis.comm = &axis_;
+  axis.q_pos = layout_.positions().data();
+  axis.kv_pos = &kv_positions_;
+  axis.row_docs = row_documents(*batch_);
+  axis.row_seq = layout_.seq();
+  return axis;
+}
+
+void TspAllgatherOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x,
+                                        const ForwardStep& step) {
   next_attention_layer_ = step.next_attention_layer;
   backward_recomputes_ = step.next_attention_layer == l;
   const Gathered w = take(Block::Attention, l);
@@ -50,19 +60,17 @@ void TspAllgatherOps::attention_forward(std::int64_t l, const float* n, Attentio
   s.v = Tensor(tracker_, MemCategory::Activations, {D, R, kvd});
   s.out = Tensor(tracker_, MemCategory::Activations, {D, R, qd});
   s.lse = Tensor(tracker_, MemCategory::Activations, {D, d.batch, d.heads, d.seq});
-  const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_, nullptr, nullptr,
-                          row_documents(*batch_), layout_.seq()};
+  const SequenceAxis axis = sequence_axis();
   auto weights = [&](int j) {
     return tsp_allgather::attention_weights(float_at(w.all.f32(), j * sh.attention), sh);
   };
   auto project_out = [&](int j) {  // y += out_j W_O,j^T: head groups sum into x
-    kernels::linear_forward(R, qd, d.hidden, group_slot(s, slot_offsets(j, sh, d)).out, weights(j).wo, x,
-                            /*accumulate=*/true);
+    kernels::linear_forward(R, qd, d.hidden, group_slot(s, slot_offsets(j, sh, d)).out,
+                            weights(j).wo, x, /*accumulate=*/true);
   };
   for (int j = 0; j < D; ++j) {
     const AttentionSavedView slot = group_slot(s, slot_offsets(j, sh, d));
-    KvGatherInFlight kv =
-        cp_attention_forward_begin(d, n, weights(j), axis, rope_, tracker_, slot);
+    KvGatherInFlight kv = cp_attention_forward_begin(d, n, weights(j), axis, rope_, tracker_, slot);
     cp_attention_forward_finish(d, axis, tracker_, slot, kv, [&] {
       if (j > 0) project_out(j - 1);
     });
@@ -81,8 +89,7 @@ void TspAllgatherOps::attention_backward(std::int64_t l, const float* n, const A
   const tsp_allgather::Shapes sh = shapes();
   Tensor grad(tracker_, MemCategory::CommBuffers, {size_ * sh.attention});
   grad.zero();
-  const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_, nullptr, nullptr,
-                          row_documents(*batch_), layout_.seq()};
+  const SequenceAxis axis = sequence_axis();
   for (int j = 0; j < size_; ++j) {
     cp_attention_backward(
         d, n, tsp_allgather::attention_weights(float_at(w.all.f32(), j * sh.attention), sh), axis,

@@ -22,9 +22,9 @@ void TspAllgatherOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, f
   s.u = Tensor(tracker_, MemCategory::Activations, {size_, R, ffn});
   const MlpDims dims{.rows = R, .hidden = sh.hidden, .ffn = ffn};
   for (int j = 0; j < size_; ++j)
-    mlp_block_forward_into(dims, n, tsp_allgather::mlp_weights(float_at(w.all.f32(), j * sh.mlp), sh),
-                           tracker_, float_at(s.a.f32(), j * R * ffn),
-                           float_at(s.u.f32(), j * R * ffn), x);
+    mlp_block_forward_into(
+        dims, n, tsp_allgather::mlp_weights(float_at(w.all.f32(), j * sh.mlp), sh), tracker_,
+        float_at(s.a.f32(), j * R * ffn), float_at(s.u.f32(), j * R * ffn), x);
   finish_reduce_scatter();
 }
 

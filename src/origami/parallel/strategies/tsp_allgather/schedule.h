@@ -45,16 +45,16 @@ namespace origami::parallel::tsp_allgather {
 
 // The per-rank sizes above, in floats.
 struct Shapes {
-  int degree = 1;                  // D
-  std::int64_t rows = 0;           // R = B*S/D
-  std::int64_t hidden = 0;         // h
-  std::int64_t group_heads = 0;    // H/D query heads per head group
-  std::int64_t group_kv_heads = 0; // kv heads per head group (1 when replicated)
+  int degree = 1;                   // D
+  std::int64_t rows = 0;            // R = B*S/D
+  std::int64_t hidden = 0;          // h
+  std::int64_t group_heads = 0;     // H/D query heads per head group
+  std::int64_t group_kv_heads = 0;  // kv heads per head group (1 when replicated)
   std::int64_t head_dim = 0;
-  std::int64_t group_ffn = 0;      // f/D MLP columns per block
-  std::int64_t attention = 0;      // A
-  std::int64_t mlp = 0;            // M
-  std::int64_t kv = 0;             // c
+  std::int64_t group_ffn = 0;  // f/D MLP columns per block
+  std::int64_t attention = 0;  // A
+  std::int64_t mlp = 0;        // M
+  std::int64_t kv = 0;         // c
 };
 
 // From one head group's and one MLP column block's sizes (the planner's per-rank shapes).
@@ -98,10 +98,16 @@ inline std::int64_t weight_reduce_scatter_floats(const Shapes& s) {
 inline std::int64_t kv_gather_floats(const Shapes& s) {
   return 2 * s.degree * (s.degree - 1) * s.kv;
 }
-inline std::int64_t kv_reduce_scatter_floats(const Shapes& s) { return kv_gather_floats(s); }
+inline std::int64_t kv_reduce_scatter_floats(const Shapes& s) {
+  return kv_gather_floats(s);
+}
 // Calls per layer and pass: one weight all-gather per block; 2D K/V gathers.
-inline std::int64_t weight_gather_calls() { return 2; }
-inline std::int64_t kv_gather_calls(const Shapes& s) { return 2 * s.degree; }
+inline std::int64_t weight_gather_calls() {
+  return 2;
+}
+inline std::int64_t kv_gather_calls(const Shapes& s) {
+  return 2 * s.degree;
+}
 
 inline std::int64_t forward_floats(const Shapes& s) {
   return weight_gather_floats(s) + kv_gather_floats(s);
@@ -123,7 +129,9 @@ inline std::int64_t reduce_scatter_in_flight(const Shapes& s, std::int64_t block
 }
 // K/V buffers of one head group (attention_cp.h): forward (3D-1)c; backward
 // max(3D-1, 4D-4, 2D+2)c.
-inline std::int64_t kv_forward_peak(const Shapes& s) { return (3 * s.degree - 1) * s.kv; }
+inline std::int64_t kv_forward_peak(const Shapes& s) {
+  return (3 * s.degree - 1) * s.kv;
+}
 inline std::int64_t kv_backward_peak(const Shapes& s) {
   const std::int64_t D = s.degree;
   return std::max({3 * D - 1, 4 * D - 4, 2 * D + 2}) * s.kv;
@@ -152,9 +160,9 @@ inline std::int64_t backward_peak(const Shapes& s, bool recompute_full) {
   const std::int64_t attn_bwd = 2 * D * A + (recompute_full ? D * A : D * M) +
                                 reduce_scatter_in_flight(s, M) + kv_backward_peak(s);
   const std::int64_t recomputed =
-      recompute_full ? std::max(D * A + D * M + kv_forward_peak(s) + reduce_scatter_in_flight(s, A),
-                                2 * D * M)
-                     : 0;
+      recompute_full
+          ? std::max(D * A + D * M + kv_forward_peak(s) + reduce_scatter_in_flight(s, A), 2 * D * M)
+          : 0;
   return std::max({forward_peak(s), mlp_bwd, attn_bwd, recomputed});
 }
 
