@@ -13,10 +13,10 @@
 //   comm/collectives      staging of all-reduce, reduce-scatter and reduce
 #include "origami/plan/buffers.h"
 
-#include "origami/parallel/strategies/tsp_allgather/schedule.h"
-
 #include <algorithm>
 #include <initializer_list>
+
+#include "origami/parallel/strategies/tsp_allgather/schedule.h"
 
 namespace origami::plan {
 
@@ -114,9 +114,10 @@ std::int64_t comm_buffers_peak(const Shapes& s, const Workload& w) {
     // Its attention and MLP phases as its schedule.h states them (floats); the LM head's and
     // the embedding's are TSP's.
     const TspResident tsp = tsp_resident_set(s, w.recompute, e);
-    const auto g = parallel::tsp_allgather::make_shapes(s.D, s.block_rows, s.h, s.heads,
-                                                        s.kv_heads, s.d, s.ffn);
-    return max_of({parallel::tsp_allgather::backward_peak(g, w.recompute == Recompute::Full) * e,
+    const auto shapes = parallel::tsp_allgather::make_shapes(s.D, s.block_rows, s.h, s.heads,
+                                                             s.kv_heads, s.d, s.ffn);
+    const bool full = w.recompute == Recompute::Full;
+    return max_of({parallel::tsp_allgather::backward_peak(shapes, full) * e,
                    tsp.head_forward, tsp.head_backward, tsp.embedding, grads});
   }
   if (s.tsp()) return std::max(tsp_resident_set(s, w.recompute, e).peak_bytes(), grads);
