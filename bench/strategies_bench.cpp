@@ -1,6 +1,6 @@
-// TSP beside one device, TP, TP-SP, SP and TP+SP (2 x D/2) at equal degree D and equal
-// recompute policy, over in-process ranks (threads transport). A plain main(): multi-rank
-// steps do not fit Google Benchmark's loop. Two parts:
+// TSP (broadcast-ring and allgather schedules) beside one device, TP, TP-SP, SP and TP+SP
+// (2 x D/2) at equal degree D and equal recompute policy, over in-process ranks (threads
+// transport). A plain main(): multi-rank steps do not fit Google Benchmark's loop. Two parts:
 //
 //  sweep    for each strategy, sequence length and recompute policy: warm-up step(s), then
 //           measured step(s); one CSV row per (strategy, S, recompute) with the rank-max of
@@ -46,6 +46,7 @@ namespace {
 
 struct Options {
   std::string mode = "sweep";
+  // (tsp-allgather, TSP's allgather schedule, runs when named in --strategies.)
   std::vector<std::string> strategies = {"single", "tp", "tpsp", "sp", "tpxsp", "tsp"};
   std::vector<std::int64_t> seqs = {1024, 2048, 4096};
   std::vector<std::string> recompute = {"none", "full"};
@@ -97,8 +98,9 @@ std::string category_column(int c) {
 }
 
 std::string mesh_word(const StrategyCase& sc) {
-  return fmt::format("dp{}_tp{}_sp{}{}{}", sc.plan.dp, sc.plan.tp, sc.plan.sp,
-                     sc.plan.sequence_parallel ? "_regions" : "", sc.plan.is_tsp() ? "_tsp" : "");
+  return fmt::format("dp{}_tp{}_sp{}{}{}{}", sc.plan.dp, sc.plan.tp, sc.plan.sp,
+                     sc.plan.sequence_parallel ? "_regions" : "", sc.plan.is_tsp() ? "_tsp" : "",
+                     sc.plan.tsp_schedule == parallel::TspSchedule::Allgather ? "_allgather" : "");
 }
 
 std::string csv_text(std::string s) {  // messages in one CSV cell
@@ -301,7 +303,8 @@ int main(int argc, char** argv) {
   o.model.vocab_size = 32000;
   CLI::App app{"TSP beside single, TP, TP-SP, SP and TP+SP: memory, speed, communication"};
   app.add_option("--mode", o.mode, "sweep | longest")->check(CLI::IsMember({"sweep", "longest"}));
-  app.add_option("--strategies", o.strategies, "single,tp,tpsp,sp,tpxsp,tsp")->delimiter(',');
+  app.add_option("--strategies", o.strategies, "single,tp,tpsp,sp,tpxsp,tsp,tsp-allgather")
+      ->delimiter(',');
   app.add_option("--seqs", o.seqs, "sweep: sequence lengths")->delimiter(',');
   app.add_option("--recompute", o.recompute, "none,mlp,full")->delimiter(',');
   app.add_option("--degree", o.degree, "ranks of every parallel strategy");

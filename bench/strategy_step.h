@@ -44,13 +44,20 @@ inline StrategyCase strategy_case(const std::string& name, int D) {
   if (name == "single") return {name, make_parallel_config("single", 1, "", false, zz)};
   if (name == "dp" || name == "tp" || name == "tpsp" || name == "sp" || name == "tsp")
     return {name, make_parallel_config(name, D, "", false, zz)};
+  if (name == "tsp-allgather") {  // TSP's layout, the allgather schedule (docs/tsp.md)
+    parallel::ParallelConfig p = make_parallel_config("tsp", D, "", false, zz);
+    p.tsp_schedule = parallel::TspSchedule::Allgather;
+    return {name, p};
+  }
   if (name == "tpxsp") {
     if (D % 2 != 0 || D < 4)
       throw ConfigError(fmt::format("tpxsp needs an even degree >= 4 (tp=2 x sp=D/2), got {}", D));
     return {name, make_parallel_config("tp", 1, fmt::format("tp=2,sp={}", D / 2), false, zz)};
   }
   throw ConfigError(
-      fmt::format("unknown strategy '{}'; use single, dp, tp, tpsp, sp, tpxsp or tsp", name));
+      fmt::format("unknown strategy '{}'; use single, dp, tp, tpsp, sp, tpxsp, tsp or "
+                  "tsp-allgather",
+                  name));
 }
 
 struct RankFigures {
@@ -120,14 +127,17 @@ inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const Step
           std::vector<comm::Communicator> comms = {world, groups.dp(), groups.tp(),
                                                    groups.tokens()};
           parallel::Strategy strategy = parallel::make_strategy(m, groups);
-          // TSP's weight traffic runs on its own communicator: keep a reference to its stats.
+          // TSP's weight traffic and its weight-gradient reductions run on their own
+          // communicators: keep a reference to their stats.
           strategy.make_ops = [&comms, make = strategy.make_ops](
                                   const ModelConfig& c, parallel::ParallelGroups& g,
                                   const parallel::TokenLayout& layout, ModelTensors& params,
                                   ModelTensors& grads, MemoryTracker& t) {
             auto ops = make(c, g, layout, params, grads, t);
-            if (auto* tsp = dynamic_cast<parallel::TspOps*>(ops.get()))
+            if (auto* tsp = dynamic_cast<parallel::TspOps*>(ops.get())) {
               comms.push_back(tsp->shard_comm());
+              comms.push_back(tsp->grad_comm());
+            }
             return ops;
           };
           parallel::RankModel model(m, groups, o.seq, o.recompute, tracker, o.seed,

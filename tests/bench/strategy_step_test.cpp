@@ -36,7 +36,7 @@ StepRun step(const std::string& name, std::int64_t seq, Recompute r = Recompute:
 }
 
 TEST(StrategyStep, EveryStrategyRunsAndReportsEveryRank) {
-  for (const char* name : {"single", "tp", "tpsp", "sp", "tpxsp", "tsp"})
+  for (const char* name : {"single", "tp", "tpsp", "sp", "tpxsp", "tsp", "tsp-allgather"})
     for (std::int64_t seq : {64, 128}) {
       const StepRun run = step(name, seq);
       ASSERT_TRUE(run.ok) << name << " " << seq << ": " << run.error;

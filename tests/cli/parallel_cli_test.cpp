@@ -46,7 +46,9 @@ TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
         "--strategy tsp --degree 2", "--strategy tsp --mesh dp=2,tsp=2 --recompute full",
         "--strategy tsp --degree 2 --layout contiguous --recompute mlp",
         // Above tiny's 2 kv heads: each kv head replicated over 2 ranks.
-        "--strategy tp --degree 4", "--strategy tsp --degree 4 --recompute full", ""}) {
+        "--strategy tp --degree 4", "--strategy tsp --degree 4 --recompute full",
+        // TSP's allgather schedule (docs/tsp.md).
+        "--strategy tsp --degree 2 --tsp-schedule allgather", ""}) {
     const CliRun r = origami(job_for(flags));
     ASSERT_EQ(r.code, 0) << flags << "\n" << r.all();
     EXPECT_EQ(losses(r.all()), want) << flags << "\n" << r.all();
@@ -202,6 +204,31 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
     const CliRun r = origami(kJob + b.flags);
     EXPECT_EQ(r.code, 2) << b.flags << "\n" << r.all();
     EXPECT_THAT(r.all(), HasSubstr(b.message)) << b.flags;
+  }
+}
+
+// --tsp-schedule: an unknown word, or a schedule for a layout without a tsp axis, exits 2
+// naming the flag and what to use, in a real run, a dry run and the planner's --tsp-schedules.
+TEST(ParallelCli, RefusesABadTspSchedule) {
+  struct Bad {
+    std::string command;
+    const char* message;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {kJob + "--strategy tsp --degree 2 --tsp-schedule ring", "use broadcast-ring"},
+           {kJob + "--strategy tsp --degree 2 --tsp-schedule ''", "is not a TSP schedule"},
+           {kJob + "--strategy tp --degree 2 --tsp-schedule allgather", "has no tsp axis"},
+           {kJob + "--strategy single --tsp-schedule allgather", "use --strategy tsp"},
+           {"train --dry-run --model tiny --seq 32 --strategy sp --degree 2 --tsp-schedule "
+            "allgather",
+            "has no tsp axis"},
+           {"plan --model tiny --seq 64 --world 2 --tsp-schedules broadcast-ring,gtp",
+            "'gtp' is not a TSP schedule"},
+       }) {
+    const CliRun r = origami(b.command);
+    EXPECT_EQ(r.code, 2) << b.command << "\n" << r.all();
+    EXPECT_THAT(r.all(), HasSubstr(b.message)) << b.command;
+    EXPECT_THAT(r.all(), HasSubstr("--tsp-schedule")) << b.command;
   }
 }
 

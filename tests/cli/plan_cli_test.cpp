@@ -115,6 +115,22 @@ TEST(PlanCli, TableMarksTheRecommendationAndListsEveryLayout) {
   EXPECT_EQ(rows, 19);
 }
 
+// --tsp-schedules broadcast-ring,allgather: each TSP layout once per schedule, the allgather
+// rows named tsp-allgather beside tsp's, in the table and the JSON (2 ranks: tsp 2 twice).
+TEST(PlanCli, AllgatherRowsBesideBroadcastRing) {
+  const std::string json = ::testing::TempDir() + "origami_plan_allgather.json";
+  const CliRun r = origami("plan --model tiny --seq 64 --world 2 --hardware cpu "
+                           "--tsp-schedules broadcast-ring,allgather --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tsp-allgather"));
+  const nlohmann::json rows = nlohmann::json::parse(slurp(json))["rows"];
+  EXPECT_EQ(rows.size(), 6u);  // dp, sp, tp, tp-sp, tsp, tsp-allgather
+  int allgather = 0;
+  for (const auto& row : rows) allgather += row["strategy"] == "tsp-allgather" ? 1 : 0;
+  EXPECT_EQ(allgather, 1);
+  std::remove(json.c_str());
+}
+
 TEST(PlanCli, JsonToAFileAndPlot) {
   const std::string json = ::testing::TempDir() + "origami_plan_rows.json";
   CliRun r = origami("plan --model tiny --seq 64 --world 2 --hardware cpu --json " + json);

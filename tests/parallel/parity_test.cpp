@@ -11,7 +11,8 @@
 //     and contiguous, grouped-query attention x degree, B = 1, 2, 4, gradient accumulation,
 //     each recompute policy x strategy, TP+SP meshes and dp x strategy; vocabularies not
 //     divisible by the degree (97 at 2, 4, 8; 100 at 3, 8); tied embeddings under every
-//     registered strategy (and TP+SP, dp x tsp, TSP at 3 and 8).
+//     registered strategy (and TP+SP, dp x tsp, TSP at 3 and 8); TSP's allgather schedule in
+//     both sweeps and a few chosen cases (contiguous, accumulation, dp, tied).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -85,27 +86,42 @@ std::vector<Case> matrix() {
   };
   // The registry sweep: each registered strategy with a degree, at 2, 3 and 4.
   const Recompute policies[] = {Recompute::Mlp, Recompute::Full, Recompute::None};
+  // Each of a strategy's schedules (TSP's broadcast-ring and allgather) is swept; a
+  // schedule other than the first is named after the strategy ("tsp_allgather").
+  auto schedules_of = [](const parallel::StrategyInfo& s) {
+    std::vector<std::pair<std::string, parallel::TspSchedule>> out;
+    for (parallel::TspSchedule k : s.schedules)
+      out.emplace_back(k == s.schedules.front() ? s.name
+                                                : s.name + "_" + parallel::tsp_schedule_name(k),
+                       k);
+    if (out.empty()) out.emplace_back(s.name, parallel::TspSchedule::BroadcastRing);
+    return out;
+  };
   for (const parallel::StrategyInfo& s : parallel::registered_strategies()) {
     if (s.degree_axis.empty()) continue;
-    for (int d = 2; d <= 4; ++d) {
-      const ModelConfig m = d == 3 ? six() : d == 2 ? gqa() : mha();
-      const ParallelConfig p =
-          parallel::make_parallel_config(s.name, d, "", false, TokenLayoutKind::Zigzag);
-      const Recompute r = policies[d - 2];
-      add(fmt::format("registry_{}{}_{}", s.name, d, recompute_name(r)), m, p, r,
-          s.name == "dp" ? 2 * d : 2);
-    }
+    for (const auto& [name, schedule] : schedules_of(s))
+      for (int d = 2; d <= 4; ++d) {
+        const ModelConfig m = d == 3 ? six() : d == 2 ? gqa() : mha();
+        ParallelConfig p =
+            parallel::make_parallel_config(s.name, d, "", false, TokenLayoutKind::Zigzag);
+        p.tsp_schedule = schedule;
+        const Recompute r = policies[d - 2];
+        add(fmt::format("registry_{}{}_{}", name, d, recompute_name(r)), m, p, r,
+            s.name == "dp" ? 2 * d : 2);
+      }
   }
   // The kv-replication sweep: D = 2 Hkv and 4 Hkv for each strategy that shards the weights.
   for (const parallel::StrategyInfo& s : parallel::registered_strategies()) {
     if (s.degree_axis != "tp" && s.degree_axis != "tsp") continue;
-    for (int d : {4, 8}) {
-      const ParallelConfig p =
-          parallel::make_parallel_config(s.name, d, "", false, TokenLayoutKind::Zigzag);
-      const Recompute r = d == 4 ? Recompute::Mlp : Recompute::Full;
-      add(fmt::format("registry_kvrep_{}{}_{}", s.name, d, recompute_name(r)), kv2(), p, r, 2, 1,
-          32);
-    }
+    for (const auto& [name, schedule] : schedules_of(s))
+      for (int d : {4, 8}) {
+        ParallelConfig p =
+            parallel::make_parallel_config(s.name, d, "", false, TokenLayoutKind::Zigzag);
+        p.tsp_schedule = schedule;
+        const Recompute r = d == 4 ? Recompute::Mlp : Recompute::Full;
+        add(fmt::format("registry_kvrep_{}{}_{}", name, d, recompute_name(r)), kv2(), p, r, 2, 1,
+            32);
+      }
   }
   // The generic driver on one rank, every policy.
   add("single", mha(), plan(1, 1, 1));
@@ -177,6 +193,16 @@ std::vector<Case> matrix() {
   add("tsp8_kvrep4", kv2(), tsp(1, 8), Recompute::None, 2, 1, 32);
   add("tsp8_kvrep4_mlp_B1", kv2(), tsp(1, 8, kContig), Recompute::Mlp, 1, 1, 32);
   add("dp2xtsp4_kvrep2_full", gqa(), tsp(2, 4), Recompute::Full, 4);
+  // TSP's allgather schedule beyond the registry sweep: contiguous, accumulation with full
+  // recompute, dp x tsp, tied embeddings.
+  auto allgather = [](ParallelConfig p) {
+    p.tsp_schedule = parallel::TspSchedule::Allgather;
+    return p;
+  };
+  add("tsp3_allgather_contiguous", six(), allgather(tsp(1, 3, kContig)));
+  add("tsp2_allgather_full_accum", gqa(), allgather(tsp(1, 2)), Recompute::Full, 2, 2);
+  add("dp2xtsp2_allgather_mlp", mha(), allgather(tsp(2, 2)), Recompute::Mlp);
+  add("tied_tsp4_allgather", tied(mha()), allgather(tsp(1, 4)));
   // Tied embeddings: every registered strategy at degree 2 (vocabulary 97, padded) and 4,
   // so that the table's two gradients meet on its owner (TP: the vocab-parallel lookup and
   // head; TSP: the lookup's all-to-all and the head ring's GradRing) or add before the dp/sp
@@ -236,7 +262,8 @@ std::vector<Case> step_cases() {
                                                     "tied_dp2",    "tied_tp2",
                                                     "tied_tpsp4",  "tied_sp2",
                                                     "tied_tsp2",   "tied_tsp4",
-                                                    "tied_dp2xtsp2"};
+                                                    "tied_dp2xtsp2",
+                                                    "registry_tsp_allgather4_none"};
     if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
     c.steps = 5;
     c.max_grad_norm = 1.0;

@@ -93,8 +93,9 @@ void check_row(const Row& row, Worst& worst) {
   SCOPED_TRACE(row.name);
   const ModelConfig m = row.model ? *row.model : model_7b(row.layers, row.seq);
   const bool tsp = std::string(row.strategy) == "tsp";
-  const parallel::ParallelConfig pc = parallel::make_parallel_config(
+  parallel::ParallelConfig pc = parallel::make_parallel_config(
       row.strategy, row.degree, row.mesh, false, parallel::TokenLayoutKind::Zigzag);
+  pc.tsp_schedule = row.layout.tsp_schedule;  // TSP's allgather rows
   DryRunOptions o;
   o.seq = row.seq;
   o.batch = row.batch;
@@ -192,7 +193,9 @@ const std::vector<LayoutRow>& layouts() {
       {"tpsp8", "tpsp", 8, "", {.dp = 1, .tp = 8, .sp = 1, .tsp = 1, .sequence_parallel = true}, 1},
       {"sp8", "sp", 8, "", {.dp = 1, .tp = 1, .sp = 8, .tsp = 1, .sequence_parallel = false}, 1},
       {"tp2xsp4", "tp", 1, "tp=2,sp=4", {.dp = 1, .tp = 2, .sp = 4, .tsp = 1, .sequence_parallel = false}, 1},
-      {"dp2xtsp4", "tsp", 1, "dp=2,tsp=4", {.dp = 2, .tp = 1, .sp = 1, .tsp = 4, .sequence_parallel = false}, 1}};  // micro-batch 1 per replica
+      {"dp2xtsp4", "tsp", 1, "dp=2,tsp=4", {.dp = 2, .tp = 1, .sp = 1, .tsp = 4, .sequence_parallel = false}, 1},  // micro-batch 1 per replica
+      // TSP's allgather schedule (parallel/strategies/tsp_allgather/schedule.h).
+      {"tsp8-allgather", "tsp", 8, "", {.dp = 1, .tp = 1, .sp = 1, .tsp = 8, .sequence_parallel = false, .tsp_schedule = parallel::TspSchedule::Allgather}, 1}};
   return all;
 }
 
@@ -245,6 +248,20 @@ TEST(DryRunCheck, EveryLayoutAt128k) {
   GTEST_SKIP() << "128K: Release only (the 16K rows run the same formulas under sanitizers)";
 #else
   run_all(rows_of(kAll, 131072, {"fp32", "bf16"}, {"none", "full"}, 2));
+#endif
+}
+
+// TSP's allgather rows beside broadcast-ring's (kAll leaves them out), two layers: 16K fp32
+// none and bf16 full, 128K bf16 none and full.
+TEST(DryRunCheck, TspAllgatherAt16kAnd128k) {
+#ifdef ORIGAMI_TESTS_SANITIZED
+  run_all(rows_of({"tsp8-allgather"}, 16384, {"bf16"}, {"full"}, 1));
+#else
+  std::vector<Row> rows = rows_of({"tsp8-allgather"}, 16384, {"fp32"}, {"none"}, 2);
+  for (const Row& r : rows_of({"tsp8-allgather"}, 16384, {"bf16"}, {"full"}, 2)) rows.push_back(r);
+  for (const Row& r : rows_of({"tsp8-allgather"}, 131072, {"bf16"}, {"none", "full"}, 2))
+    rows.push_back(r);
+  run_all(rows);
 #endif
 }
 

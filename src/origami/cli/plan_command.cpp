@@ -50,6 +50,9 @@ PlanCommand::PlanCommand(CLI::App& app) {
                        "devices per node (default: the hardware preset's)");
   command_->add_option("--precision", precision_, "fp32 | bf16 (core/precision.h; default fp32)");
   command_->add_option("--recompute", recompute_, "none | mlp | full (default none)");
+  command_->add_option("--tsp-schedules", tsp_schedules_,
+                       "TSP rows for each of these schedules, comma-separated: broadcast-ring "
+                       "(default), allgather (e.g. broadcast-ring,allgather: both side by side)");
   command_->add_option("--hardware", hardware_,
                        fmt::format("hardware preset: {} (default h100)",
                                    fmt::join(plan::hardware_preset_names(), ", ")));
@@ -131,10 +134,17 @@ int PlanCommand::run() {
   work.recompute = plan::parse_recompute(recompute_);
   work.set_precision(precision);
   plan::check_countable(model, work);  // --seq 2^62 overflowed every byte count
+  std::vector<parallel::TspSchedule> schedules;
+  for (std::size_t at = 0; at <= tsp_schedules_.size();) {
+    const std::size_t comma = std::min(tsp_schedules_.find(',', at), tsp_schedules_.size());
+    schedules.push_back(parallel::parse_tsp_schedule(tsp_schedules_.substr(at, comma - at)));
+    at = comma + 1;
+  }
 
   PlanReport report{config_path_.empty() ? preset_ : config_path_, model, seq_, batch_,
                     grad_accum_, world_,
-                    precision, recompute_, hw, plan::plan_rows(model, world_, work, hw), {}, {},
+                    precision, recompute_, hw,
+                    plan::plan_rows(model, world_, work, hw, schedules), {}, {},
                     {}, global_batch_, {}};
   std::vector<plan::PlanRow>& rows = report.rows;
   // The longest sequence each layout fits; per strategy family, the best of its layouts.

@@ -29,6 +29,7 @@ class PlanCommand {
   std::int64_t grad_accum_ = 1;
   std::int64_t global_batch_ = 0;  // 0: not given (the micro-batch is fixed instead)
   std::string recompute_ = "none";
+  std::string tsp_schedules_ = "broadcast-ring";  // comma list: TSP rows per schedule
   std::string precision_ = "fp32";
   std::string hardware_ = "h100";
   std::string json_path_;  // "-": stdout

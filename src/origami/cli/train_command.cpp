@@ -123,6 +123,11 @@ TrainCommand::TrainCommand(CLI::App& app) {
                      "TP with Megatron's sequence-parallel regions (as --strategy tpsp)");
   command_->add_option("--layout", o.layout, "token layout on the sequence axis: zigzag, contiguous")
       ->capture_default_str();
+  command_->add_option("--tsp-schedule", o.tsp_schedule,
+                       "how TSP moves weights: broadcast-ring (attention shards broadcast, MLP "
+                       "ring) or allgather (each block's whole weight all-gathered, its gradient "
+                       "reduce-scattered; docs/tsp.md)")
+      ->capture_default_str();
   command_->add_option("--recompute", o.recompute, "none, mlp (gate/up recomputed) or full (each "
                        "layer's forward re-run in backward)")->capture_default_str();
   command_->add_option("--backend", o.backend, "threads (in-process ranks) or mpi (under mpirun; "
@@ -167,8 +172,9 @@ int TrainCommand::run_dry() {
                              o.model.max_position_embeddings, o.seq);
     o.model.max_position_embeddings = o.seq;
   }
-  const parallel::ParallelConfig plan = parallel::make_parallel_config(
+  parallel::ParallelConfig plan = parallel::make_parallel_config(
       o.strategy, o.degree, o.mesh, o.tp_sequence_parallel, parallel::parse_token_layout(o.layout));
+  plan.tsp_schedule = parallel::parse_tsp_schedule(o.tsp_schedule);
   if (!o.batch_fixed && o.global_batch == 0) o.batch = 1;  // one long sequence unless asked
   const std::string derived = resolve_global_batch(o, plan.dp);
   if (!derived.empty()) std::cout << "dry run: " << derived << "\n";

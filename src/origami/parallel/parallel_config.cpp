@@ -6,6 +6,18 @@
 
 namespace origami::parallel {
 
+TspSchedule parse_tsp_schedule(const std::string& word) {
+  if (word == "broadcast-ring") return TspSchedule::BroadcastRing;
+  if (word == "allgather") return TspSchedule::Allgather;
+  throw ConfigError(fmt::format("--tsp-schedule '{}' is not a TSP schedule; use broadcast-ring "
+                                "(the default) or allgather",
+                                word));
+}
+
+const char* tsp_schedule_name(TspSchedule s) {
+  return s == TspSchedule::Allgather ? "allgather" : "broadcast-ring";
+}
+
 std::string ParallelConfig::mesh_spec() const {
   return is_tsp() ? fmt::format("dp={},tsp={},tp={}", dp, tsp, tp)
                   : fmt::format("dp={},sp={},tp={}", dp, sp, tp);
@@ -14,7 +26,9 @@ std::string ParallelConfig::mesh_spec() const {
 std::string ParallelConfig::describe() const {
   const std::string layout_word =
       token_degree() > 1 ? fmt::format(" {}", token_layout_name(layout)) : std::string();
-  if (is_tsp()) return fmt::format("dp={} tsp={}{}", dp, tsp, layout_word);
+  if (is_tsp())
+    return fmt::format("dp={} tsp={}{}{}", dp, tsp, layout_word,
+                       tsp_schedule == TspSchedule::Allgather ? " allgather" : "");
   return fmt::format("dp={} tp={}{} sp={}{}", dp, tp,
                      sequence_parallel ? " (sequence-parallel regions)" : "", sp, layout_word);
 }

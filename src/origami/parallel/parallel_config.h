@@ -15,6 +15,15 @@
 
 namespace origami::parallel {
 
+// How TSP moves its weights (docs/tsp.md): broadcast-ring, attention shards broadcast one head
+// group at a time and MLP shards circulated in a ring (parallel/tsp_ops.h); allgather, each
+// block's whole weight all-gathered before its GEMMs and its gradient reduce-scattered
+// (Megatron-Core's GTP: parallel/strategies/tsp_allgather/schedule.h).
+enum class TspSchedule { BroadcastRing, Allgather };
+// "broadcast-ring" / "allgather"; ConfigError naming --tsp-schedule and the words otherwise.
+TspSchedule parse_tsp_schedule(const std::string& word);
+const char* tsp_schedule_name(TspSchedule s);
+
 struct ParallelConfig {
   int dp = 1;   // replicas, each on other sequences
   int tp = 1;   // weight shards, same tokens (Megatron TP)
@@ -22,6 +31,7 @@ struct ParallelConfig {
   int tsp = 1;  // TSP: weight and token shards on one axis (never beside tp or sp)
   bool sequence_parallel = false;  // TP-SP: norms and residuals on token shards of the tp axis
   TokenLayoutKind layout = TokenLayoutKind::Zigzag;
+  TspSchedule tsp_schedule = TspSchedule::BroadcastRing;  // TSP plans only (validate_plan)
 
   int world() const { return dp * tp * sp * tsp; }
   bool is_tsp() const { return tsp > 1; }

@@ -7,6 +7,7 @@
 #include "origami/core/error.h"
 #include "origami/parallel/strategies/mesh/mesh_ops.h"
 #include "origami/parallel/strategies/tsp/tsp_ops.h"
+#include "origami/parallel/strategies/tsp_allgather/allgather_ops.h"
 
 namespace origami::parallel {
 
@@ -27,6 +28,7 @@ std::vector<StrategyInfo> make_registry() {
                .summary = "TSP, the default: 1/D of every weight and of the tokens per rank",
                .axes = {"tsp"},
                .degree_axis = "tsp",
+               .schedules = {TspSchedule::BroadcastRing, TspSchedule::Allgather},
                .meshes = [](int n) {
                  return n > 1 ? std::vector<ParallelConfig>{{.tsp = n}}
                               : std::vector<ParallelConfig>{};
@@ -121,7 +123,7 @@ std::string strategy_of_mesh(const std::string& mesh) {
 }
 
 std::string family_name(const ParallelConfig& p) {
-  if (p.is_tsp()) return "tsp";
+  if (p.is_tsp()) return p.tsp_schedule == TspSchedule::Allgather ? "tsp-allgather" : "tsp";
   const std::string tp = p.sequence_parallel ? "tp-sp" : "tp";
   if (p.tp > 1 && p.sp > 1) return tp + "+sp";
   if (p.tp > 1) return tp;
@@ -211,6 +213,11 @@ void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64
     throw ConfigError(fmt::format("tsp={} beside tp={} or sp={}: TSP is the one axis that shards "
                                   "both weights and tokens; use tsp with dp only",
                                   p.tsp, p.tp, p.sp));
+  if (p.tsp_schedule != TspSchedule::BroadcastRing && !p.is_tsp())
+    throw ConfigError(fmt::format("--tsp-schedule {} is a schedule of TSP, but the mesh {} has no "
+                                  "tsp axis; use --strategy tsp with --degree 2 or more, or drop "
+                                  "--tsp-schedule",
+                                  tsp_schedule_name(p.tsp_schedule), p.mesh_spec()));
   check_tensor_split(model, p.tp, "tensor-parallel (tp)");
   if (p.is_tsp()) check_tensor_split(model, p.tsp, "TSP (tsp)");
   check_token_split(p.token_layout(), seq, p.token_degree());
@@ -244,7 +251,10 @@ void assign_reduction_axes(const ParallelConfig& p, std::vector<ShardSpec>& spec
 
 Strategy make_strategy(const ModelConfig& config, ParallelGroups& groups) {
   validate(config);
-  return groups.plan().is_tsp() ? tsp_strategy(config, groups) : mesh_strategy(config, groups);
+  if (!groups.plan().is_tsp()) return mesh_strategy(config, groups);
+  if (groups.plan().tsp_schedule == TspSchedule::Allgather)
+    return tsp_allgather_strategy(config, groups);
+  return tsp_strategy(config, groups);
 }
 
 }  // namespace origami::parallel

@@ -25,6 +25,8 @@ struct StrategyInfo {
   std::vector<std::string> axes = {};    // the mesh axes it may use (dp is always allowed)
   std::string degree_axis = {};          // the axis --degree sets ("" for single)
   bool regions = false;                  // TP with sequence-parallel regions
+  // The schedules it runs the same layout with (--tsp-schedule; tsp only), the default first.
+  std::vector<TspSchedule> schedules = {};
   // The meshes of `ranks` devices (dp aside) this strategy offers the planner; every mesh of
   // the space belongs to exactly one strategy.
   std::function<std::vector<ParallelConfig>(int ranks)> meshes = {};
@@ -44,7 +46,7 @@ std::string strategy_help();
 std::string strategy_of_mesh(const std::string& mesh);
 
 // The family name of a point of the mesh space, as tables print it (dp x ... aside): single,
-// dp, tp, tp-sp (regions), sp, tp+sp, tp-sp+sp, tsp.
+// dp, tp, tp-sp (regions), sp, tp+sp, tp-sp+sp, tsp, tsp-allgather (TSP's allgather schedule).
 std::string family_name(const ParallelConfig& p);
 
 // From the CLI's words: a registered strategy with either a degree or a mesh ("dp=2,tp=2",

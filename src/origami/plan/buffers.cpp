@@ -17,6 +17,7 @@
 #include <initializer_list>
 
 #include "origami/comm/collectives/algorithms.h"
+#include "origami/parallel/strategies/tsp_allgather/schedule.h"
 
 namespace origami::plan {
 
@@ -85,6 +86,16 @@ std::int64_t comm_buffers_peak(const Shapes& s, const Workload& w) {
   const std::int64_t grads =
       max_of({all_reduce_staging(largest, s.sp, g), all_reduce_staging(largest, s.dp, g),
               all_reduce_staging(s.h, s.seqpar ? s.T : 1, g), all_reduce_staging(s.h, s.D, g)});
+  if (s.allgather()) {
+    // Its attention and MLP phases as its schedule.h states them (floats); the LM head's and
+    // the embedding's are TSP's.
+    const TspResident tsp = tsp_resident_set(s, w.recompute, e);
+    const auto shapes = parallel::tsp_allgather::make_shapes(s.D, s.block_rows, s.h, s.heads,
+                                                             s.kv_heads, s.d, s.ffn);
+    const bool full = w.recompute == Recompute::Full;
+    return max_of({parallel::tsp_allgather::backward_peak(shapes, full) * e,
+                   tsp.head_forward, tsp.head_backward, tsp.embedding, grads});
+  }
   if (s.tsp()) return std::max(tsp_resident_set(s, w.recompute, e).peak_bytes(), grads);
 
   const std::int64_t Rs = s.stream_rows, Rb = s.block_rows, T = s.T;
@@ -111,9 +122,10 @@ std::int64_t workspace_peak(const Shapes& s, const Workload& w) {
   const std::int64_t r = full ? Rs : 0;  // rstd as workspace when only the input is saved
   // Context-parallel attention (SP, each TSP head group); zeros without a sequence axis.
   const CpAttention cp = cp_attention(s.tsp() ? s.D : s.sp, Rb, s.qd, s.kvd, s.heads, 1);
-  // TSP's own buffers beyond the shared blocks' (parallel/strategies/tsp/schedule.h).
+  // TSP's own buffers beyond the shared blocks' (parallel/strategies/tsp/schedule.h; the
+  // allgather schedule projects each group from the gathered weights and keeps nothing aside).
   const parallel::TspWorkspace tsp =
-      s.tsp() ? parallel::tsp_workspace(s.tsp_rank(), w.recompute != Recompute::Mlp)
+      s.tsp() && !s.allgather() ? parallel::tsp_workspace(s.tsp_rank(), w.recompute != Recompute::Mlp)
               : parallel::TspWorkspace{};
   const auto forward_attention = [&](std::int64_t rstd) {  // x, n, partial, remote out/lse
     return 2 * Rs * h + rstd + P + tsp.attention_forward + cp.forward_workspace;
@@ -122,13 +134,14 @@ std::int64_t workspace_peak(const Shapes& s, const Workload& w) {
     return 2 * Rs * h + rstd + P + Rb * s.ffn;  // x, n, partial, gated
   };
   std::int64_t backward_mlp = 0, backward_attention = 0;
-  if (s.tsp()) {
+  if (s.tsp() && !s.allgather()) {
     backward_mlp = 3 * Rs * h + tsp.mlp_backward;
     // The group's backward scratch (its saved q, k, v, out, lse are read in place) and TSP's.
     backward_attention = 3 * Rs * h + cp.backward_workspace + tsp.attention_backward;
   } else {
     backward_mlp = 3 * Rs * h + P + (mlp ? 5 : 3) * Rb * s.ffn;
-    // dout, dq, dk, dv: the single-device block's and the context-parallel one's alike.
+    // dout, dq, dk, dv: the single-device block's and the context-parallel one's alike (and
+    // each head group's under the allgather schedule, whose MLP reads gate/up in place).
     backward_attention = 3 * Rs * h + P + Rb * (2 * s.qd + 2 * s.kvd);
   }
   const std::int64_t head_forward = 2 * Rs * h + 4 * Rb;  // x, nf, stats [3, Rb], lse

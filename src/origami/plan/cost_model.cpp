@@ -8,14 +8,18 @@
 #include <map>
 
 #include "origami/core/error.h"
+#include "origami/parallel/strategies/tsp_allgather/schedule.h"
 #include "origami/plan/buffers.h"
 #include "origami/plan/limits.h"
 #include "origami/plan/shapes.h"
 
 namespace origami::plan {
 
+namespace ag = parallel::tsp_allgather;
+
 std::string json_strategy(const Mesh& m) {
-  if (m.is_tsp()) return "tsp";
+  if (m.is_tsp())
+    return m.tsp_schedule == parallel::TspSchedule::Allgather ? "tsp-allgather" : "tsp";
   if (m.tp > 1) return m.sp > 1 ? "tpsp" : "tp";
   if (m.sp > 1) return "sp";
   return m.dp > 1 ? "dp" : "single";
@@ -89,6 +93,7 @@ Shapes shapes_of(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
   s.stream_rows = s.seqpar ? s.block_rows / mesh.tp : s.block_rows;
   s.rope_positions = std::max<std::int64_t>(m.max_position_embeddings, w.seq);
   s.tied = m.tie_word_embeddings;
+  s.schedule = mesh.tsp_schedule;
   return s;
 }
 
@@ -251,10 +256,30 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
     }
   }
   if (s.tsp()) {
-    // TSP's messages as its schedule states them (parallel/strategies/tsp/schedule.h).
+    // TSP's messages as its schedule states them (parallel/strategies/tsp/schedule.h). Under
+    // the allgather schedule the layers' messages are that schedule's (strategies/
+    // tsp_allgather/schedule.h, floats per layer); the embedding's and the LM head's are TSP's.
+    const bool allgather = mesh.tsp_schedule == parallel::TspSchedule::Allgather;
+    if (allgather) {
+      const ag::Shapes g = ag::shapes(m, s.D, w.batch, w.seq);
+      const std::int64_t weights = ag::weight_gather_floats(g) * e;
+      out.add_total("tsp_shards", "all_gather", L * ag::weight_gather_calls(), L * weights, Fwd,
+                    kLayer);
+      out.add_total("tsp_shards", "all_gather", (rerun + L) * ag::weight_gather_calls(),
+                    (rerun + L) * weights, Bwd, kLayer);
+      out.add_total("tsp_grads", "reduce_scatter", L * ag::weight_gather_calls(),
+                    L * ag::weight_reduce_scatter_floats(g) * e, Bwd, kLayer);
+      out.add_total("tsp", "all_gather", L * ag::kv_gather_calls(g),
+                    L * ag::kv_gather_floats(g) * e, Fwd, kLayer);
+      out.add_total("tsp", "all_gather", (rerun + L) * ag::kv_gather_calls(g),
+                    (rerun + L) * ag::kv_gather_floats(g) * e, Bwd, kLayer);
+      out.add_total("tsp", "reduce_scatter", L * ag::kv_gather_calls(g),
+                    L * ag::kv_reduce_scatter_floats(g) * e, Bwd, kLayer);
+    }
     for (const parallel::TspTraffic& t :
          parallel::tsp_traffic(s.tsp_rank(), e, w.recompute == Recompute::Full))
-      out.add_total(t.comm, t.op, t.calls, t.bytes, t.forward ? Fwd : Bwd, t.in_layers);
+      if (!allgather || !t.in_layers)
+        out.add_total(t.comm, t.op, t.calls, t.bytes, t.forward ? Fwd : Bwd, t.in_layers);
     return out.take();
   }
   const int S = mesh.sp;

@@ -7,9 +7,22 @@
 namespace origami::plan {
 
 std::vector<PlanRow> plan_rows(const ModelConfig& m, int world, const Workload& w,
-                               const Hardware& hw) {
-  std::vector<PlanRow> rows;
+                               const Hardware& hw,
+                               const std::vector<parallel::TspSchedule>& tsp_schedules) {
+  std::vector<Layout> layouts;
   for (const Layout& l : parallel::enumerate_meshes(world)) {
+    if (!l.is_tsp()) {
+      layouts.push_back(l);
+      continue;
+    }
+    for (parallel::TspSchedule schedule : tsp_schedules) {
+      Layout x = l;
+      x.tsp_schedule = schedule;
+      layouts.push_back(x);
+    }
+  }
+  std::vector<PlanRow> rows;
+  for (const Layout& l : layouts) {
     PlanRow r;
     r.layout = l;
     try {

@@ -27,9 +27,12 @@ struct PlanRow {
 // Predicts every layout; infeasible ones carry the reason. Sorted: fitting rows by tokens/s
 // (highest first; the micro-batch is per dp replica, so step times of different dp are not
 // comparable), then feasible rows that do not fit by total memory, then infeasible rows.
-// The first fitting row is marked recommended.
+// The first fitting row is marked recommended. Each TSP layout is predicted once per schedule
+// of `tsp_schedules` (broadcast-ring alone by default; with allgather too, its rows beside).
 std::vector<PlanRow> plan_rows(const ModelConfig& m, int world, const Workload& w,
-                               const Hardware& hw);
+                               const Hardware& hw,
+                               const std::vector<parallel::TspSchedule>& tsp_schedules = {
+                                   parallel::TspSchedule::BroadcastRing});
 
 // The longest sequence (a multiple of the layout's granularity, at most `limit`) whose
 // per-device total fits the hardware's memory; nullopt when not even the shortest fits or

@@ -217,6 +217,55 @@ void tsp_exposure(const Shapes& s, const Workload& w, const Link& link, const Bl
   }
 }
 
+// TSP's allgather schedule (parallel/strategies/tsp_allgather/schedule.h): one block ahead.
+//  * weight all-gathers: attention l's behind MLP l-1's forward (layer 0's exposed), MLP l's
+//    behind attention l's forward; backward: MLP L-1's on demand (exposed), attention l's
+//    behind MLP l's backward, MLP l-1's behind attention l's backward; under full recompute
+//    each layer's recomputed attention behind the previous attention backward (the first
+//    exposed), its MLP's (twice) behind the recomputed attention and MLP forwards;
+//  * weight reduce-scatters: each behind the next block, attention 0's exposed;
+//  * K/V all-gathers and dK/dV reduce-scatters: one head group at a time, as SP's
+//    (attention_cp.cpp) with 1/D of the attention per group;
+//  * the LM head's ring as TSP's; embedding all-to-alls and gradient reductions exposed.
+// A weight all-gather's seconds are split between the attention's and the MLP's by bytes.
+void tsp_allgather_exposure(const Shapes& s, const Workload& w, const Link& link,
+                            const BlockSeconds& c, std::vector<CommCost>& ops) {
+  const double D = s.D, L = double(s.L), e = double(w.elem.comm);
+  const bool full = w.recompute == Recompute::Full;
+  const double F = full ? 2 * L : L;  // layer forwards
+  const double A = 2.0 * double(s.qd + s.kvd) * double(s.h), M = 3.0 * double(s.ffn) * double(s.h);
+  const double Wb = double(s.vocab_rows) * double(s.h) * e;
+  const auto t = [&](double bytes) { return link.alpha_s + bytes / link.beta_Bps; };
+  const auto hidden = [](double comm, double compute) { return std::max(0.0, comm - compute); };
+  for (CommCost& op : ops) {
+    if (op.gradient_reduction || op.op.calls == 0) continue;
+    const double call = op.seconds / double(op.op.calls);
+    const std::string& kind = op.op.op;
+    const double pair = 2 * call, att = pair * A / (A + M), mlp = pair * M / (A + M);
+    if (op.op.axis == "tsp_shards" && kind == "all_gather") {
+      const double forward = att + (L - 1) * hidden(att, c.mlp_f) + L * hidden(mlp, c.attention_f);
+      const double backward =
+          full ? att + (L - 1) * hidden(att, c.attention_b) + L * hidden(mlp, c.attention_f) +
+                     L * hidden(mlp, c.mlp_f) + L * hidden(att, c.mlp_b)
+               : mlp + L * hidden(att, c.mlp_b) + (L - 1) * hidden(mlp, c.attention_b);
+      op.exposed_s = forward + backward;
+    } else if (op.op.axis == "tsp_grads" && kind == "reduce_scatter") {
+      const double next = full ? c.attention_f : c.mlp_b;  // the block after an attention backward
+      op.exposed_s = L * hidden(mlp, c.attention_b) + (L - 1) * hidden(att, next) + att;
+    } else if (kind == "all_gather") {  // K/V, 2 calls per head group
+      op.exposed_s = F * D * hidden(2 * call, c.core_f / (D * D)) +
+                     L * D * hidden(2 * call, c.projection_b / D + c.core_b / (D * D));
+    } else if (kind == "reduce_scatter") {
+      op.exposed_s = L * D * hidden(2 * call, c.projection_b / D);
+    } else if (kind == "send") {  // the head's ring only (GradRing in backward)
+      op.exposed_s = (D - 1) * hidden(t(Wb), c.head_f / D) + 2 * hidden(t(Wb), c.head_b / D) +
+                     (D - 2) * hidden(2 * t(Wb), c.head_b / D) + t(Wb);
+    } else if (kind == "recv") {
+      op.exposed_s = 0;  // the peer's send carries the cost
+    }
+  }
+}
+
 }  // namespace
 
 Prediction predict(const ModelConfig& m, const Layout& l, const Workload& workload,
@@ -298,7 +347,10 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& worklo
     blocks.head_b += again / rate;
   }
   p.compute_s = p.executed_flops_per_device / rate;
-  if (s.tsp())
+  if (s.allgather())
+    tsp_allgather_exposure(s, w, link_of(hw, link_class(l, "tsp", hw.devices_per_node)), blocks,
+                           p.comm);
+  else if (s.tsp())
     tsp_exposure(s, w, link_of(hw, link_class(l, "tsp", hw.devices_per_node)), blocks, p.comm);
   else if (s.sp > 1)
     cp_exposure(s, w, blocks, p.comm);

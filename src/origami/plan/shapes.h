@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "origami/parallel/parallel_config.h"
 #include "origami/parallel/strategies/tsp/schedule.h"
 #include "origami/plan/cost_model.h"
 
@@ -23,7 +24,9 @@ struct Shapes {
   std::int64_t stream_rows;   // the residual stream's rows (block_rows / tp under TP-SP)
   std::int64_t rope_positions;  // rows of the RoPE tables: max(max_position_embeddings, S)
   bool tied;                  // tie_word_embeddings: one vocabulary table, no separate head
+  parallel::TspSchedule schedule;  // TSP's (broadcast-ring or allgather)
   bool tsp() const { return D > 1; }
+  bool allgather() const { return tsp() && schedule == parallel::TspSchedule::Allgather; }
   // What a rank of the TSP axis works on (parallel/strategies/tsp/schedule.h states TSP's
   // bytes and resident set in these terms).
   parallel::TspRankShapes tsp_rank() const {

@@ -60,6 +60,7 @@ std::vector<std::pair<std::string, std::string>> agreed_fields(const TrainOption
           {"--degree", std::to_string(o.degree)},
           {"--mesh", o.mesh},
           {"--tp-sequence-parallel", o.tp_sequence_parallel ? "on" : "off"},
+          {"--tsp-schedule", o.tsp_schedule},
           {"--layout", o.layout},
           {"--recompute", o.recompute},
           {"--save-dir", o.checkpoint.save_dir},

@@ -287,6 +287,7 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
   sh.log = log;
   sh.plan = parallel::make_parallel_config(o.strategy, o.degree, o.mesh, o.tp_sequence_parallel,
                                            parallel::parse_token_layout(o.layout));
+  sh.plan.tsp_schedule = parallel::parse_tsp_schedule(o.tsp_schedule);
   parse_recompute(o.recompute);
   if (o.link.enabled && sh.plan.world() == 1 && !mpi)
     throw ConfigError("--link-model needs a parallel run (one device sends nothing): choose "

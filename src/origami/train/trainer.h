@@ -82,6 +82,7 @@ struct TrainOptions {
   std::string mesh;
   bool tp_sequence_parallel = false;
   std::string layout = "zigzag";
+  std::string tsp_schedule = "broadcast-ring";  // TSP only: broadcast-ring or allgather
   std::string recompute = "none";
   std::string backend = "auto";
   // A parallel run's link model (comm/link_model.h): when enabled, each message completes no

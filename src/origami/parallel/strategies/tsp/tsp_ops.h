@@ -27,7 +27,9 @@
 namespace origami::parallel {
 
 
-class TspOps final : public StrategyContext {
+// Not final: the allgather schedule (strategies/tsp_allgather/) is TSP's layout, embedding and
+// LM head with its own attention and MLP blocks.
+class TspOps : public StrategyContext {
  public:
   TspOps(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
          ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker);
@@ -65,7 +67,7 @@ class TspOps final : public StrategyContext {
   using KvKeep = std::function<std::pair<float*, float*>(std::int64_t layer)>;
   void set_kv_keep(KvKeep keep) { kv_keep_ = std::move(keep); }
 
- private:
+ protected:
   std::int64_t rows() const;
   TspRankShapes rank_shapes() const;  // schedule.h's terms for this rank and batch
   AttentionDims attention_dims() const;
