@@ -6,7 +6,8 @@
 // does), prints per layout and degree D the mean and worst over rows of
 // max_rank(work) / mean_rank(work) - 1, work = attention_forward_flops of the rank's queries
 // against every key with document ids (the forward; backward is 2.5x the same pairs), as
-// plan/document_imbalance.h counts it.
+// plan/document_imbalance.h counts it; beside them the balanced layout (--layout balanced),
+// which assigns 2D*k chunks to the ranks by that work.
 // Run: build/bench/document_imbalance_bench [--seq 16384] [--rows 64]
 #include <algorithm>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "origami/parallel/balanced_layout.h"
 #include "origami/parallel/layout.h"
 #include "origami/plan/document_imbalance.h"
 
@@ -44,15 +46,20 @@ int main(int argc, char** argv) {
               "median 1024, sigma 1.2, 16 .. S)\n",
               static_cast<long long>(S), static_cast<long long>(rows),
               static_cast<double>(docs) / static_cast<double>(rows));
-  std::printf("%-11s %3s  %22s  %22s\n", "layout", "D", "mean imbalance (max/mean-1)",
-              "worst row");
-  for (const TokenLayoutKind kind : {TokenLayoutKind::Zigzag, TokenLayoutKind::Contiguous}) {
-    for (const int D : {2, 4, 8}) {
+  // Side by side per degree: the fixed layouts and the balanced one (each row assigned by its
+  // own documents, parallel/balanced_layout.h), mean over rows / worst row.
+  std::printf("%3s  %-19s  %-19s  %-19s  %s\n", "D", "zigzag mean/worst", "contiguous",
+              "balanced", "balanced chunks");
+  for (const int D : {2, 4, 8}) {
+    std::printf("%3d", D);
+    for (const TokenLayoutKind kind :
+         {TokenLayoutKind::Zigzag, TokenLayoutKind::Contiguous, TokenLayoutKind::Balanced}) {
       const origami::plan::WorkImbalance w = origami::plan::attention_work_imbalance(kind, D, data);
-      std::printf("%-11s %3d  %21.1f%%  %21.1f%%\n",
-                  kind == TokenLayoutKind::Zigzag ? "zigzag" : "contiguous", D, 100.0 * w.mean,
-                  100.0 * w.worst);
+      std::printf("  %8.1f%% / %6.1f%%", 100.0 * w.mean, 100.0 * w.worst);
     }
+    std::printf("  %lld x %lld tokens\n",
+                static_cast<long long>(origami::parallel::balanced_chunk_count(S, D)),
+                static_cast<long long>(S / origami::parallel::balanced_chunk_count(S, D)));
   }
   return 0;
 }
