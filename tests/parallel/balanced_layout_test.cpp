@@ -52,6 +52,10 @@ TEST(BalancedLayout, GreedyThenSwapsOnAHandExample) {
   // rank), 3->1, 2->1 (full), 1->0: both ranks 18.
   EXPECT_EQ(assign_balanced_chunks({8, 7, 6, 5, 4, 3, 2, 1}, 2),
             (std::vector<std::int64_t>{0, 3, 4, 7, 1, 2, 5, 6}));
+  // Greedy: 8 (chunk 2) -> 0, 7 (4) -> 1, 7 (5) -> 1, 6 (0) -> 0, 3 (3) -> 0 (tie), 0 (1) ->
+  // 1: 17 against 14. Swapping chunks 2 and 4 (8 for 7) gives 16 against 15, the optimum.
+  EXPECT_EQ(assign_balanced_chunks({6, 0, 8, 3, 7, 7}, 2),
+            (std::vector<std::int64_t>{0, 3, 4, 1, 2, 5}));
 }
 
 // The busiest rank's work of an assignment (chunks rank after rank).
