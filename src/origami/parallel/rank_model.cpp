@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -57,10 +58,11 @@ LocalBatch RankModel::localize(const TokenBatch& b) const {
   check_documents(b, config_.max_position_embeddings);
   // Balanced: this micro-batch's own assignment, from its whole rows (the same on every rank).
   const bool balanced = layout_.kind() == TokenLayoutKind::Balanced;
-  const TokenLayout layout =
-      balanced ? TokenLayout::balanced_for(layout_.seq(), layout_.degree(), layout_.rank(),
-                                           b.documents, b.batch)
-               : layout_;
+  std::optional<TokenLayout> own;
+  if (balanced)
+    own = TokenLayout::balanced_for(layout_.seq(), layout_.degree(), layout_.rank(), b.documents,
+                                    b.batch);
+  const TokenLayout& layout = balanced ? *own : layout_;
   LocalBatch local{b.batch, layout.slice(b.input_ids, b.batch), layout.slice(b.labels, b.batch)};
   if (b.documents != nullptr) {
     local.documents = layout.slice(b.documents, b.batch);
