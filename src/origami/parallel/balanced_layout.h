@@ -2,12 +2,11 @@
 // document-masked causal attention work.
 //
 // With packed documents a query's work is the keys of its own document at or before it, so
-// zigzag's fold (equal work for ONE document per row) no longer balances the ranks (23/54/73 %
-// max/mean at D = 2/4/8 on a realistic mix: docs/data.md "Balancing the ranks"). The balanced
-// layout splits the S positions into C = 2D*k equal chunks (k = 4, 2 or 1: the largest with
-// S % C == 0), counts each chunk's visible pairs over every row of the micro-batch, and gives
-// each rank C/D chunks (so S/D tokens) by greedy largest-first then pairwise swaps that lower
-// the busiest rank. The assignment is a pure function of the micro-batch's document ids,
+// zigzag's fold (equal work for ONE document per row) no longer balances the ranks (figures:
+// docs/data.md "Balancing the ranks"). The balanced layout splits the S positions into
+// C = 2D*k equal chunks (k = 4, 2 or 1: the largest with S % C == 0), counts each chunk's
+// visible pairs over every row of the micro-batch, and gives each rank C/D chunks (so S/D
+// tokens) by greedy largest-first then pairwise swaps that lower the busiest rank. The assignment is a pure function of the micro-batch's document ids,
 // computed identically on every rank from the whole rows it already holds (nothing is sent);
 // a rank's chunks are concatenated in ascending position order.
 #pragma once
