@@ -145,8 +145,8 @@ TEST(TokenFileResume, EpochOrder) {
 }
 
 // Packed documents (--document-masking, the token file's 40-token documents) resume as
-// exactly: bitwise on one device, to rounding under TSP 2 (zigzag); a resume without the
-// flag is refused.
+// exactly: bitwise on one device, to rounding under TSP 2 (zigzag, and balanced); a resume
+// without the flag is refused.
 TEST(TokenFileResume, DocumentMasking) {
   const std::string d = fresh_dir("tokdata"), a = fresh_dir("a");
   token_blend(d);
@@ -159,6 +159,17 @@ TEST(TokenFileResume, DocumentMasking) {
   TrainOptions unmasked = options({"single", 1, ""}, data, 1);
   EXPECT_NE(quiet_train(unmasked).steps[0].loss, ra.steps[0].loss);  // other attention
   expect_exact_resume(data, a, ra, [](TrainOptions& o) { o.document_masking = true; });
+  // Resumed under TSP 2 with the balanced layout: each micro-batch's chunks assigned by its
+  // documents' work (parallel/balanced_layout.h), the cursor the same; losses to rounding.
+  TrainOptions balanced = options({"tsp", 2, ""}, data, 5);
+  balanced.document_masking = true;
+  balanced.layout = "balanced";
+  balanced.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
+  const TrainResult rb = quiet_train(balanced);
+  ASSERT_EQ(rb.steps.size(), 2u);
+  for (std::size_t k = 0; k < 2; ++k)
+    EXPECT_NEAR(rb.steps[k].loss, ra.steps[3 + k].loss, 2e-5 * std::abs(ra.steps[3 + k].loss))
+        << "balanced step " << 4 + k;
   TrainOptions other = options({"single", 1, ""}, data, 5);
   other.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
   try {

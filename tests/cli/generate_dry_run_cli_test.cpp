@@ -73,6 +73,7 @@ TEST(GenerateDryRunCli, BadInputExitsTwoNamingTheFlag) {
       {"generate --dry-run --model tiny --memory-bw -1", "--memory-bw"},
       {"generate --dry-run --model tiny --prompt-tokens 0", "--prompt-tokens"},
       {"generate --dry-run --model tiny --precision fp8", "fp8"},
+      {"generate --dry-run --model tiny --layout balanced", "a prompt is one causal sequence"},
       {"generate --dry-run", "--model"},
       {"generate --checkpoint x --prompt a --flops-rate 5", "--flops-rate belongs to --dry-run"},
   };

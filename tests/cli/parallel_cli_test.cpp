@@ -198,6 +198,9 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
            {"--strategy tsp --mesh tp=2,tsp=2", "does not use a tp axis"},
            {"--strategy tp --degree 2 --recompute some", "unknown recompute policy"},
            {"--strategy sp --degree 2 --layout spiral", "unknown token layout"},
+           {"--strategy sp --degree 2 --layout balanced", "needs --document-masking"},
+           {"--strategy tp --degree 2 --layout balanced --document-masking",
+            "splits no sequence"},
            {"--strategy tp --degree 2 --backend mpi", "needs the program started by mpirun"},
            {"--strategy tp --degree 2 --backend carrier-pigeon", "unknown --backend"},
        }) {

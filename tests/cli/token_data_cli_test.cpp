@@ -122,8 +122,8 @@ TEST_F(TokenDataCli, LargerVocabularyAndCorruptedFilesExitTwo) {
   EXPECT_THAT(r.err, HasSubstr("--data-dtype 'int8'"));
 }
 
-// --document-masking: packed rows on one device, under dp and under TSP (zigzag) print the same
-// losses; data without a document index is refused (exit 2, naming the file).
+// --document-masking: packed rows on one device, under dp, under TSP (zigzag) and under SP
+// with the balanced layout print the same losses; data without a document index is refused (exit 2, naming the file).
 TEST_F(TokenDataCli, DocumentMaskingTrainsOrIsRefusedUpFront) {
   tokenize_corpus();
   const std::string base = "train --config " + config(260) + " --data " + dir_ +
@@ -139,7 +139,8 @@ TEST_F(TokenDataCli, DocumentMaskingTrainsOrIsRefusedUpFront) {
   // --batch is per data-parallel replica: dp 2 at 1 each reads the one device's 2 rows.
   std::string per_replica = base;
   per_replica.replace(per_replica.find("--batch 2"), 9, "--batch 1");
-  for (const std::string strategy : {"--strategy dp --degree 2", "--strategy tsp --degree 2"}) {
+  for (const std::string strategy : {"--strategy dp --degree 2", "--strategy tsp --degree 2",
+                                     "--strategy sp --degree 2 --layout balanced"}) {
     const CliRun r = origami((strategy.find("dp") != std::string::npos ? per_replica : base) + strategy);
     ASSERT_EQ(r.code, 0) << r.all();
     EXPECT_EQ(first_loss(r.out), first_loss(one.out)) << strategy;

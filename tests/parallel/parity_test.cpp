@@ -23,6 +23,7 @@
 #include "origami/core/error.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/registry.h"
+#include "../sanitizers.h"
 #include "threads_util.h"
 
 namespace origami::parity {
@@ -301,6 +302,49 @@ TEST_P(ParityPacked, LossAndEveryGradientEqualOneDevice) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, ParityPacked, ::testing::ValuesIn(packed_cases()), case_name);
+
+// The balanced layout (--layout balanced, parallel/balanced_layout.h) on the same packed rows:
+// each micro-batch's chunks assigned by its documents' work, so a rank holds chunks in an
+// order neither zigzag nor contiguous gives (balanced_layout_test.cpp checks that for these
+// rows). SP, TP+SP (with and without regions) and TSP at D = 2, 3, 4; gradient accumulation
+// (two micro-batches, two assignments), recompute and dp x tsp (two replicas, two
+// assignments). S = 48: 16, 24 and 16 chunks of 3, 2 and 3 tokens. Under the sanitizers one
+// case per token-splitting family.
+std::vector<Case> balanced_cases() {
+  constexpr auto kBalanced = TokenLayoutKind::Balanced;
+  std::vector<Case> v;
+  auto add = [&](std::string name, ModelConfig m, ParallelConfig p, Recompute r = Recompute::None,
+                 std::int64_t B = 2, int micro = 1) {
+    Case c;
+    c.name = "balanced_" + std::move(name);
+    c.model = m;
+    c.plan = p;
+    c.recompute = r;
+    c.batch = B;
+    c.micro = micro;
+    c.seq = 48;
+    c.packed = true;
+    v.push_back(c);
+  };
+  add("sp2", mha(), plan(1, 1, 2, false, kBalanced));
+  add("tp2xsp2", mha(), plan(1, 2, 2, false, kBalanced));
+  add("tsp3", six(), tsp(1, 3, kBalanced), Recompute::Mlp);
+#ifndef ORIGAMI_TESTS_SANITIZED
+  add("sp3", six(), plan(1, 1, 3, false, kBalanced), Recompute::Full);
+  add("sp4_gqa", gqa(), plan(1, 1, 4, false, kBalanced));
+  add("tpsp2xsp2_full", mha(), plan(1, 2, 2, true, kBalanced), Recompute::Full);
+  add("tp2xsp3", mha(), plan(1, 2, 3, false, kBalanced), Recompute::None, 1);
+  add("tp2xsp4", mha(), plan(1, 2, 4, false, kBalanced), Recompute::None, 1);
+  add("tsp2_accum", gqa(), tsp(1, 2, kBalanced), Recompute::None, 2, 2);
+  add("tsp4", mha(), tsp(1, 4, kBalanced));
+  add("tsp4_full_B1", gqa4(), tsp(1, 4, kBalanced), Recompute::Full, 1);
+  add("dp2xtsp2", mha(), tsp(2, 2, kBalanced));
+#endif
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Balanced, ParityPacked, ::testing::ValuesIn(balanced_cases()),
+                         case_name);
 
 class ParitySteps : public Parity {};
 

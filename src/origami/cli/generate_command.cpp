@@ -82,7 +82,8 @@ GenerateCommand::GenerateCommand(CLI::App& app) {
   command_->add_option("--seed", o.sampling.seed, "sampling seed")->capture_default_str();
   command_->add_option("--strategy", o.strategy, "single or tsp")->capture_default_str();
   command_->add_option("--degree", o.degree, "tsp ranks (default 2; under mpirun the world)");
-  command_->add_option("--layout", o.layout, "prefill token layout: zigzag or contiguous")
+  command_->add_option("--layout", o.layout, "prefill token layout: zigzag or contiguous (balanced is for "
+                       "packed training documents)")
       ->capture_default_str();
   command_->add_option("--backend", o.backend, "threads or mpi (chosen under mpirun)")
       ->capture_default_str();

@@ -16,6 +16,7 @@
 #include "origami/core/error.h"
 #include "origami/dryrun/training.h"
 #include "origami/kernels/simd.h"
+#include "origami/parallel/balanced_layout.h"
 #include "origami/parallel/registry.h"
 #include "origami/train/batch_size.h"
 #include "origami/train/memory_check.h"
@@ -121,7 +122,8 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_->add_option("--mesh", o.mesh, "axes instead of --degree, e.g. dp=2,tp=2 or tp=2,sp=2");
   command_->add_flag("--tp-sequence-parallel", o.tp_sequence_parallel,
                      "TP with Megatron's sequence-parallel regions (as --strategy tpsp)");
-  command_->add_option("--layout", o.layout, "token layout on the sequence axis: zigzag, contiguous")
+  command_->add_option("--layout", o.layout, "token layout on the sequence axis: zigzag, contiguous, balanced "
+                       "(with --document-masking: chunks by attention work)")
       ->capture_default_str();
   command_->add_option("--tsp-schedule", o.tsp_schedule,
                        "how TSP moves weights: broadcast-ring (attention shards broadcast, MLP "
@@ -175,6 +177,7 @@ int TrainCommand::run_dry() {
   parallel::ParallelConfig plan = parallel::make_parallel_config(
       o.strategy, o.degree, o.mesh, o.tp_sequence_parallel, parallel::parse_token_layout(o.layout));
   plan.tsp_schedule = parallel::parse_tsp_schedule(o.tsp_schedule);
+  parallel::check_balanced_layout(plan, o.document_masking);
   if (!o.batch_fixed && o.global_batch == 0) o.batch = 1;  // one long sequence unless asked
   const std::string derived = resolve_global_batch(o, plan.dp);
   if (!derived.empty()) std::cout << "dry run: " << derived << "\n";

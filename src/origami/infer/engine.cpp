@@ -50,6 +50,9 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, comm::Communicator w
       layout_kind_(layout),
       D_(world.size()) {
   require_derived_head_dim(config_, "the inference engine (TSP prefill and decode)");
+  if (layout == parallel::TokenLayoutKind::Balanced)
+    throw ConfigError("--layout balanced balances packed training documents; a prompt is one "
+                      "causal sequence: use --layout zigzag or contiguous");
   check_inference_degree(config_, D_);
   groups_ = std::make_unique<parallel::ParallelGroups>(world, axis_plan(D_, layout));
   axis_ = groups_->tokens();

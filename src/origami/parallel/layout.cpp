@@ -7,14 +7,17 @@
 
 #include "origami/core/error.h"
 #include "origami/core/float_ops.h"
+#include "origami/parallel/balanced_layout.h"
 
 namespace origami::parallel {
 
 TokenLayoutKind parse_token_layout(const std::string& name) {
   if (name == "zigzag") return TokenLayoutKind::Zigzag;
   if (name == "contiguous") return TokenLayoutKind::Contiguous;
+  if (name == "balanced") return TokenLayoutKind::Balanced;
   if (name == "full") return TokenLayoutKind::Full;
-  throw ConfigError(fmt::format("unknown token layout '{}'; use zigzag or contiguous", name));
+  throw ConfigError(
+      fmt::format("unknown token layout '{}'; use zigzag, contiguous or balanced", name));
 }
 
 std::string token_layout_name(TokenLayoutKind kind) {
@@ -23,6 +26,8 @@ std::string token_layout_name(TokenLayoutKind kind) {
       return "zigzag";
     case TokenLayoutKind::Contiguous:
       return "contiguous";
+    case TokenLayoutKind::Balanced:
+      return "balanced";
     case TokenLayoutKind::Full:
       return "full";
   }
@@ -38,21 +43,23 @@ std::int64_t largest_divisor_at_most(std::int64_t n, std::int64_t limit) {
 void check_token_split(TokenLayoutKind kind, std::int64_t seq, int degree) {
   if (degree < 1) throw ConfigError(fmt::format("a sequence degree must be >= 1 (got {})", degree));
   if (kind == TokenLayoutKind::Full) return;
-  const std::int64_t chunks = kind == TokenLayoutKind::Zigzag ? 2 * std::int64_t{degree} : degree;
+  // Balanced folds like zigzag: at least 2D chunks (balanced_layout.h).
+  const bool folded = kind == TokenLayoutKind::Zigzag || kind == TokenLayoutKind::Balanced;
+  const std::int64_t chunks = folded ? 2 * std::int64_t{degree} : degree;
   if (seq % chunks == 0) return;
   // A degree that works: the largest d <= degree with seq % (chunks per rank * d) == 0.
   std::int64_t works = 1;
   for (std::int64_t d = degree; d >= 1; --d) {
-    if (seq % (kind == TokenLayoutKind::Zigzag ? 2 * d : d) == 0) {
+    if (seq % (folded ? 2 * d : d) == 0) {
       works = d;
       break;
     }
   }
-  if (kind == TokenLayoutKind::Zigzag) {
+  if (folded) {
     throw ConfigError(fmt::format(
-        "zigzag layout needs the sequence length divisible by 2 x degree: {} % (2 x {}) = {}; "
+        "{} layout needs the sequence length divisible by 2 x degree: {} % (2 x {}) = {}; "
         "use a sequence length that is a multiple of {} or degree {}{}",
-        seq, degree, seq % chunks, chunks, works,
+        token_layout_name(kind), seq, degree, seq % chunks, chunks, works,
         seq % 2 == 0 ? ""
                      : " (an odd length cannot be zigzagged at all: try --layout contiguous)"));
   }
@@ -67,7 +74,19 @@ TokenLayout::TokenLayout(TokenLayoutKind kind, std::int64_t seq, int degree, int
   ORIGAMI_CHECK(seq >= 1, "sequence length must be >= 1 (got {})", seq);
   check_token_split(kind, seq, degree);
   ORIGAMI_CHECK(rank >= 0 && rank < degree, "rank {} outside an axis of {}", rank, degree);
+  if (kind == TokenLayoutKind::Balanced)
+    chunk_order_ = assign_balanced_chunks(
+        chunk_attention_work(nullptr, 1, seq, balanced_chunk_count(seq, degree)), degree);
   positions_ = positions_of(rank);
+}
+
+TokenLayout TokenLayout::balanced_for(std::int64_t seq, int degree, int rank,
+                                      const std::int32_t* documents, std::int64_t batch) {
+  TokenLayout out(TokenLayoutKind::Balanced, seq, degree, rank);
+  out.chunk_order_ = assign_balanced_chunks(
+      chunk_attention_work(documents, batch, seq, balanced_chunk_count(seq, degree)), degree);
+  out.positions_ = out.positions_of(rank);
+  return out;
 }
 
 std::vector<std::int64_t> TokenLayout::positions_of(int r) const {
@@ -88,6 +107,13 @@ std::vector<std::int64_t> TokenLayout::positions_of(int r) const {
       const std::int64_t c = seq_ / (2 * std::int64_t{degree_});
       add(r * c, c);
       add((2 * std::int64_t{degree_} - 1 - r) * c, c);
+      break;
+    }
+    case TokenLayoutKind::Balanced: {
+      const auto chunks = static_cast<std::int64_t>(chunk_order_.size());
+      const std::int64_t c = seq_ / chunks, per = chunks / degree_;
+      for (std::int64_t i = 0; i < per; ++i)
+        add(chunk_order_[static_cast<std::size_t>(r * per + i)] * c, c);
       break;
     }
   }

@@ -4,6 +4,8 @@
 //   * zigzag: 2D equal chunks; rank r holds chunks r and 2D-1-r, concatenated (equal causal
 //     attention work on every rank). Needs S % 2D == 0.
 //   * contiguous: rank r holds the r-th block of S/D positions. Needs S % D == 0.
+//   * balanced: 2D*k equal chunks given to the ranks by their document-masked causal work,
+//     per micro-batch (balanced_layout.h). Needs S % 2D == 0 and packed documents.
 //   * full: every rank holds the whole sequence (degree is ignored).
 // Every rank knows the global positions of its rows: RoPE and the causal mask use them.
 //
@@ -21,9 +23,10 @@
 
 namespace origami::parallel {
 
-enum class TokenLayoutKind { Full, Zigzag, Contiguous };
+enum class TokenLayoutKind { Full, Zigzag, Contiguous, Balanced };
 
-TokenLayoutKind parse_token_layout(const std::string& name);  // "zigzag", "contiguous", "full"
+// "zigzag", "contiguous", "balanced", "full"
+TokenLayoutKind parse_token_layout(const std::string& name);
 std::string token_layout_name(TokenLayoutKind kind);
 
 // [begin, end) of an index range.
@@ -34,8 +37,13 @@ struct Range {
 
 class TokenLayout {
  public:
-  // Throws ConfigError when seq cannot be split this way over `degree` ranks.
+  // Throws ConfigError when seq cannot be split this way over `degree` ranks. Balanced: the
+  // assignment of one document per row (the micro-batch's comes from for_documents).
   TokenLayout(TokenLayoutKind kind, std::int64_t seq, int degree, int rank);
+  // The balanced layout of one micro-batch: its chunks assigned by the document-masked work
+  // of `batch` rows of document ids [batch, seq] (balanced_layout.h), the same on every rank.
+  static TokenLayout balanced_for(std::int64_t seq, int degree, int rank,
+                                  const std::int32_t* documents, std::int64_t batch);
 
   TokenLayoutKind kind() const { return kind_; }
   std::int64_t seq() const { return seq_; }
@@ -66,6 +74,7 @@ class TokenLayout {
   TokenLayoutKind kind_;
   std::int64_t seq_;
   int degree_, rank_;
+  std::vector<std::int64_t> chunk_order_;  // balanced: every rank's chunks, rank after rank
   std::vector<std::int64_t> positions_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -55,11 +56,23 @@ LocalBatch RankModel::localize(const TokenBatch& b) const {
                   b.labels[i], i, config_.vocab_size);
   }
   check_documents(b, config_.max_position_embeddings);
-  LocalBatch local{b.batch, layout_.slice(b.input_ids, b.batch), layout_.slice(b.labels, b.batch)};
+  // Balanced: this micro-batch's own assignment, from its whole rows (the same on every rank).
+  const bool balanced = layout_.kind() == TokenLayoutKind::Balanced;
+  std::optional<TokenLayout> own;
+  if (balanced)
+    own = TokenLayout::balanced_for(layout_.seq(), layout_.degree(), layout_.rank(), b.documents,
+                                    b.batch);
+  const TokenLayout& layout = balanced ? *own : layout_;
+  LocalBatch local{b.batch, layout.slice(b.input_ids, b.batch), layout.slice(b.labels, b.batch)};
   if (b.documents != nullptr) {
-    local.documents = layout_.slice(b.documents, b.batch);
-    local.positions = layout_.slice(b.positions, b.batch);
+    local.documents = layout.slice(b.documents, b.batch);
+    local.positions = layout.slice(b.positions, b.batch);
     local.row_documents.assign(b.documents, b.documents + b.batch * b.seq);
+  }
+  if (balanced) {
+    local.token_positions = layout.positions();
+    for (int r = 0; r < layout.degree(); ++r)
+      for (const std::int64_t p : layout.positions_of(r)) local.kv_positions.push_back(p);
   }
   return local;
 }

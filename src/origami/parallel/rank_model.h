@@ -36,7 +36,8 @@ class RankModel {
   ModelTensors& grads() { return grads_; }
   MemoryTracker& tracker() { return tracker_; }
 
-  // This rank's rows of B full sequences (the sequences of its data-parallel shard).
+  // This rank's rows of B full sequences (the sequences of its data-parallel shard); under the
+  // balanced layout by the micro-batch's own assignment, which the LocalBatch carries.
   LocalBatch localize(const TokenBatch& sequences) const;
 
   // Forward (+ backward) of one micro-batch; returns the rank's local loss sum and count.

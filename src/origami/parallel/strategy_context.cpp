@@ -19,6 +19,16 @@ StrategyContext::StrategyContext(const ModelConfig& config, ParallelGroups& grou
     for (std::int64_t p : layout.positions_of(r)) kv_positions_.push_back(p);
 }
 
+const std::int64_t* StrategyContext::query_positions() const {
+  return batch_ != nullptr && !batch_->token_positions.empty() ? batch_->token_positions.data()
+                                                               : layout_.positions().data();
+}
+
+const std::vector<std::int64_t>& StrategyContext::key_positions() const {
+  return batch_ != nullptr && !batch_->kv_positions.empty() ? batch_->kv_positions
+                                                            : kv_positions_;
+}
+
 void StrategyContext::check_batch_shape(const LocalBatch* batch) const {
   if (batch == nullptr) return;
   ORIGAMI_CHECK(

@@ -22,6 +22,10 @@ class StrategyContext : public StrategyOps {
   // micro-batches, always accepted).
   void check_batch_shape(const LocalBatch* batch) const;
   std::int64_t rows_of(const LocalBatch& b) const { return b.batch * layout_.local_seq(); }
+  // The global positions of this rank's rows and of every rank's (rank order) for the batch
+  // being run: its own under the balanced layout, else the fixed layout's.
+  const std::int64_t* query_positions() const;
+  const std::vector<std::int64_t>& key_positions() const;
 
   const ModelConfig& config_;
   ParallelGroups& groups_;

@@ -24,6 +24,10 @@ struct LocalBatch {
   // The whole rows' document ids [B, S]: the keys a rank gathers from the others get theirs
   // from their global positions (no ids travel with K/V).
   std::vector<std::int32_t> row_documents = {};
+  // The balanced layout's positions for this micro-batch (layout.h): this rank's rows' global
+  // positions [Sl], and every rank's of the token axis in rank order [S] (the keys of a
+  // gathered K/V). Empty: the rank's fixed layout.
+  std::vector<std::int64_t> token_positions = {}, kv_positions = {};
 };
 
 // The documents of a rank's rows for AttentionDims, and the whole rows' ids for a

@@ -19,12 +19,17 @@ WorkImbalance attention_work_imbalance(parallel::TokenLayoutKind kind, int degre
   const auto S = static_cast<std::int64_t>(rows[0].size());
   std::vector<parallel::TokenLayout> layouts;
   for (int r = 0; r < degree; ++r) layouts.emplace_back(kind, S, degree, r);  // refuses bad S
+  const bool balanced = kind == parallel::TokenLayoutKind::Balanced;
   std::vector<std::int64_t> keys(static_cast<std::size_t>(S));
   std::iota(keys.begin(), keys.end(), 0);
   std::vector<std::int32_t> q_doc;
   for (const std::vector<std::int32_t>& row : rows) {
     if (static_cast<std::int64_t>(row.size()) != S)
       throw ConfigError(fmt::format("document imbalance: rows of {} and {} tokens", S, row.size()));
+    if (balanced)  // the row's own assignment, as a micro-batch of this one row gets it
+      for (int r = 0; r < degree; ++r)
+        layouts[static_cast<std::size_t>(r)] =
+            parallel::TokenLayout::balanced_for(S, degree, r, row.data(), 1);
     double most = 0, sum = 0;
     for (const parallel::TokenLayout& layout : layouts) {
       const std::vector<std::int64_t>& q = layout.positions();

@@ -18,7 +18,8 @@ struct WorkImbalance {
 };
 
 // rows: each row's document ids ([S], counting up from 0 as packing gives them; S the same
-// for every row and splittable by `kind` over `degree` ranks, else ConfigError).
+// for every row and splittable by `kind` over `degree` ranks, else ConfigError). Balanced:
+// each row assigned by its own documents (a micro-batch of one row, the long-context case).
 WorkImbalance attention_work_imbalance(parallel::TokenLayoutKind kind, int degree,
                                        const std::vector<std::vector<std::int32_t>>& rows);
 

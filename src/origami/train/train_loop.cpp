@@ -21,6 +21,7 @@
 #include "origami/data/prefetch.h"
 #include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
+#include "origami/parallel/balanced_layout.h"
 #include "origami/parallel/rank_model.h"
 #include "origami/parallel/registry.h"
 #include "origami/train/batch_size.h"
@@ -288,6 +289,7 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
   sh.plan = parallel::make_parallel_config(o.strategy, o.degree, o.mesh, o.tp_sequence_parallel,
                                            parallel::parse_token_layout(o.layout));
   sh.plan.tsp_schedule = parallel::parse_tsp_schedule(o.tsp_schedule);
+  parallel::check_balanced_layout(sh.plan, o.document_masking);
   parse_recompute(o.recompute);
   if (o.link.enabled && sh.plan.world() == 1 && !mpi)
     throw ConfigError("--link-model needs a parallel run (one device sends nothing): choose "

@@ -104,7 +104,7 @@ void MeshOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& 
   const float* in = gather_rows(n, in_holder);
   float* y = partial_target(out_holder, x);
   if (groups_.sp().size() > 1) {
-    const SequenceAxis axis{&groups_.sp(), layout_.positions().data(), &kv_positions_, nullptr,
+    const SequenceAxis axis{&groups_.sp(), query_positions(), &key_positions(), nullptr,
                             nullptr, row_documents(*batch_), layout_.seq()};
     cp_attention_forward(attention_dims(), in, attention_weights(L), axis, rope_, tracker_, s, y);
   } else {
@@ -124,7 +124,7 @@ void MeshOps::attention_backward(std::int64_t l, const float* n, const Attention
   const float* in = gather_rows(n, in_holder);
   float* dnp = partial_target(dn_holder, dn);
   if (groups_.sp().size() > 1) {
-    const SequenceAxis axis{&groups_.sp(), layout_.positions().data(), &kv_positions_, nullptr,
+    const SequenceAxis axis{&groups_.sp(), query_positions(), &key_positions(), nullptr,
                             nullptr, row_documents(*batch_), layout_.seq()};
     cp_attention_backward(attention_dims(), in, attention_weights(L), axis, rope_, read_view(s), dy, tracker_,
                           dnp, attention_grads(G));

@@ -134,7 +134,7 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   s.v = Tensor(tracker_, MemCategory::Activations, {D, R, kvd});
   s.out = Tensor(tracker_, MemCategory::Activations, {D, R, qd});
   s.lse = Tensor(tracker_, MemCategory::Activations, {D, d.batch, d.heads, d.seq});
-  const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_, nullptr, nullptr,
+  const SequenceAxis axis{&axis_, query_positions(), &key_positions(), nullptr, nullptr,
                           row_documents(*batch_), layout_.seq()};
   // Pipelined over head groups (docs/design.md §3.1 (a) with (b)): group j+1 is projected and its
   // K/V gathers started while group j's are still in flight (after j's local rows), so each
@@ -197,7 +197,7 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
       sum += t->numel();
     }
   });
-  const SequenceAxis axis{&axis_, layout_.positions().data(), &kv_positions_, nullptr, nullptr,
+  const SequenceAxis axis{&axis_, query_positions(), &key_positions(), nullptr, nullptr,
                           row_documents(*batch_), layout_.seq()};
   // Pipelining across head groups (D > 1), all inside group j's backward after its local
   // rows' attention backward (the hook of cp_attention_backward):

@@ -38,8 +38,8 @@ AttentionSavedReadView group_slot(const AttentionSaved& s, const std::array<std:
 SequenceAxis TspAllgatherOps::sequence_axis() const {
   SequenceAxis axis;
   axis.comm = &axis_;
-  axis.q_pos = layout_.positions().data();
-  axis.kv_pos = &kv_positions_;
+  axis.q_pos = query_positions();
+  axis.kv_pos = &key_positions();
   axis.row_docs = row_documents(*batch_);
   axis.row_seq = layout_.seq();
   return axis;
