@@ -308,7 +308,7 @@ INSTANTIATE_TEST_SUITE_P(Matrix, ParityPacked, ::testing::ValuesIn(packed_cases(
 // order neither zigzag nor contiguous gives (balanced_layout_test.cpp checks that for these
 // rows). SP, TP+SP (with and without regions) and TSP at D = 2, 3, 4; gradient accumulation
 // (two micro-batches, two assignments), recompute and dp x tsp (two replicas, two
-// assignments). S = 48: 16, 24 and 16 chunks of 3, 2 and 3 tokens. Under the sanitizers one
+// assignments), TSP's allgather schedule at D = 3. S = 48: 16, 24 and 16 chunks of 3, 2 and 3 tokens. Under the sanitizers one
 // case per token-splitting family.
 std::vector<Case> balanced_cases() {
   constexpr auto kBalanced = TokenLayoutKind::Balanced;
@@ -339,6 +339,9 @@ std::vector<Case> balanced_cases() {
   add("tsp4", mha(), tsp(1, 4, kBalanced));
   add("tsp4_full_B1", gqa4(), tsp(1, 4, kBalanced), Recompute::Full, 1);
   add("dp2xtsp2", mha(), tsp(2, 2, kBalanced));
+  ParallelConfig allgather = tsp(1, 3, kBalanced);  // TSP's allgather schedule reads the same
+  allgather.tsp_schedule = parallel::TspSchedule::Allgather;  // positions
+  add("tsp3_allgather", six(), allgather);
 #endif
   return v;
 }
