@@ -22,6 +22,7 @@
 //   (* = with sequence-parallel regions, TP-SP: the stream holds rows [t*R/T, (t+1)*R/T))
 // clang-format on
 //
+// Every message of a micro-batch with its bytes, and each block's conjugate pairs: schedule.h.
 // Reduction groups: stated once, by assign_reduction_axes (registry.h), and followed by
 // rank_model.h.
 #pragma once
