@@ -94,6 +94,7 @@ struct MeshCase {
   int tp, sp;
   bool seqpar;
 };
+void PrintTo(const MeshCase& c, std::ostream* os) { *os << c.name; }
 class MeshSchedule : public testing::TestWithParam<MeshCase> {};
 
 TEST_P(MeshSchedule, TrafficEqualsTheEngineAndEveryMessageHasItsConjugate) {
@@ -167,10 +168,12 @@ TEST_P(MeshSchedule, TrafficEqualsTheEngineAndEveryMessageHasItsConjugate) {
       if (q.layout != tensor_layout && !(mc.sp > 1 && std::string(q.layout) == "sp")) continue;
       SCOPED_TRACE(std::string(q.layout) + " " + q.block);
       ++pairs;
-      if (q.forward_comm != nullptr)
+      if (q.forward_comm != nullptr) {
         EXPECT_TRUE(listed(q.block, q.forward_comm, q.forward_op, true));
-      if (q.backward_comm != nullptr)
+      }
+      if (q.backward_comm != nullptr) {
         EXPECT_TRUE(listed(q.block, q.backward_comm, q.backward_op, false));
+      }
     }
     EXPECT_GT(pairs, 0);
   }
