@@ -1,6 +1,8 @@
 // The messages of schedule.h, block by block as mesh_ops.cpp and attention_cp.cpp issue them.
 #include "origami/parallel/strategies/mesh/schedule.h"
 
+#include <algorithm>
+
 #include "origami/comm/communicator.h"
 
 namespace origami::parallel {
@@ -77,6 +79,31 @@ std::vector<MeshTraffic> mesh_traffic(const MeshRankShapes& s, std::int64_t e,
     add("attention", kMeshSequenceAxis, "reduce_scatter", kBwd, kLayer, 2 * L, kv);
   }
   return out;
+}
+
+std::int64_t MeshResident::peak_bytes() const {
+  return std::max({attention_forward, attention_backward, mlp_forward, mlp_backward,
+                   head_forward, head_backward});
+}
+
+MeshResident mesh_resident_set(const MeshRankShapes& s, std::int64_t e,
+                               const MeshSharedBuffers& shared) {
+  const std::int64_t G = mesh_gathered_rows_floats(s) * e;
+  // A block's exit: TP-SP's reduce-scatter target [R/T, h] and its staging; TP's all-reduce
+  // staging (in place on the partial); nothing without tp.
+  const std::int64_t exit = s.split_stream() ? s.stream_rows() * s.h * e + shared.exit_staging
+                            : s.T > 1        ? shared.exit_staging
+                                             : 0;
+  MeshResident r;
+  // The gathered input lives through the block; its exit follows once the input is freed.
+  r.attention_forward = std::max(G + shared.cp_forward, exit);
+  r.mlp_forward = std::max(G, exit);
+  r.head_backward = std::max(G, exit);  // the head input kept from forward; the dX exit
+  r.head_forward = G + mesh_head_stats_floats(s) * e + (s.T > 1 ? shared.target_staging : 0);
+  // dY and the re-gathered input held together, beside SP's backward or the dN exit.
+  r.attention_backward = 2 * G + std::max(shared.cp_backward, exit);
+  r.mlp_backward = 2 * G + exit;
+  return r;
 }
 
 }  // namespace origami::parallel

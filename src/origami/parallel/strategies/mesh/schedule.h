@@ -95,4 +95,36 @@ inline constexpr MeshConjugatePair kMeshConjugatePairs[] = {
     {"sp", "attention", kMeshSequenceAxis, "all_gather", kMeshSequenceAxis, "reduce_scatter"},
 };
 
+// The buffers the baselines share with other strategies or take from the collectives, whose
+// sizes their own models state (in bytes): SP's context-parallel attention (attention_cp.cpp;
+// plan::cp_attention; 0 at Σ = 1), the staging of a block exit's collective (TP-SP's
+// reduce-scatter of the stream block, TP's all-reduce of the [R, h] partial) and of the head's
+// target-logit all-reduce (comm/collectives; plan::*_staging).
+struct MeshSharedBuffers {
+  std::int64_t cp_forward = 0, cp_backward = 0;
+  std::int64_t exit_staging = 0, target_staging = 0;
+};
+
+// The baselines' resident communication buffers (CommBuffers) per phase, in bytes, as
+// mesh_ops.cpp allocates them: TP-SP gathers a block's input rows [R, h] (mesh_gathered_rows)
+// and reduce-scatters its exit into [R/T, h]; TP all-reduces its partial in place (the
+// partial itself is Workspace); the head gathers the (max, sum-exp) pairs of every tp rank
+// (mesh_head_stats_floats). The embedding's phases are the MLP forward's.
+struct MeshResident {
+  std::int64_t attention_forward = 0, attention_backward = 0, mlp_forward = 0,
+               mlp_backward = 0, head_forward = 0, head_backward = 0;
+  std::int64_t peak_bytes() const;
+};
+MeshResident mesh_resident_set(const MeshRankShapes& s, std::int64_t elem,
+                               const MeshSharedBuffers& shared);
+
+// Floats of a TP-SP block's gathered input rows (0 without sequence-parallel regions), and of
+// the head's gathered (max, sum-exp) pairs of every tp rank.
+inline std::int64_t mesh_gathered_rows_floats(const MeshRankShapes& s) {
+  return s.split_stream() ? s.rows * s.h : 0;
+}
+inline std::int64_t mesh_head_stats_floats(const MeshRankShapes& s) {
+  return s.T > 1 ? std::int64_t{s.T} * 2 * s.rows : 0;
+}
+
 }  // namespace origami::parallel
