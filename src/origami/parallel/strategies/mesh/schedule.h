@@ -1,9 +1,11 @@
 // The baselines' schedule (TP, TP-SP, SP/CP, TP x SP; DP adds nothing inside a micro-batch),
 // stated once: the per-rank shapes, the conjugate communication pairs of each block (forward
-// <-> backward) and every message of a micro-batch with the bytes this rank sends. The blocks
-// (mesh_ops.cpp) issue exactly these; the planner (plan/cost_model.cpp) lists them for the
-// baselines' rows; exact tests (tests/parallel/comm_bytes_test.cpp, MeshSchedule.*) hold the
-// engine to them. The table of shapes per tensor is in mesh_ops.h.
+// <-> backward), every message of a micro-batch with the bytes this rank sends, and the
+// resident communication buffers per phase. The blocks (mesh_ops.cpp) issue exactly these and
+// size their buffers with them; the planner (plan/cost_model.cpp, plan/buffers.cpp) calls them
+// for the baselines' rows; exact tests (tests/parallel/comm_bytes_test.cpp, MeshSchedule.*;
+// tests/plan/cost_model_test.cpp) hold the engine to them. The table of shapes per tensor is in
+// mesh_ops.h.
 //
 // Per rank: R rows (the rank's sequence shard of its replica's micro-batch), the residual stream
 // [R, h], or [R/T, h] with sequence-parallel regions (TP-SP); Kv/T·d key/value columns (one
