@@ -181,7 +181,6 @@ TEST_P(MeshSchedule, TrafficEqualsTheEngineAndEveryMessageHasItsConjugate) {
 
 INSTANTIATE_TEST_SUITE_P(Baselines, MeshSchedule,
                          testing::Values(MeshCase{"tp3", 3, 1, false},
-                                         MeshCase{"tpsp2", 2, 1, true},
                                          MeshCase{"tpsp3", 3, 1, true},
                                          MeshCase{"sp3", 1, 3, false},
                                          MeshCase{"tp2xsp2", 2, 2, false},
