@@ -9,7 +9,14 @@
 //          reduce-scattered: 6 collectives of [R, Kv*d] per layer
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
+
 #include "origami/kernels/threads.h"
+#include "origami/parallel/layout.h"
+#include "origami/parallel/strategies/mesh/schedule.h"
 #include "threads_util.h"
 
 namespace origami::parity {
@@ -76,6 +83,109 @@ TEST(CommunicationBytes, SequenceParallel) {
   EXPECT_EQ(m.reduce_scatter.bytes_sent, 2 * kL * R * kv * 4);
   EXPECT_EQ(m.all_reduce.calls, 0);  // weight gradients are reduced once per step, not here
 }
+
+// strategies/mesh/schedule.h is the planner's source for the baselines' traffic: on every rank,
+// every (communicator, op) it lists equals the engine's calls and bytes under full recompute
+// (the forward re-run in backward included), the engine sends nothing it omits (on tp, sp and
+// dp), and each block's forward message has its backward conjugate in it. Degree 3 makes the
+// target logits' all-reduce blocks unequal, so its bytes differ by rank.
+struct MeshCase {
+  const char* name;
+  int tp, sp;
+  bool seqpar;
+};
+void PrintTo(const MeshCase& c, std::ostream* os) { *os << c.name; }
+class MeshSchedule : public testing::TestWithParam<MeshCase> {};
+
+TEST_P(MeshSchedule, TrafficEqualsTheEngineAndEveryMessageHasItsConjugate) {
+  const MeshCase mc = GetParam();
+  constexpr std::int64_t B = 2, S = 24, L = 2;
+  const int T = mc.tp;
+  const ModelConfig model =
+      T == 3 ? make_model(64, 48, 96, 6, 3, L) : make_model(64, 32, 64, 4, 2, L);
+  const parallel::ParallelConfig p = make_plan(1, mc.tp, mc.sp, mc.seqpar);
+  Case c;
+  c.model = model;
+  c.plan = p;
+  c.batch = B;
+  c.seq = S;
+  const Data d = make_data(c, 1);
+  const char* const axes[] = {"tp", "sp", "dp"};
+  std::vector<std::map<std::string, comm::CommStats>> stats(static_cast<std::size_t>(p.world()));
+  std::vector<int> tp_rank(static_cast<std::size_t>(p.world()));
+  std::mutex m;
+  comm::run_ranks(p.world(), [&](comm::Communicator& world) {
+    kernels::set_thread_count(1);
+    parallel::ParallelGroups groups(world, p);
+    parallel::RankModel rank_model(model, groups, S, Recompute::Full, world.tracker(), kSeed);
+    const parallel::LocalBatch b = rank_model.localize(micro_batch(c, d, 0, 0));
+    for (const char* a : axes) groups.axis(a).reset_stats();
+    rank_model.run(b, true, 1e-2);
+    std::lock_guard lock(m);
+    const auto r = static_cast<std::size_t>(world.rank());
+    for (const char* a : axes) stats[r][a] = groups.axis(a).stats();
+    tp_rank[r] = groups.tp().rank();
+  });
+  const parallel::MeshRankShapes shapes{.T = T,
+                                        .S = mc.sp,
+                                        .seqpar = mc.seqpar,
+                                        .L = L,
+                                        .h = model.hidden_size,
+                                        .rows = B * S / mc.sp,
+                                        .kvd = parallel::kv_heads_per_rank(model, T) *
+                                               model.head_dim()};
+  for (int rank = 0; rank < p.world(); ++rank) {
+    SCOPED_TRACE(testing::Message() << "rank " << rank);
+    const auto k = static_cast<std::size_t>(rank);
+    const std::vector<parallel::MeshTraffic> traffic =
+        parallel::mesh_traffic(shapes, 4, true, tp_rank[k]);
+    std::map<std::pair<std::string, std::string>, std::pair<std::int64_t, std::int64_t>> want;
+    for (const parallel::MeshTraffic& t : traffic) {
+      auto& [calls, bytes] = want[{t.comm, t.op}];
+      calls += t.calls;
+      bytes += t.bytes;
+    }
+    for (const auto& [axis, got] : stats[k])
+      for (const auto& [op, counts] : got.ops) {
+        if (counts.calls == 0) continue;
+        SCOPED_TRACE(axis + "/" + op);
+        ASSERT_TRUE(want.count({axis, op})) << "the engine sends what schedule.h omits";
+        EXPECT_EQ(counts.calls, want.at({axis, op}).first);
+        EXPECT_EQ(counts.bytes_sent, want.at({axis, op}).second);
+      }
+    for (const auto& [key, counts] : want)
+      EXPECT_EQ(stats[k].at(key.first).op(key.second).calls, counts.first)
+          << key.first << "/" << key.second;
+    const auto listed = [&](const char* block, const char* comm, const char* op, bool forward) {
+      return std::any_of(traffic.begin(), traffic.end(), [&](const parallel::MeshTraffic& t) {
+        return std::string(t.block) == block && std::string(t.comm) == comm &&
+               std::string(t.op) == op && t.forward == forward && t.bytes > 0;
+      });
+    };
+    const std::string tensor_layout = T == 1 ? "" : mc.seqpar ? "tpsp" : "tp";
+    int pairs = 0;
+    for (const parallel::MeshConjugatePair& q : parallel::kMeshConjugatePairs) {
+      if (q.layout != tensor_layout && !(mc.sp > 1 && std::string(q.layout) == "sp")) continue;
+      SCOPED_TRACE(std::string(q.layout) + " " + q.block);
+      ++pairs;
+      if (q.forward_comm != nullptr) {
+        EXPECT_TRUE(listed(q.block, q.forward_comm, q.forward_op, true));
+      }
+      if (q.backward_comm != nullptr) {
+        EXPECT_TRUE(listed(q.block, q.backward_comm, q.backward_op, false));
+      }
+    }
+    EXPECT_GT(pairs, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Baselines, MeshSchedule,
+                         testing::Values(MeshCase{"tp3", 3, 1, false},
+                                         MeshCase{"tpsp3", 3, 1, true},
+                                         MeshCase{"sp3", 1, 3, false},
+                                         MeshCase{"tp2xsp2", 2, 2, false},
+                                         MeshCase{"tpsp2xsp2", 2, 2, true}),
+                         [](const testing::TestParamInfo<MeshCase>& i) { return i.param.name; });
 
 }  // namespace
 }  // namespace origami::parity

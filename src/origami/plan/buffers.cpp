@@ -4,8 +4,9 @@
 //                         layer input's clone under full recompute
 //   model/blocks.cpp      MLP gated / dgated / da / du [Rb, f/T], recomputed gate/up (mlp
 //                         policy); attention dout, dq [Rb, qd], dk, dv [Rb, kvd]; RoPE tables
-//   parallel/mesh_ops.cpp TP partial outputs [Rb, h] (workspace), TP-SP gathered rows [Rb, h]
-//                         and reduce-scatter targets [Rs, h] (comm), head stats [3, Rb] + lse
+//   parallel/mesh_ops.cpp TP partial outputs [Rb, h] (workspace), head stats [3, Rb] + lse
+//   parallel/strategies/mesh/schedule.h  the baselines' resident set (TP-SP gathered rows,
+//                         reduce-scatter targets, the head's gathered pairs)
 //   parallel/attention_cp.cpp  SP and each TSP head group (cp_attention): gathered K/V
 //                         replaced by their remote rows, remote dK/dV, reduce-scatter inputs;
 //                         the remote rows' partial output and lse (workspace)
@@ -17,6 +18,7 @@
 #include <initializer_list>
 
 #include "origami/comm/collectives/algorithms.h"
+#include "origami/parallel/strategies/mesh/schedule.h"
 #include "origami/parallel/strategies/tsp_allgather/schedule.h"
 
 namespace origami::plan {
@@ -98,20 +100,18 @@ std::int64_t comm_buffers_peak(const Shapes& s, const Workload& w) {
   }
   if (s.tsp()) return std::max(tsp_resident_set(s, w.recompute, e).peak_bytes(), grads);
 
+  // The baselines' resident set as their schedule states it (parallel/strategies/mesh/
+  // schedule.h), given SP's context-parallel attention and the collectives' staging.
   const std::int64_t Rs = s.stream_rows, Rb = s.block_rows, T = s.T;
-  const std::int64_t G = s.seqpar ? Rb * s.h * e : 0;  // TP-SP rows gathered for a block
-  const std::int64_t reduce = s.seqpar  ? Rs * s.h * e + reduce_scatter_staging(Rs * s.h, T, e)
-                              : T > 1 ? all_reduce_staging(Rb * s.h, static_cast<int>(T), e)
-                                      : 0;
-  // Without sp the block is the single-device one: no gathers (mesh_ops.cpp).
   const CpAttention cp = cp_attention(S, Rb, s.qd, s.kvd, s.heads, e);  // 0 at S = 1
-  const std::int64_t attention_forward = std::max(G + cp.forward_comm, reduce);
-  const std::int64_t head_forward =
-      G + (T > 1 ? 2 * T * Rb * e + all_reduce_staging(Rb, static_cast<int>(T), e) : 0);
-  const std::int64_t attention_backward = 2 * G + std::max(cp.backward_comm, reduce);
-  const std::int64_t mlp_backward = 2 * G + reduce;
-  return max_of({attention_forward, std::max(G, reduce), head_forward, attention_backward,
-                 mlp_backward, grads});
+  const parallel::MeshSharedBuffers shared{
+      .cp_forward = cp.forward_comm,
+      .cp_backward = cp.backward_comm,
+      .exit_staging = s.seqpar  ? reduce_scatter_staging(Rs * s.h, static_cast<int>(T), e)
+                      : T > 1   ? all_reduce_staging(Rb * s.h, static_cast<int>(T), e)
+                                : 0,
+      .target_staging = all_reduce_staging(Rb, static_cast<int>(T), e)};
+  return std::max(parallel::mesh_resident_set(s.mesh_rank(), e, shared).peak_bytes(), grads);
 }
 
 std::int64_t workspace_peak(const Shapes& s, const Workload& w) {

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "origami/core/error.h"
+#include "origami/parallel/strategies/mesh/schedule.h"
 #include "origami/parallel/strategies/tsp_allgather/schedule.h"
 #include "origami/plan/buffers.h"
 #include "origami/plan/limits.h"
@@ -219,42 +220,13 @@ class Ledger {
 std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
                                          const Workload& w, int axis_rank) {
   const Shapes s = shapes_of(m, mesh, w);
-  const std::int64_t e = w.elem.comm, L = s.L, Rb = s.block_rows;
+  const std::int64_t e = w.elem.comm, L = s.L;
   if (mesh.world() == 1 || (mesh.dp == mesh.world())) return {};
   constexpr Phase Fwd = Phase::Forward, Bwd = Phase::Backward;
-  constexpr bool kLayer = true, kModel = false;
+  constexpr bool kLayer = true;
   // Full recompute re-runs each layer's forward (its collectives included) in backward.
   const std::int64_t rerun = w.recompute == Recompute::Full ? L : 0;
   Ledger out;
-  const int T = mesh.tp;
-  if (T > 1 && !s.tsp()) {
-    const std::int64_t N = Rb * s.h;  // one [Rb, h] partial
-    if (mesh.sequence_parallel) {
-      // Exits (embedding, attention, MLP forward; dN of attention, MLP and the head backward)
-      // reduce-scatter to [Rb/T, h]; entries all-gather the normed rows (forward, and the
-      // block input again in backward), dY in backward, the head input and the embedding dX.
-      const std::int64_t rs = reduce_scatter_sent(N / T, T, e), ag = all_gather_sent(N / T, T, e);
-      out.add("tp", "reduce_scatter", 1, rs, Fwd, kModel);            // embedding
-      out.add("tp", "reduce_scatter", 2 * L, rs, Fwd, kLayer);        // attention, MLP
-      out.add("tp", "reduce_scatter", 2 * rerun + 2 * L, rs, Bwd, kLayer);
-      out.add("tp", "reduce_scatter", 1, rs, Bwd, kModel);            // head dX
-      out.add("tp", "all_gather", 2 * L, ag, Fwd, kLayer);            // normed rows
-      out.add("tp", "all_gather", 2 * rerun + 4 * L, ag, Bwd, kLayer);  // dY and rows again
-      out.add("tp", "all_gather", 1, ag, Fwd, kModel);                // head input
-      out.add("tp", "all_gather", 1, all_gather_sent(2 * Rb, T, e), Fwd, kModel);  // pairs
-      out.add("tp", "all_gather", 1, ag, Bwd, kModel);                // embedding dX
-      out.add("tp", "all_reduce", 1, all_reduce_sent(Rb, T, axis_rank, e), Fwd, kModel);
-    } else {
-      // Every exit all-reduced forward, every dN backward, the head's dX; the target logits.
-      const std::int64_t ar = all_reduce_sent(N, T, axis_rank, e);
-      out.add("tp", "all_reduce", 1, ar, Fwd, kModel);  // embedding
-      out.add("tp", "all_reduce", 2 * L, ar, Fwd, kLayer);
-      out.add("tp", "all_reduce", 2 * rerun + 2 * L, ar, Bwd, kLayer);
-      out.add("tp", "all_reduce", 1, ar, Bwd, kModel);  // head dX
-      out.add("tp", "all_reduce", 1, all_reduce_sent(Rb, T, axis_rank, e), Fwd, kModel);
-      out.add("tp", "all_gather", 1, all_gather_sent(2 * Rb, T, e), Fwd, kModel);  // pairs
-    }
-  }
   if (s.tsp()) {
     // TSP's messages as its schedule states them (parallel/strategies/tsp/schedule.h). Under
     // the allgather schedule the layers' messages are that schedule's (strategies/
@@ -282,15 +254,11 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
         out.add_total(t.comm, t.op, t.calls, t.bytes, t.forward ? Fwd : Bwd, t.in_layers);
     return out.take();
   }
-  const int S = mesh.sp;
-  if (S > 1) {
-    const std::int64_t kv = Rb * s.kv_heads * s.d;  // this rank's K (or V) block
-    // K and V gathered in each layer forward and again in backward; dK, dV reduce-scattered.
-    const std::int64_t ag = all_gather_sent(kv, S, e);
-    out.add("sp", "all_gather", 2 * L, ag, Fwd, kLayer);
-    out.add("sp", "all_gather", 2 * rerun + 2 * L, ag, Bwd, kLayer);
-    out.add("sp", "reduce_scatter", 2 * L, reduce_scatter_sent(kv, S, e), Bwd, kLayer);
-  }
+  // The baselines' messages as their schedule states them (parallel/strategies/mesh/
+  // schedule.h); an all-reduce's bytes are those of rank axis_rank of the tensor axis.
+  for (const parallel::MeshTraffic& t :
+       parallel::mesh_traffic(s.mesh_rank(), e, w.recompute == Recompute::Full, axis_rank))
+    out.add_total(t.comm, t.op, t.calls, t.bytes, t.forward ? Fwd : Bwd, t.in_layers);
   return out.take();
 }
 

@@ -167,7 +167,9 @@ void cp_exposure(const Shapes& s, const Workload& w, const BlockSeconds& c,
 void tsp_exposure(const Shapes& s, const Workload& w, const Link& link, const BlockSeconds& c,
                   std::vector<CommCost>& ops) {
   const double D = s.D, e = double(w.elem.comm);
-  const double M = 3.0 * double(s.ffn) * double(s.h) * e;
+  // The ring's messages as strategies/tsp/schedule.h sizes them: the MLP shard M_j and one
+  // vocabulary block (its chunks carry the same bytes).
+  const double M = double(parallel::tsp_mlp_shard_floats(s.tsp_rank())) * e;
   const double Wb = double(s.vocab_rows) * double(s.h) * e;
   const double L = double(s.L);
   const bool full = w.recompute == Recompute::Full;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "origami/parallel/parallel_config.h"
+#include "origami/parallel/strategies/mesh/schedule.h"
 #include "origami/parallel/strategies/tsp/schedule.h"
 #include "origami/plan/cost_model.h"
 
@@ -32,6 +33,11 @@ struct Shapes {
   parallel::TspRankShapes tsp_rank() const {
     return {.D = D, .L = L, .h = h, .rows = block_rows, .heads = heads, .qd = qd, .kvd = kvd,
             .ffn = ffn, .vocab_rows = vocab_rows};
+  }
+  // What a rank of the baselines' T x Σ mesh works on (parallel/strategies/mesh/schedule.h
+  // states their messages in these terms).
+  parallel::MeshRankShapes mesh_rank() const {
+    return {.T = T, .S = sp, .seqpar = seqpar, .L = L, .h = h, .rows = block_rows, .kvd = kvd};
   }
   // TSP's LM-head ring moves each vocabulary block in chunks: the rows of a full chunk, and
   // the number of chunks (messages per hop).

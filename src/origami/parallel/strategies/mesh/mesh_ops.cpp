@@ -32,12 +32,21 @@ std::int64_t MeshOps::rows() const {
   return rows_of(*batch_);
 }
 std::int64_t MeshOps::stream_rows() const {
-  return split_stream() ? rows() / tp_size_ : rows();
+  return shapes().stream_rows();
+}
+MeshRankShapes MeshOps::shapes() const {
+  return {.T = tp_size_,
+          .S = groups_.sp().size(),
+          .seqpar = seqpar_,
+          .L = config_.num_hidden_layers,
+          .h = config_.hidden_size,
+          .rows = rows(),
+          .kvd = kv_heads_per_rank(config_, tp_size_) * config_.head_dim()};
 }
 
 const float* MeshOps::gather_rows(const float* stream, Tensor& holder) {
   if (!split_stream()) return stream;
-  holder = Tensor(tracker_, MemCategory::CommBuffers, {rows(), config_.hidden_size});
+  holder = Tensor(tracker_, MemCategory::CommBuffers, {mesh_gathered_rows_floats(shapes())});
   groups_.tp().all_gather(
       comm::ConstBuffer(stream, stream_rows() * config_.hidden_size, DType::F32), holder);
   return holder.f32();
@@ -182,7 +191,7 @@ kernels::LossSum MeshOps::head_forward(const float* nf, bool with_backward) {
   if (tp_size_ > 1) {
     // Combine the vocabulary blocks: every rank merges all blocks in rank order (identical
     // results everywhere); the target logit lives on exactly one rank (0 elsewhere): sum.
-    Tensor all(tracker_, MemCategory::CommBuffers, {tp_size_, 2, R});
+    Tensor all(tracker_, MemCategory::CommBuffers, {mesh_head_stats_floats(shapes())});
     groups_.tp().all_gather(comm::ConstBuffer(run_max, 2 * R, DType::F32), all);
     copy_floats(run_max, all.f32(), 2 * R);
     for (int p = 1; p < tp_size_; ++p)

@@ -22,6 +22,7 @@
 //   (* = with sequence-parallel regions, TP-SP: the stream holds rows [t*R/T, (t+1)*R/T))
 // clang-format on
 //
+// Every message of a micro-batch with its bytes, and each block's conjugate pairs: schedule.h.
 // Reduction groups: stated once, by assign_reduction_axes (registry.h), and followed by
 // rank_model.h.
 #pragma once
@@ -32,6 +33,7 @@
 #include "origami/parallel/attention_cp.h"
 #include "origami/parallel/parallel_config.h"
 #include "origami/parallel/shard_spec.h"
+#include "origami/parallel/strategies/mesh/schedule.h"
 #include "origami/parallel/strategy_context.h"
 
 namespace origami::parallel {
@@ -59,6 +61,7 @@ class MeshOps final : public StrategyContext {
  private:
   std::int64_t rows() const;  // R: every row of the rank's sequence shard
   bool split_stream() const { return seqpar_ && tp_size_ > 1; }
+  MeshRankShapes shapes() const;  // schedule.h's terms, for the current batch
   // Entry to a tensor-parallel region: the block's input on all R rows.
   const float* gather_rows(const float* stream, Tensor& holder);
   // Exit: a partial [R, h] sum over this rank's shard added to the stream rows.
