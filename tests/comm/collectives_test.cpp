@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "checks.h"
+#include "origami/comm/collectives/bytes_sent.h"
 #include "origami/comm/run_ranks.h"
 
 namespace origami::comm {
@@ -36,6 +37,20 @@ TEST_P(ThreadsWorldSize, StagingIsAccountedAsCommBuffersAndReleased) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, ThreadsWorldSize, ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8));
+
+// The per-rank bytes the schedules and the planner use (bytes_sent.h) are the ones the
+// algorithms measurably send (checks.h's costs, held to the measured bytes above).
+TEST(BytesSent, TheSchedulesFormulasEqualTheMeasuredCosts) {
+  for (int n : {1, 2, 3, 4, 7})
+    for (std::int64_t count : {std::int64_t{0}, std::int64_t{1}, std::int64_t{3 * n + 2}, std::int64_t{1001}})
+      for (int r = 0; r < n; ++r) {
+        EXPECT_EQ(ring_all_reduce_sent(count, n, r, 4), testing::ring_all_reduce_cost(count, 4, n, r).sent)
+            << n << " " << count << " " << r;
+        const std::vector<std::int64_t> blocks(static_cast<std::size_t>(n), count * 2);
+        EXPECT_EQ(ring_blocks_sent(count * 2, n), testing::ring_all_gather_cost(blocks, r).sent);
+        EXPECT_EQ(ring_blocks_sent(count * 2, n), testing::ring_reduce_scatter_cost(blocks, r).sent);
+      }
+}
 
 TEST(ThreadsCollectives, BytesAreExactForBf16Moves) {
   run_ranks(3, [](Communicator& c) {

@@ -95,7 +95,7 @@ std::int64_t comm_buffers_peak(const Shapes& s, const Workload& w) {
     const auto shapes = parallel::tsp_allgather::make_shapes(s.D, s.block_rows, s.h, s.heads,
                                                              s.kv_heads, s.d, s.ffn);
     const bool full = w.recompute == Recompute::Full;
-    return max_of({parallel::tsp_allgather::backward_peak(shapes, full) * e,
+    return max_of({parallel::tsp_allgather::backward_peak(shapes, full, s.L) * e,
                    tsp.head_forward, tsp.head_backward, tsp.embedding, grads});
   }
   if (s.tsp()) return std::max(tsp_resident_set(s, w.recompute, e).peak_bytes(), grads);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 
+#include "origami/comm/collectives/bytes_sent.h"
 #include "origami/core/error.h"
 #include "origami/parallel/strategies/mesh/schedule.h"
 #include "origami/parallel/strategies/tsp_allgather/schedule.h"
@@ -161,18 +162,15 @@ Memory memory_per_device(const ModelConfig& m, const Mesh& mesh, const Workload&
 }
 
 std::int64_t all_gather_sent(std::int64_t block_count, int n, std::int64_t elem) {
-  return static_cast<std::int64_t>(n - 1) * block_count * elem;  // T - c_{r+1}, equal blocks
+  return comm::ring_blocks_sent(block_count * elem, n);
 }
 
 std::int64_t reduce_scatter_sent(std::int64_t block_count, int n, std::int64_t elem) {
-  return static_cast<std::int64_t>(n - 1) * block_count * elem;  // T - c_r, equal blocks
+  return comm::ring_blocks_sent(block_count * elem, n);
 }
 
 std::int64_t all_reduce_sent(std::int64_t count, int n, int r, std::int64_t elem) {
-  if (n <= 1) return 0;
-  // Blocks balanced_counts(count, n): the first count % n blocks hold one more element.
-  const auto block = [&](int i) { return count / n + (i < count % n ? 1 : 0); };
-  return ((count - block(r)) + (count - block((r + 1) % n))) * elem;
+  return comm::ring_all_reduce_sent(count, n, r, elem);
 }
 
 namespace {

@@ -3,21 +3,14 @@
 
 #include <algorithm>
 
-#include "origami/comm/communicator.h"
+#include "origami/comm/collectives/bytes_sent.h"
 
 namespace origami::parallel {
 
 namespace {
-// Per-rank bytes of the ring collectives (comm/collectives/*.cpp): an all-gather or
-// reduce-scatter of equal blocks sends n-1 of them; an all-reduce of `count` elements in the
-// blocks c_i of balanced_counts sends (count - c_r) + (count - c_{r+1 mod n}).
-std::int64_t ring_sent(std::int64_t block_bytes, int n) { return (n - 1) * block_bytes; }
-std::int64_t all_reduce_sent(std::int64_t count, int n, int r, std::int64_t e) {
-  if (n <= 1) return 0;
-  const std::vector<std::int64_t> c = comm::balanced_counts(count, n);
-  const auto block = [&](int i) { return c[static_cast<std::size_t>(i)]; };
-  return (2 * count - block(r) - block((r + 1) % n)) * e;
-}
+// Per-rank bytes of the ring collectives, stated in comm/collectives/bytes_sent.h.
+std::int64_t ring_sent(std::int64_t block_bytes, int n) { return comm::ring_blocks_sent(block_bytes, n); }
+using comm::ring_all_reduce_sent;
 }  // namespace
 
 std::vector<MeshTraffic> mesh_traffic(const MeshRankShapes& s, std::int64_t e,
@@ -35,7 +28,7 @@ std::vector<MeshTraffic> mesh_traffic(const MeshRankShapes& s, std::int64_t e,
   if (T > 1) {
     // The head's softmax statistics: (max, sum-exp) of every row gathered, the target logit
     // (on one rank, 0 elsewhere) summed.
-    const std::int64_t pairs = ring_sent(2 * R * e, T), target = all_reduce_sent(R, T, tp_rank, e);
+    const std::int64_t pairs = ring_sent(2 * R * e, T), target = ring_all_reduce_sent(R, T, tp_rank, e);
     if (s.split_stream()) {
       // Exits reduce-scatter a [R, h] partial to the stream's [R/T, h]; entries all-gather the
       // stream's rows: forward once, backward for dY and again for the block input. Full
@@ -59,7 +52,7 @@ std::vector<MeshTraffic> mesh_traffic(const MeshRankShapes& s, std::int64_t e,
       add("head", tp, "all_reduce", kFwd, kModel, 1, target);
     } else {
       // Every exit's partial all-reduced forward, every entry's dN backward, the head's dX.
-      const std::int64_t ar = all_reduce_sent(R * s.h, T, tp_rank, e);
+      const std::int64_t ar = ring_all_reduce_sent(R * s.h, T, tp_rank, e);
       add("embedding", tp, "all_reduce", kFwd, kModel, 1, ar);
       add("attention", tp, "all_reduce", kFwd, kLayer, L, ar);
       add("mlp", tp, "all_reduce", kFwd, kLayer, L, ar);

@@ -3,12 +3,13 @@
 
 #include <initializer_list>
 
+#include "origami/comm/collectives/bytes_sent.h"
+
 namespace origami::parallel {
 
 namespace {
-// Per-rank bytes of the collective algorithms (docs/comm.md, comm/collectives/*.cpp): a ring
-// all-gather or reduce-scatter of equal blocks sends D-1 of them from every rank.
-std::int64_t ring_sent(std::int64_t block_bytes, int D) { return (D - 1) * block_bytes; }
+// Per-rank bytes of a ring all-gather or reduce-scatter (comm/collectives/bytes_sent.h).
+std::int64_t ring_sent(std::int64_t block_bytes, int D) { return comm::ring_blocks_sent(block_bytes, D); }
 }  // namespace
 
 std::vector<TspTraffic> tsp_traffic(const TspRankShapes& s, std::int64_t e, bool full_recompute) {

@@ -148,20 +148,24 @@ inline std::int64_t kv_backward_peak(const Shapes& s) {
 //   attention backward  D·A + D·M or, recomputing, D·A (next) + D·A (dP) + in-flight(M) of
 //                       MLP l + max(3D-1, 4D-4, 2D+2)c
 //   recomputed attention forward: its forward phase + in-flight(A) of attention l+1
-// A forward alone holds at most the forward rows.
+// A forward alone holds at most the forward rows. With one layer there is no attention l+1
+// whose reduce-scatter could be in flight and, under a full recompute, no next attention
+// gathered during the attention backward (layer 0's has none; with more layers another
+// layer's backward holds it).
 inline std::int64_t forward_peak(const Shapes& s) {
   const std::int64_t D = s.degree, A = s.attention, M = s.mlp;
   return std::max(D * A + D * M + kv_forward_peak(s), D * M + D * A);
 }
-inline std::int64_t backward_peak(const Shapes& s, bool recompute_full) {
+inline std::int64_t backward_peak(const Shapes& s, bool recompute_full, std::int64_t layers) {
   const std::int64_t D = s.degree, A = s.attention, M = s.mlp;
-  const std::int64_t mlp_bwd =
-      2 * D * M + D * A + (recompute_full ? 0 : reduce_scatter_in_flight(s, A));
-  const std::int64_t attn_bwd = 2 * D * A + (recompute_full ? D * A : D * M) +
+  const bool above = layers > 1;  // a layer l+1 exists for some layer l
+  const std::int64_t attention_above = above ? reduce_scatter_in_flight(s, A) : 0;
+  const std::int64_t mlp_bwd = 2 * D * M + D * A + (recompute_full ? 0 : attention_above);
+  const std::int64_t attn_bwd = 2 * D * A + (recompute_full ? (above ? D * A : 0) : D * M) +
                                 reduce_scatter_in_flight(s, M) + kv_backward_peak(s);
   const std::int64_t recomputed =
       recompute_full
-          ? std::max(D * A + D * M + kv_forward_peak(s) + reduce_scatter_in_flight(s, A), 2 * D * M)
+          ? std::max(D * A + D * M + kv_forward_peak(s) + attention_above, 2 * D * M)
           : 0;
   return std::max({forward_peak(s), mlp_bwd, attn_bwd, recomputed});
 }
