@@ -317,5 +317,74 @@ TEST(Layouts, EnumeratesEveryFactorisationAndTspUnderDp) {
   EXPECT_EQ(json_strategy(Layout{.dp = 2, .tp = 1, .sp = 1, .tsp = 4, .sequence_parallel = false}), "tsp");
 }
 
+
+// Regression values, not a reference: the exposed seconds per TSP message kind that
+// plan/predict.cpp's own TSP overlap arithmetic gave (main at 51a6e49) before that schedule
+// moved into parallel/strategies/tsp/schedule.h (tsp_overlap), for shapes that leave every
+// kind partly hidden. The planner now only evaluates schedule.h's description; these pin
+// that the move changed no figure. A deliberate change to TSP's schedule updates them.
+TEST(Predict, TspExposedSecondsFollowSchedulesDescriptionUnchanged) {
+  ModelConfig wide;  // Llama-2 7B widths, fewer layers
+  wide.vocab_size = 32000;
+  wide.hidden_size = 4096;
+  wide.intermediate_size = 11008;
+  wide.num_hidden_layers = 4;
+  wide.num_attention_heads = 32;
+  wide.num_key_value_heads = 8;
+  wide.max_position_embeddings = 16384;
+  ModelConfig narrow = wide;  // D = 3 divides its 12 heads and 6 kv heads
+  narrow.vocab_size = 5000;
+  narrow.hidden_size = 768;
+  narrow.intermediate_size = 2112;
+  narrow.num_hidden_layers = 3;
+  narrow.num_attention_heads = 12;
+  narrow.num_key_value_heads = 6;
+  struct Case {
+    ModelConfig m;
+    Layout l;
+    std::int64_t batch, seq;
+    Recompute r;
+    const char* hw;
+    // broadcast, all_gather, reduce_scatter, reduce, send (exposed seconds per micro-batch)
+    double exposed[5];
+  };
+  const Case cases[] = {
+      {wide, Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 8, .sequence_parallel = false}, 1, 16384,
+       Recompute::None, "h200",
+       {0.00040998471111111109, 0, 0.0003311118222222222,
+        0.00081996942222222217, 0.00094852391111111109}},
+      {wide, Layout{.dp = 2, .tp = 1, .sp = 1, .tsp = 4, .sequence_parallel = false}, 2, 4096,
+       Recompute::Full, "h100",
+       {0.00073084231111111104, 0, 0.00028381013333333331,
+        0.0014616846222222221, 0.0018820478222222224}},
+      {narrow, Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 3, .sequence_parallel = false}, 1, 2046,
+       Recompute::Mlp, "mi300x",
+       {0.0014297140046022035, 0.00085755584391676869, 0.00038994776362301099,
+        0.00091974616362301112, 0.0032193671373969808}},
+      {wide, Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 16, .sequence_parallel = false}, 1, 16384,
+       Recompute::None, "h200",
+       {0.0020187819221524662, 0.016833699373153963, 0.0025981013333333334,
+        0.0032909283555555557, 0.049278728668540127}},
+      {small_model(), Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 2, .sequence_parallel = false}, 2,
+       64, Recompute::Full, "cpu",
+       {6.8889599999999999e-05, 0.00011901952, 4.5107200000000001e-05,
+        4.22144e-05, 0.00012718591999999999}},
+  };
+  const char* kinds[] = {"broadcast", "all_gather", "reduce_scatter", "reduce", "send"};
+  for (const Case& c : cases) {
+    Workload w;
+    w.batch = c.batch;
+    w.seq = c.seq;
+    w.recompute = c.r;
+    const Prediction p = predict(c.m, c.l, w, hardware_preset(c.hw));
+    for (int k = 0; k < 5; ++k) {
+      double exposed = 0;
+      for (const CommCost& cost : p.comm)
+        if (!cost.gradient_reduction && cost.op.op == kinds[k]) exposed += cost.exposed_s;
+      EXPECT_NEAR(exposed, c.exposed[k], 1e-12 * c.exposed[k]) << c.hw << " " << kinds[k];
+    }
+  }
+}
+
 }  // namespace
 }  // namespace origami::plan
