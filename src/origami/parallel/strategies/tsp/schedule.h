@@ -59,9 +59,19 @@ inline std::int64_t tsp_head_chunks(const TspRankShapes& s) {
   return (s.vocab_rows + c - 1) / c;
 }
 
+// The buffers an attention call rotates the shards P_j through (tsp_attention.cpp): the call
+// starts P_0 .. P_{kTspShardBuffers-1}, and P_j is broadcast into the buffer group
+// j - kTspShardBuffers has just used, that many groups ahead of its own.
+inline constexpr int kTspShardBuffers = 2;
+
 // How many of the next attention call's shards (P_0, P_1, ...) are broadcast ahead, behind
 // the MLP (and head) that precede it; the others are broadcast when the call starts.
 inline constexpr int kTspPrefetchedShards = 2;
+static_assert(kTspPrefetchedShards >= 0 && kTspPrefetchedShards <= kTspShardBuffers,
+              "the next call's shards are prefetched into the shard buffers");
+
+// K and V: the collectives one head group issues per direction (all-gathers, reduce-scatters).
+inline constexpr int kTspKvCallsPerGroup = 2;
 
 // The communicators of a TSP axis (TspOps): the axis itself, its duplicate for the shard
 // broadcasts and ring hops (TspOps::shard_comm) and the second one for the dP_j reduces
@@ -130,6 +140,36 @@ struct TspResident {
 };
 TspResident tsp_resident_set(const TspRankShapes& s, bool full_recompute, std::int64_t elem,
                              const TspSharedBuffers& shared);
+
+// The compute one device runs per layer pass (seconds), which the planner estimates: a whole
+// attention (its D head groups), an MLP, the LM head, forward and backward.
+struct TspComputeSeconds {
+  double attention_f = 0, attention_b = 0, mlp_f = 0, mlp_b = 0, head_f = 0, head_b = 0;
+};
+
+// One position of a message kind in TSP's overlapped schedule: `count` times per micro-batch,
+// `messages` messages in flight together are waited for after `window` seconds of compute (0:
+// waited at once). A message is one call of its kind, or, when hop_bytes > 0, one ring hop
+// of that many bytes (the ring's sends carry both the MLP's and the head's hops).
+struct TspOverlapPosition {
+  double count = 0;
+  int messages = 1;
+  std::int64_t hop_bytes = 0;
+  double window = 0;
+};
+// Every position of one kind (comm, op of tsp_traffic); a kind with no entry is waited at
+// once (the embedding's all-to-alls), one with no positions costs nothing (a receive: the
+// peer's send carries the time).
+struct TspOverlap {
+  const char* comm;
+  const char* op;
+  std::vector<TspOverlapPosition> positions;
+};
+// TSP's overlap schedule (docs/tsp.md), what hides behind what for one micro-batch: the
+// planner prices each message with its link model and exposes max(0, time - window) per
+// position (plan/predict.cpp). The positions of a kind partition its calls. D = 1: empty.
+std::vector<TspOverlap> tsp_overlap(const TspRankShapes& s, std::int64_t elem,
+                                    bool full_recompute, const TspComputeSeconds& c);
 
 // TSP's own Workspace (elements) beyond the shared blocks' (the driver's stream rows, the
 // context-parallel attention's scratch): W_O of two head groups kept aside in forward (the
