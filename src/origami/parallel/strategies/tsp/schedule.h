@@ -1,7 +1,8 @@
 // TSP's schedule, stated once: the per-rank shapes, the conjugate communication pairs of each
-// block (forward <-> backward), the bytes every rank sends per block and the resident
-// communication buffers per phase. The engine (tsp_*.cpp) sizes its shard buffers with these
-// functions; the planner (plan/cost_model.cpp, plan/buffers.cpp) calls them for TSP rows and
+// block (forward <-> backward), the bytes every rank sends per block, the resident
+// communication buffers per phase and what compute each message hides behind (tsp_overlap).
+// The engine (tsp_*.cpp) sizes its shard buffers with these functions; the planner
+// (plan/cost_model.cpp, plan/buffers.cpp, plan/predict.cpp) calls them for TSP rows and
 // docs/tsp.md explains them; exact tests (tests/parallel/tsp_comm_test.cpp,
 // tests/plan/cost_model_test.cpp) hold the engine to them. A change to TSP's schedule (a
 // prefetch moved, a buffer added) is an edit in this folder, the planner follows.
