@@ -320,8 +320,8 @@ TEST(Layouts, EnumeratesEveryFactorisationAndTspUnderDp) {
 
 // Regression values, not a reference: the exposed seconds per TSP message kind that
 // plan/predict.cpp's own TSP overlap arithmetic gave (main at 51a6e49) before that schedule
-// moved into parallel/strategies/tsp/schedule.h (tsp_overlap), for shapes that leave every
-// kind partly hidden. The planner now only evaluates schedule.h's description; these pin
+// moved into parallel/strategies/tsp/schedule.h (tsp_overlap), and the allgather schedule's
+// likewise, for shapes that leave most kinds partly hidden. The planner now only evaluates schedule.h's description; these pin
 // that the move changed no figure. A deliberate change to TSP's schedule updates them.
 TEST(Predict, TspExposedSecondsFollowSchedulesDescriptionUnchanged) {
   ModelConfig wide;  // Llama-2 7B widths, fewer layers
@@ -369,9 +369,36 @@ TEST(Predict, TspExposedSecondsFollowSchedulesDescriptionUnchanged) {
        64, Recompute::Full, "cpu",
        {6.8889599999999999e-05, 0.00011901952, 4.5107200000000001e-05,
         4.22144e-05, 0.00012718591999999999}},
+      // The allgather schedule (strategies/tsp_allgather/schedule.h) on the same shapes.
+      {wide, Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 8,
+              .sequence_parallel = false, .tsp_schedule = parallel::TspSchedule::Allgather},
+       1, 16384, Recompute::None, "h200",
+       {0.0017648686222222223, 0, 0.00083523517685733079,
+        0, 0.00018504444444444445}},
+      {wide, Layout{.dp = 2, .tp = 1, .sp = 1, .tsp = 4,
+              .sequence_parallel = false, .tsp_schedule = parallel::TspSchedule::Allgather},
+       2, 4096, Recompute::Full, "h100",
+       {0.00070757137672583829, 0, 0.00071165551084812634,
+        0, 0.00036708888888888893}},
+      {narrow, Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 3,
+              .sequence_parallel = false, .tsp_schedule = parallel::TspSchedule::Allgather},
+       1, 2046, Recompute::Mlp, "mi300x",
+       {0.0016734795139290086, 0.0011277481831089352, 0.0010891669787678499,
+        0.00058026372856793149, 0.0006315221231497348}},
+      {small_model(), Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 2,
+              .sequence_parallel = false, .tsp_schedule = parallel::TspSchedule::Allgather},
+       2, 64, Recompute::Full, "cpu",
+       {5.0872319999999985e-05, 0.00022571008000000001, 1.9507200000000002e-05,
+        6.9242880000000006e-05, 2.4135679999999999e-05}},
   };
-  const char* kinds[] = {"broadcast", "all_gather", "reduce_scatter", "reduce", "send"};
+  const char* ring_kinds[] = {"tsp_shards/broadcast", "tsp/all_gather", "tsp/reduce_scatter",
+                              "tsp_grads/reduce", "tsp_shards/send"};
+  const char* gather_kinds[] = {"tsp_shards/all_gather", "tsp/all_gather",
+                                "tsp_grads/reduce_scatter", "tsp/reduce_scatter",
+                                "tsp_shards/send"};
   for (const Case& c : cases) {
+    const bool gather = c.l.tsp_schedule == parallel::TspSchedule::Allgather;
+    const char* const* kinds = gather ? gather_kinds : ring_kinds;
     Workload w;
     w.batch = c.batch;
     w.seq = c.seq;
@@ -380,7 +407,8 @@ TEST(Predict, TspExposedSecondsFollowSchedulesDescriptionUnchanged) {
     for (int k = 0; k < 5; ++k) {
       double exposed = 0;
       for (const CommCost& cost : p.comm)
-        if (!cost.gradient_reduction && cost.op.op == kinds[k]) exposed += cost.exposed_s;
+        if (!cost.gradient_reduction && cost.op.axis + "/" + cost.op.op == kinds[k])
+          exposed += cost.exposed_s;
       EXPECT_NEAR(exposed, c.exposed[k], 1e-12 * c.exposed[k]) << c.hw << " " << kinds[k];
     }
   }
