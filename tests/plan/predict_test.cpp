@@ -321,8 +321,9 @@ TEST(Layouts, EnumeratesEveryFactorisationAndTspUnderDp) {
 // Regression values, not a reference: the exposed seconds per TSP message kind that
 // plan/predict.cpp's own TSP overlap arithmetic gave (main at 51a6e49) before that schedule
 // moved into parallel/strategies/tsp/schedule.h (tsp_overlap), and the allgather schedule's
-// likewise, for shapes that leave most kinds partly hidden. The planner now only evaluates schedule.h's description; these pin
-// that the move changed no figure. A deliberate change to TSP's schedule updates them.
+// likewise, for shapes that leave most kinds partly hidden. The planner now only evaluates
+// the schedules' descriptions; these pin that the move changed no figure (to 1e-12: the
+// sums run in another order). A deliberate change to a TSP schedule updates them.
 TEST(Predict, TspExposedSecondsFollowSchedulesDescriptionUnchanged) {
   ModelConfig wide;  // Llama-2 7B widths, fewer layers
   wide.vocab_size = 32000;
