@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "origami/parallel/strategies/tsp_allgather/schedule.h"
 #include "origami/plan/shapes.h"
 
 namespace origami::plan {
@@ -150,20 +151,12 @@ void cp_exposure(const Shapes& s, const Workload& w, const BlockSeconds& c,
   }
 }
 
-// TSP's exposed communication (docs/planner.md, "Step time"): the overlap schedule as
-// parallel/strategies/tsp/schedule.h states it (tsp_overlap), priced with the link model.
-// Each position exposes what its messages take beyond the compute window they hide behind;
-// a kind the schedule does not list (the embedding's all-to-alls) stays exposed.
-void tsp_exposure(const Shapes& s, const Workload& w, const Link& link, const BlockSeconds& c,
-                  std::vector<CommCost>& ops) {
-  const parallel::TspComputeSeconds compute{.attention_f = c.attention_f,
-                                            .attention_b = c.attention_b,
-                                            .mlp_f = c.mlp_f,
-                                            .mlp_b = c.mlp_b,
-                                            .head_f = c.head_f,
-                                            .head_b = c.head_b};
-  const std::vector<parallel::TspOverlap> schedule =
-      parallel::tsp_overlap(s.tsp_rank(), w.elem.comm, w.recompute == Recompute::Full, compute);
+// A TSP schedule's exposed communication: its overlap as the schedule states it
+// (parallel/strategies/tsp/schedule.h's TspOverlap), priced with the link model. Each
+// position exposes what its messages take beyond the compute window they hide behind; a kind
+// the schedule does not list (the embedding's all-to-alls) stays exposed.
+void expose_overlap(const std::vector<parallel::TspOverlap>& schedule, const Link& link,
+                    std::vector<CommCost>& ops) {
   const auto t = [&](double bytes) { return link.alpha_s + bytes / link.beta_Bps; };
   for (CommCost& op : ops) {
     if (op.gradient_reduction || op.op.calls == 0) continue;
@@ -180,53 +173,34 @@ void tsp_exposure(const Shapes& s, const Workload& w, const Link& link, const Bl
   }
 }
 
+parallel::TspComputeSeconds tsp_compute(const BlockSeconds& c) {
+  return {.attention_f = c.attention_f,
+          .attention_b = c.attention_b,
+          .mlp_f = c.mlp_f,
+          .mlp_b = c.mlp_b,
+          .head_f = c.head_f,
+          .head_b = c.head_b,
+          .core_f = c.core_f,
+          .core_b = c.core_b,
+          .projection_b = c.projection_b};
+}
+
+// TSP's broadcast-ring schedule (docs/planner.md, "Step time"; docs/tsp.md).
+void tsp_exposure(const Shapes& s, const Workload& w, const Link& link, const BlockSeconds& c,
+                  std::vector<CommCost>& ops) {
+  expose_overlap(parallel::tsp_overlap(s.tsp_rank(), w.elem.comm,
+                                       w.recompute == Recompute::Full, tsp_compute(c)),
+                 link, ops);
+}
+
 // TSP's allgather schedule (parallel/strategies/tsp_allgather/schedule.h): one block ahead.
-//  * weight all-gathers: attention l's behind MLP l-1's forward (layer 0's exposed), MLP l's
-//    behind attention l's forward; backward: MLP L-1's on demand (exposed), attention l's
-//    behind MLP l's backward, MLP l-1's behind attention l's backward; under full recompute
-//    each layer's recomputed attention behind the previous attention backward (the first
-//    exposed), its MLP's (twice) behind the recomputed attention and MLP forwards;
-//  * weight reduce-scatters: each behind the next block, attention 0's exposed;
-//  * K/V all-gathers and dK/dV reduce-scatters: one head group at a time, as SP's
-//    (attention_cp.cpp) with 1/D of the attention per group;
-//  * the LM head's ring as TSP's; embedding all-to-alls and gradient reductions exposed.
-// A weight all-gather's seconds are split between the attention's and the MLP's by bytes.
 void tsp_allgather_exposure(const Shapes& s, const Workload& w, const Link& link,
                             const BlockSeconds& c, std::vector<CommCost>& ops) {
-  const double D = s.D, L = double(s.L), e = double(w.elem.comm);
-  const bool full = w.recompute == Recompute::Full;
-  const double F = full ? 2 * L : L;  // layer forwards
-  const double A = 2.0 * double(s.qd + s.kvd) * double(s.h), M = 3.0 * double(s.ffn) * double(s.h);
-  const double Wb = double(s.vocab_rows) * double(s.h) * e;
-  const auto t = [&](double bytes) { return link.alpha_s + bytes / link.beta_Bps; };
-  const auto hidden = [](double comm, double compute) { return std::max(0.0, comm - compute); };
-  for (CommCost& op : ops) {
-    if (op.gradient_reduction || op.op.calls == 0) continue;
-    const double call = op.seconds / double(op.op.calls);
-    const std::string& kind = op.op.op;
-    const double pair = 2 * call, att = pair * A / (A + M), mlp = pair * M / (A + M);
-    if (op.op.axis == "tsp_shards" && kind == "all_gather") {
-      const double forward = att + (L - 1) * hidden(att, c.mlp_f) + L * hidden(mlp, c.attention_f);
-      const double backward =
-          full ? att + (L - 1) * hidden(att, c.attention_b) + L * hidden(mlp, c.attention_f) +
-                     L * hidden(mlp, c.mlp_f) + L * hidden(att, c.mlp_b)
-               : mlp + L * hidden(att, c.mlp_b) + (L - 1) * hidden(mlp, c.attention_b);
-      op.exposed_s = forward + backward;
-    } else if (op.op.axis == "tsp_grads" && kind == "reduce_scatter") {
-      const double next = full ? c.attention_f : c.mlp_b;  // the block after an attention backward
-      op.exposed_s = L * hidden(mlp, c.attention_b) + (L - 1) * hidden(att, next) + att;
-    } else if (kind == "all_gather") {  // K/V, 2 calls per head group
-      op.exposed_s = F * D * hidden(2 * call, c.core_f / (D * D)) +
-                     L * D * hidden(2 * call, c.projection_b / D + c.core_b / (D * D));
-    } else if (kind == "reduce_scatter") {
-      op.exposed_s = L * D * hidden(2 * call, c.projection_b / D);
-    } else if (kind == "send") {  // the head's ring only (GradRing in backward)
-      op.exposed_s = (D - 1) * hidden(t(Wb), c.head_f / D) + 2 * hidden(t(Wb), c.head_b / D) +
-                     (D - 2) * hidden(2 * t(Wb), c.head_b / D) + t(Wb);
-    } else if (kind == "recv") {
-      op.exposed_s = 0;  // the peer's send carries the cost
-    }
-  }
+  const auto shapes = parallel::tsp_allgather::make_shapes(s.D, s.block_rows, s.h, s.heads,
+                                                           s.kv_heads, s.d, s.ffn);
+  expose_overlap(parallel::tsp_allgather::overlap(shapes, s.L, s.vocab_rows * s.h * w.elem.comm,
+                                                  w.recompute == Recompute::Full, tsp_compute(c)),
+                 link, ops);
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ void add_broadcasts(Positions& out, int D, double passes, bool first_prefetched,
   const double ahead = passes - (first_prefetched ? 0 : 1);  // calls that find a prefetch
   if (!first_prefetched)
     for (int i = 0; i < buffers; ++i) out.push_back({1, 1, 0, i * g});
-  out.push_back({ahead, prefetched, 0, before});
+  out.push_back({ahead, double(prefetched), 0, before});
   for (int i = prefetched; i < buffers; ++i) out.push_back({ahead, 1, 0, i * g});
   out.push_back({passes * (D - buffers), 1, 0, kTspShardBuffers * g});
 }
@@ -37,6 +37,12 @@ void add_backward_ring(Positions& out, int D, double passes, std::int64_t hop, d
 }
 
 }  // namespace
+
+void add_tsp_head_ring(std::vector<TspOverlapPosition>& out, int D, std::int64_t block_bytes,
+                       double head_f, double head_b) {
+  out.push_back({double(D - 1), 1, block_bytes, head_f / D});
+  add_backward_ring(out, D, 1, block_bytes, head_b / D);
+}
 
 std::vector<TspOverlap> tsp_overlap(const TspRankShapes& s, std::int64_t elem,
                                     bool full_recompute, const TspComputeSeconds& c) {
@@ -75,8 +81,7 @@ std::vector<TspOverlap> tsp_overlap(const TspRankShapes& s, std::int64_t elem,
   const std::int64_t M = tsp_mlp_shard_floats(s) * elem, W = s.vocab_rows * s.h * elem;
   Positions ring{{F * (D - 1), 1, M, c.mlp_f / D}};
   add_backward_ring(ring, D, L, M, c.mlp_b / D);
-  ring.push_back({double(D - 1), 1, W, c.head_f / D});
-  add_backward_ring(ring, D, 1, W, c.head_b / D);
+  add_tsp_head_ring(ring, D, W, c.head_f, c.head_b);
   out.push_back({kTspShards, "send", std::move(ring)});
   out.push_back({kTspShards, "recv", {}});
   return out;

@@ -143,18 +143,23 @@ TspResident tsp_resident_set(const TspRankShapes& s, bool full_recompute, std::i
                              const TspSharedBuffers& shared);
 
 // The compute one device runs per layer pass (seconds), which the planner estimates: a whole
-// attention (its D head groups), an MLP, the LM head, forward and backward.
+// attention (its D head groups), an MLP, the LM head, forward and backward; the attention's
+// causal products (core) and one h x (H·d) projection's backward, which the allgather
+// schedule's K/V collectives hide behind.
 struct TspComputeSeconds {
   double attention_f = 0, attention_b = 0, mlp_f = 0, mlp_b = 0, head_f = 0, head_b = 0;
+  double core_f = 0, core_b = 0, projection_b = 0;
 };
 
 // One position of a message kind in TSP's overlapped schedule: `count` times per micro-batch,
 // `messages` messages in flight together are waited for after `window` seconds of compute (0:
 // waited at once). A message is one call of its kind, or, when hop_bytes > 0, one ring hop
-// of that many bytes (the ring's sends carry both the MLP's and the head's hops).
+// of that many bytes (the ring's sends carry both the MLP's and the head's hops); a fraction
+// of a call is that share of its bytes (the allgather schedule's attention and MLP weights
+// share one row).
 struct TspOverlapPosition {
   double count = 0;
-  int messages = 1;
+  double messages = 1;
   std::int64_t hop_bytes = 0;
   double window = 0;
 };
@@ -171,6 +176,10 @@ struct TspOverlap {
 // position (plan/predict.cpp). The positions of a kind partition its calls. D = 1: empty.
 std::vector<TspOverlap> tsp_overlap(const TspRankShapes& s, std::int64_t elem,
                                     bool full_recompute, const TspComputeSeconds& c);
+// The LM head's vocabulary ring (both TSP schedules run it): D-1 forward hops of the
+// `block_bytes` vocabulary block, each behind one block's logits, and the backward GradRing.
+void add_tsp_head_ring(std::vector<TspOverlapPosition>& out, int D, std::int64_t block_bytes,
+                       double head_f, double head_b);
 
 // TSP's own Workspace (elements) beyond the shared blocks' (the driver's stream rows, the
 // context-parallel attention's scratch): W_O of two head groups kept aside in forward (the
