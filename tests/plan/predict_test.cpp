@@ -317,5 +317,103 @@ TEST(Layouts, EnumeratesEveryFactorisationAndTspUnderDp) {
   EXPECT_EQ(json_strategy(Layout{.dp = 2, .tp = 1, .sp = 1, .tsp = 4, .sequence_parallel = false}), "tsp");
 }
 
+
+// Regression values, not a reference: the exposed seconds per TSP message kind that
+// plan/predict.cpp's own TSP overlap arithmetic gave (main at 51a6e49) before that schedule
+// moved into parallel/strategies/tsp/schedule.h (tsp_overlap), and the allgather schedule's
+// likewise, for shapes that leave most kinds partly hidden. The planner now only evaluates
+// the schedules' descriptions; these pin that the move changed no figure (to 1e-12: the
+// sums run in another order). A deliberate change to a TSP schedule updates them.
+TEST(Predict, TspExposedSecondsFollowSchedulesDescriptionUnchanged) {
+  ModelConfig wide;  // Llama-2 7B widths, fewer layers
+  wide.vocab_size = 32000;
+  wide.hidden_size = 4096;
+  wide.intermediate_size = 11008;
+  wide.num_hidden_layers = 4;
+  wide.num_attention_heads = 32;
+  wide.num_key_value_heads = 8;
+  wide.max_position_embeddings = 16384;
+  ModelConfig narrow = wide;  // D = 3 divides its 12 heads and 6 kv heads
+  narrow.vocab_size = 5000;
+  narrow.hidden_size = 768;
+  narrow.intermediate_size = 2112;
+  narrow.num_hidden_layers = 3;
+  narrow.num_attention_heads = 12;
+  narrow.num_key_value_heads = 6;
+  struct Case {
+    ModelConfig m;
+    Layout l;
+    std::int64_t batch, seq;
+    Recompute r;
+    const char* hw;
+    // broadcast, all_gather, reduce_scatter, reduce, send (exposed seconds per micro-batch)
+    double exposed[5];
+  };
+  const Case cases[] = {
+      {wide, Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 8, .sequence_parallel = false}, 1, 16384,
+       Recompute::None, "h200",
+       {0.00040998471111111109, 0, 0.0003311118222222222,
+        0.00081996942222222217, 0.00094852391111111109}},
+      {wide, Layout{.dp = 2, .tp = 1, .sp = 1, .tsp = 4, .sequence_parallel = false}, 2, 4096,
+       Recompute::Full, "h100",
+       {0.00073084231111111104, 0, 0.00028381013333333331,
+        0.0014616846222222221, 0.0018820478222222224}},
+      {narrow, Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 3, .sequence_parallel = false}, 1, 2046,
+       Recompute::Mlp, "mi300x",
+       {0.0014297140046022035, 0.00085755584391676869, 0.00038994776362301099,
+        0.00091974616362301112, 0.0032193671373969808}},
+      {wide, Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 16, .sequence_parallel = false}, 1, 16384,
+       Recompute::None, "h200",
+       {0.0020187819221524662, 0.016833699373153963, 0.0025981013333333334,
+        0.0032909283555555557, 0.049278728668540127}},
+      {small_model(), Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 2, .sequence_parallel = false}, 2,
+       64, Recompute::Full, "cpu",
+       {6.8889599999999999e-05, 0.00011901952, 4.5107200000000001e-05,
+        4.22144e-05, 0.00012718591999999999}},
+      // The allgather schedule (strategies/tsp_allgather/schedule.h) on the same shapes.
+      {wide, Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 8,
+              .sequence_parallel = false, .tsp_schedule = parallel::TspSchedule::Allgather},
+       1, 16384, Recompute::None, "h200",
+       {0.0017648686222222223, 0, 0.00083523517685733079,
+        0, 0.00018504444444444445}},
+      {wide, Layout{.dp = 2, .tp = 1, .sp = 1, .tsp = 4,
+              .sequence_parallel = false, .tsp_schedule = parallel::TspSchedule::Allgather},
+       2, 4096, Recompute::Full, "h100",
+       {0.00070757137672583829, 0, 0.00071165551084812634,
+        0, 0.00036708888888888893}},
+      {narrow, Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 3,
+              .sequence_parallel = false, .tsp_schedule = parallel::TspSchedule::Allgather},
+       1, 2046, Recompute::Mlp, "mi300x",
+       {0.0016734795139290086, 0.0011277481831089352, 0.0010891669787678499,
+        0.00058026372856793149, 0.0006315221231497348}},
+      {small_model(), Layout{.dp = 1, .tp = 1, .sp = 1, .tsp = 2,
+              .sequence_parallel = false, .tsp_schedule = parallel::TspSchedule::Allgather},
+       2, 64, Recompute::Full, "cpu",
+       {5.0872319999999985e-05, 0.00022571008000000001, 1.9507200000000002e-05,
+        6.9242880000000006e-05, 2.4135679999999999e-05}},
+  };
+  const char* ring_kinds[] = {"tsp_shards/broadcast", "tsp/all_gather", "tsp/reduce_scatter",
+                              "tsp_grads/reduce", "tsp_shards/send"};
+  const char* gather_kinds[] = {"tsp_shards/all_gather", "tsp/all_gather",
+                                "tsp_grads/reduce_scatter", "tsp/reduce_scatter",
+                                "tsp_shards/send"};
+  for (const Case& c : cases) {
+    const bool gather = c.l.tsp_schedule == parallel::TspSchedule::Allgather;
+    const char* const* kinds = gather ? gather_kinds : ring_kinds;
+    Workload w;
+    w.batch = c.batch;
+    w.seq = c.seq;
+    w.recompute = c.r;
+    const Prediction p = predict(c.m, c.l, w, hardware_preset(c.hw));
+    for (int k = 0; k < 5; ++k) {
+      double exposed = 0;
+      for (const CommCost& cost : p.comm)
+        if (!cost.gradient_reduction && cost.op.axis + "/" + cost.op.op == kinds[k])
+          exposed += cost.exposed_s;
+      EXPECT_NEAR(exposed, c.exposed[k], 1e-12 * c.exposed[k]) << c.hw << " " << kinds[k];
+    }
+  }
+}
+
 }  // namespace
 }  // namespace origami::plan

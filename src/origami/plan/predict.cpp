@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "origami/parallel/strategies/tsp_allgather/schedule.h"
 #include "origami/plan/shapes.h"
 
 namespace origami::plan {
@@ -150,122 +151,56 @@ void cp_exposure(const Shapes& s, const Workload& w, const BlockSeconds& c,
   }
 }
 
-// TSP's exposed communication (docs/planner.md, "Step time"), following the overlapped
-// schedule (docs/tsp.md). g = one head group's attention compute in a pass (attention / D).
-//  * broadcasts: P_j (j >= 2) is sent two groups ahead (hidden behind 2g); P_0 and P_1 of a
-//    pass are prefetched behind what precedes it (the MLP forward before a forward, the MLP
-//    backward before a backward, the recomputed forward's MLP forward and backward before the
-//    backward under full recompute, the previous attention backward's last two groups before a
-//    recomputed forward), except for the first pass of each kind (P_0 exposed, P_1 behind g);
-//  * K/V all-gathers: group 0's runs behind its own local rows (g/D), every later group's
-//    behind the previous group's remote rows and its own local rows (g);
-//  * dK/dV reduce-scatters and dP_j reduces: every group's but the last behind the next group
-//    (g); the last group's are waited at once (exposed);
-//  * ring hops: a forward hop behind one shard's GEMMs; a backward step's weight and
-//    accumulator hops behind one shard's backward, the accumulator's last hop home exposed;
-//  * embedding all-to-alls and gradient reductions exposed.
-void tsp_exposure(const Shapes& s, const Workload& w, const Link& link, const BlockSeconds& c,
-                  std::vector<CommCost>& ops) {
-  const double D = s.D, e = double(w.elem.comm);
-  // The ring's messages as strategies/tsp/schedule.h sizes them: the MLP shard M_j and one
-  // vocabulary block (its chunks carry the same bytes).
-  const double M = double(parallel::tsp_mlp_shard_floats(s.tsp_rank())) * e;
-  const double Wb = double(s.vocab_rows) * double(s.h) * e;
-  const double L = double(s.L);
-  const bool full = w.recompute == Recompute::Full;
-  const double F = full ? 2 * L : L;  // layer forwards
-  const double gf = c.attention_f / D, gb = c.attention_b / D;  // one head group
+// A TSP schedule's exposed communication: its overlap as the schedule states it
+// (parallel/strategies/tsp/schedule.h's TspOverlap), priced with the link model. Each
+// position exposes what its messages take beyond the compute window they hide behind; a kind
+// the schedule does not list (the embedding's all-to-alls) stays exposed.
+void expose_overlap(const std::vector<parallel::TspOverlap>& schedule, const Link& link,
+                    std::vector<CommCost>& ops) {
   const auto t = [&](double bytes) { return link.alpha_s + bytes / link.beta_Bps; };
-  const auto hidden = [](double comm, double compute) { return std::max(0.0, comm - compute); };
   for (CommCost& op : ops) {
     if (op.gradient_reduction || op.op.calls == 0) continue;
+    const auto kind = std::find_if(schedule.begin(), schedule.end(), [&](const auto& k) {
+      return op.op.axis == k.comm && op.op.op == k.op;
+    });
+    if (kind == schedule.end()) continue;
     const double call = op.seconds / double(op.op.calls);  // one call's time
-    const std::string& kind = op.op.op;
-    if (kind == "broadcast") {
-      const double later = (D - 2) * hidden(call, 2 * gf);  // P_2 .. P_{D-1} of a forward
-      const double later_b = (D - 2) * hidden(call, 2 * gb);
-      const double first_f = call + hidden(call, gf), first_b = call + hidden(call, gb);
-      // Forward passes: layer 0's first, then L-1 behind the MLP forward; under full
-      // recompute L more behind the last two groups of the attention backward before them.
-      double f = first_f + (L - 1) * hidden(2 * call, c.mlp_f) + L * later;
-      if (full) f += first_f + (L - 1) * hidden(2 * call, 2 * gb) + L * later;
-      // Backward passes: behind the MLP backward (and the recomputed MLP forward), the last
-      // layer's first unless a recomputed forward prefetched it.
-      const double before_b = full ? c.mlp_f + c.mlp_b : c.mlp_b;
-      const double b = (full ? hidden(2 * call, before_b) : first_b) +
-                       (L - 1) * hidden(2 * call, before_b) + L * later_b;
-      op.exposed_s = f + b;
-    } else if (kind == "all_gather") {
-      // 2 calls (K, V) per group; F forward and L backward passes of D groups.
-      op.exposed_s = F * (hidden(2 * call, gf / D) + (D - 1) * hidden(2 * call, gf)) +
-                     L * (hidden(2 * call, gb / D) + (D - 1) * hidden(2 * call, gb));
-    } else if (kind == "reduce_scatter") {
-      op.exposed_s = L * ((D - 1) * hidden(2 * call, gb) + 2 * call);
-    } else if (kind == "reduce") {  // dP_j on tsp_grads
-      op.exposed_s = L * ((D - 1) * hidden(call, gb) + call);
-    } else if (kind == "send") {
-      // A backward ring of D steps (GradRing): the first step sends only the weight shard,
-      // the last only the accumulator, the D-2 between both, each behind one shard's
-      // backward; then the accumulator's hop home.
-      const auto backward_ring = [&](double hop, double compute) {
-        return 2 * hidden(hop, compute) + (D - 2) * hidden(2 * hop, compute) + hop;
-      };
-      op.exposed_s = F * (D - 1) * hidden(t(M), c.mlp_f / D) +
-                     L * backward_ring(t(M), c.mlp_b / D) +
-                     (D - 1) * hidden(t(Wb), c.head_f / D) + backward_ring(t(Wb), c.head_b / D);
-    } else if (kind == "recv") {
-      op.exposed_s = 0;  // the peer's send carries the cost
+    op.exposed_s = 0;
+    for (const parallel::TspOverlapPosition& at : kind->positions) {
+      const double message = at.hop_bytes > 0 ? t(double(at.hop_bytes)) : call;
+      op.exposed_s += at.count * std::max(0.0, at.messages * message - at.window);
     }
   }
 }
 
+parallel::TspComputeSeconds tsp_compute(const BlockSeconds& c) {
+  return {.attention_f = c.attention_f,
+          .attention_b = c.attention_b,
+          .mlp_f = c.mlp_f,
+          .mlp_b = c.mlp_b,
+          .head_f = c.head_f,
+          .head_b = c.head_b,
+          .core_f = c.core_f,
+          .core_b = c.core_b,
+          .projection_b = c.projection_b};
+}
+
+// TSP's broadcast-ring schedule (docs/planner.md, "Step time"; docs/tsp.md).
+void tsp_exposure(const Shapes& s, const Workload& w, const Link& link, const BlockSeconds& c,
+                  std::vector<CommCost>& ops) {
+  expose_overlap(parallel::tsp_overlap(s.tsp_rank(), w.elem.comm,
+                                       w.recompute == Recompute::Full, tsp_compute(c)),
+                 link, ops);
+}
+
 // TSP's allgather schedule (parallel/strategies/tsp_allgather/schedule.h): one block ahead.
-//  * weight all-gathers: attention l's behind MLP l-1's forward (layer 0's exposed), MLP l's
-//    behind attention l's forward; backward: MLP L-1's on demand (exposed), attention l's
-//    behind MLP l's backward, MLP l-1's behind attention l's backward; under full recompute
-//    each layer's recomputed attention behind the previous attention backward (the first
-//    exposed), its MLP's (twice) behind the recomputed attention and MLP forwards;
-//  * weight reduce-scatters: each behind the next block, attention 0's exposed;
-//  * K/V all-gathers and dK/dV reduce-scatters: one head group at a time, as SP's
-//    (attention_cp.cpp) with 1/D of the attention per group;
-//  * the LM head's ring as TSP's; embedding all-to-alls and gradient reductions exposed.
-// A weight all-gather's seconds are split between the attention's and the MLP's by bytes.
 void tsp_allgather_exposure(const Shapes& s, const Workload& w, const Link& link,
                             const BlockSeconds& c, std::vector<CommCost>& ops) {
-  const double D = s.D, L = double(s.L), e = double(w.elem.comm);
-  const bool full = w.recompute == Recompute::Full;
-  const double F = full ? 2 * L : L;  // layer forwards
-  const double A = 2.0 * double(s.qd + s.kvd) * double(s.h), M = 3.0 * double(s.ffn) * double(s.h);
-  const double Wb = double(s.vocab_rows) * double(s.h) * e;
-  const auto t = [&](double bytes) { return link.alpha_s + bytes / link.beta_Bps; };
-  const auto hidden = [](double comm, double compute) { return std::max(0.0, comm - compute); };
-  for (CommCost& op : ops) {
-    if (op.gradient_reduction || op.op.calls == 0) continue;
-    const double call = op.seconds / double(op.op.calls);
-    const std::string& kind = op.op.op;
-    const double pair = 2 * call, att = pair * A / (A + M), mlp = pair * M / (A + M);
-    if (op.op.axis == "tsp_shards" && kind == "all_gather") {
-      const double forward = att + (L - 1) * hidden(att, c.mlp_f) + L * hidden(mlp, c.attention_f);
-      const double backward =
-          full ? att + (L - 1) * hidden(att, c.attention_b) + L * hidden(mlp, c.attention_f) +
-                     L * hidden(mlp, c.mlp_f) + L * hidden(att, c.mlp_b)
-               : mlp + L * hidden(att, c.mlp_b) + (L - 1) * hidden(mlp, c.attention_b);
-      op.exposed_s = forward + backward;
-    } else if (op.op.axis == "tsp_grads" && kind == "reduce_scatter") {
-      const double next = full ? c.attention_f : c.mlp_b;  // the block after an attention backward
-      op.exposed_s = L * hidden(mlp, c.attention_b) + (L - 1) * hidden(att, next) + att;
-    } else if (kind == "all_gather") {  // K/V, 2 calls per head group
-      op.exposed_s = F * D * hidden(2 * call, c.core_f / (D * D)) +
-                     L * D * hidden(2 * call, c.projection_b / D + c.core_b / (D * D));
-    } else if (kind == "reduce_scatter") {
-      op.exposed_s = L * D * hidden(2 * call, c.projection_b / D);
-    } else if (kind == "send") {  // the head's ring only (GradRing in backward)
-      op.exposed_s = (D - 1) * hidden(t(Wb), c.head_f / D) + 2 * hidden(t(Wb), c.head_b / D) +
-                     (D - 2) * hidden(2 * t(Wb), c.head_b / D) + t(Wb);
-    } else if (kind == "recv") {
-      op.exposed_s = 0;  // the peer's send carries the cost
-    }
-  }
+  const auto shapes = parallel::tsp_allgather::make_shapes(s.D, s.block_rows, s.h, s.heads,
+                                                           s.kv_heads, s.d, s.ffn);
+  expose_overlap(parallel::tsp_allgather::overlap(shapes, s.L, s.vocab_rows * s.h * w.elem.comm,
+                                                  w.recompute == Recompute::Full, tsp_compute(c)),
+                 link, ops);
 }
 
 }  // namespace

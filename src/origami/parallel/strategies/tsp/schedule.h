@@ -1,7 +1,8 @@
 // TSP's schedule, stated once: the per-rank shapes, the conjugate communication pairs of each
-// block (forward <-> backward), the bytes every rank sends per block and the resident
-// communication buffers per phase. The engine (tsp_*.cpp) sizes its shard buffers with these
-// functions; the planner (plan/cost_model.cpp, plan/buffers.cpp) calls them for TSP rows and
+// block (forward <-> backward), the bytes every rank sends per block, the resident
+// communication buffers per phase and what compute each message hides behind (tsp_overlap).
+// The engine (tsp_*.cpp) sizes its shard buffers with these functions; the planner
+// (plan/cost_model.cpp, plan/buffers.cpp, plan/predict.cpp) calls them for TSP rows and
 // docs/tsp.md explains them; exact tests (tests/parallel/tsp_comm_test.cpp,
 // tests/plan/cost_model_test.cpp) hold the engine to them. A change to TSP's schedule (a
 // prefetch moved, a buffer added) is an edit in this folder, the planner follows.
@@ -59,9 +60,19 @@ inline std::int64_t tsp_head_chunks(const TspRankShapes& s) {
   return (s.vocab_rows + c - 1) / c;
 }
 
+// The buffers an attention call rotates the shards P_j through (tsp_attention.cpp): the call
+// starts P_0 .. P_{kTspShardBuffers-1}, and P_j is broadcast into the buffer group
+// j - kTspShardBuffers has just used, that many groups ahead of its own.
+inline constexpr int kTspShardBuffers = 2;
+
 // How many of the next attention call's shards (P_0, P_1, ...) are broadcast ahead, behind
 // the MLP (and head) that precede it; the others are broadcast when the call starts.
 inline constexpr int kTspPrefetchedShards = 2;
+static_assert(kTspPrefetchedShards >= 0 && kTspPrefetchedShards <= kTspShardBuffers,
+              "the next call's shards are prefetched into the shard buffers");
+
+// K and V: the collectives one head group issues per direction (all-gathers, reduce-scatters).
+inline constexpr int kTspKvCallsPerGroup = 2;
 
 // The communicators of a TSP axis (TspOps): the axis itself, its duplicate for the shard
 // broadcasts and ring hops (TspOps::shard_comm) and the second one for the dP_j reduces
@@ -130,6 +141,45 @@ struct TspResident {
 };
 TspResident tsp_resident_set(const TspRankShapes& s, bool full_recompute, std::int64_t elem,
                              const TspSharedBuffers& shared);
+
+// The compute one device runs per layer pass (seconds), which the planner estimates: a whole
+// attention (its D head groups), an MLP, the LM head, forward and backward; the attention's
+// causal products (core) and one h x (H·d) projection's backward, which the allgather
+// schedule's K/V collectives hide behind.
+struct TspComputeSeconds {
+  double attention_f = 0, attention_b = 0, mlp_f = 0, mlp_b = 0, head_f = 0, head_b = 0;
+  double core_f = 0, core_b = 0, projection_b = 0;
+};
+
+// One position of a message kind in TSP's overlapped schedule: `count` times per micro-batch,
+// `messages` messages in flight together are waited for after `window` seconds of compute (0:
+// waited at once). A message is one call of its kind, or, when hop_bytes > 0, one ring hop
+// of that many bytes (the ring's sends carry both the MLP's and the head's hops); a fraction
+// of a call is that share of its bytes (the allgather schedule's attention and MLP weights
+// share one row).
+struct TspOverlapPosition {
+  double count = 0;
+  double messages = 1;
+  std::int64_t hop_bytes = 0;
+  double window = 0;
+};
+// Every position of one kind (comm, op of tsp_traffic); a kind with no entry is waited at
+// once (the embedding's all-to-alls), one with no positions costs nothing (a receive: the
+// peer's send carries the time).
+struct TspOverlap {
+  const char* comm;
+  const char* op;
+  std::vector<TspOverlapPosition> positions;
+};
+// TSP's overlap schedule (docs/tsp.md), what hides behind what for one micro-batch: the
+// planner prices each message with its link model and exposes max(0, time - window) per
+// position (plan/predict.cpp). The positions of a kind partition its calls. D = 1: empty.
+std::vector<TspOverlap> tsp_overlap(const TspRankShapes& s, std::int64_t elem,
+                                    bool full_recompute, const TspComputeSeconds& c);
+// The LM head's vocabulary ring (both TSP schedules run it): D-1 forward hops of the
+// `block_bytes` vocabulary block, each behind one block's logits, and the backward GradRing.
+void add_tsp_head_ring(std::vector<TspOverlapPosition>& out, int D, std::int64_t block_bytes,
+                       double head_f, double head_b);
 
 // TSP's own Workspace (elements) beyond the shared blocks' (the driver's stream rows, the
 // context-parallel attention's scratch): W_O of two head groups kept aside in forward (the

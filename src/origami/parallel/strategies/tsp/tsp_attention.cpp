@@ -78,8 +78,8 @@ comm::Handle TspOps::broadcast_attention_shard(std::int64_t l, int owner, Tensor
   return bcast_.ibroadcast(buf, owner);
 }
 
-void TspOps::first_attention_shards(std::int64_t l, Tensor (&buf)[2],
-                                    comm::Handle (&handle)[2]) {
+void TspOps::first_attention_shards(std::int64_t l, Tensor (&buf)[kTspShardBuffers],
+                                    comm::Handle (&handle)[kTspShardBuffers]) {
   int got = 0;
   if (prefetch_.layer == l) {
     got = prefetch_.count;
@@ -93,12 +93,9 @@ void TspOps::first_attention_shards(std::int64_t l, Tensor (&buf)[2],
     // order gets here (every rank the same way); drain it so that nothing stays in flight.
     drop_prefetch();
   }
-  for (int j = got; j < std::min(size_, 2); ++j)
+  for (int j = got; j < std::min(size_, kTspShardBuffers); ++j)
     handle[j] = broadcast_attention_shard(l, j, buf[j]);
 }
-
-static_assert(kTspPrefetchedShards >= 0 && kTspPrefetchedShards <= 2,
-              "the next call's shards are prefetched into the two shard buffers");
 
 void TspOps::prefetch_attention_shard(std::int64_t l, int j, Tensor buf) {
   if (j == 0) drop_prefetch();
@@ -144,24 +141,25 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   // two ahead: P_{k+2} after projecting k, or, when k+2 >= D, the next attention call's P_0
   // and P_1 (the driver's step.next_attention_layer), which run behind the last groups and
   // the MLP. Projections still add into x in group order.
-  Tensor buf[2];
-  comm::Handle shard[2];
+  Tensor buf[kTspShardBuffers];
+  comm::Handle shard[kTspShardBuffers];
   first_attention_shards(l, buf, shard);
   Tensor wo[2] = {Tensor(tracker_, MemCategory::Workspace, {d.hidden, qd}),
                   D > 1 ? Tensor(tracker_, MemCategory::Workspace, {d.hidden, qd}) : Tensor()};
   KvGatherInFlight kv[2];
   const auto view = [&](int j) { return saved_group(s, j); };
   auto begin = [&](int k) {
-    const int b = k % 2;
+    const int b = k % kTspShardBuffers;
     shard[b].wait();
     const Packed p = unpack(buf[b].f32(), qd, kvd, d.hidden);
     kv[b] = cp_attention_forward_begin(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, tracker_,
                                        view(k));
     copy_floats(wo[b].f32(), p.wo, d.hidden * qd);
-    if (k + 2 < D)
-      shard[b] = broadcast_attention_shard(l, k + 2, buf[b]);
+    if (k + kTspShardBuffers < D)
+      shard[b] = broadcast_attention_shard(l, k + kTspShardBuffers, buf[b]);
     else  // P_0 (k = D-2), then P_1 (k = D-1) of the next attention call
-      prefetch_attention_shard(step.next_attention_layer, k + 2 - D, std::move(buf[b]));
+      prefetch_attention_shard(step.next_attention_layer, k + kTspShardBuffers - D,
+                               std::move(buf[b]));
   };
   auto project_out = [&](int j) {
     kernels::linear_forward(R, qd, d.hidden, float_at(s.out.f32(), j * R * qd), wo[j % 2].f32(), x,
@@ -185,8 +183,8 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
   const std::int64_t R = rows(), h = d.hidden, qd = d.heads * d.head_dim,
                      kvd = d.kv_heads * d.head_dim;
   const int D = size_;
-  Tensor buf[2];
-  comm::Handle shard[2];
+  Tensor buf[kTspShardBuffers];
+  comm::Handle shard[kTspShardBuffers];
   first_attention_shards(l, buf, shard);
   // dP_j, this rank's part of head group j's packed gradient, summed on its owner behind the
   // following groups (grad_reduce.h); the owner adds the sum into its shard's gradients.
@@ -225,8 +223,8 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
   if (D > 1) start_gather(0);
   for (int j = 0; j < D; ++j) {
     KvGatherInFlight gathered = std::exchange(next, KvGatherInFlight());
-    shard[j % 2].wait();  // P_j (P_{j+1} is in flight in the other buffer)
-    const Packed p = unpack(buf[j % 2].f32(), qd, kvd, h);
+    shard[j % kTspShardBuffers].wait();  // P_j (P_{j+1} is in flight in the other buffer)
+    const Packed p = unpack(buf[j % kTspShardBuffers].f32(), qd, kvd, h);
     const AttentionGrads dg = packed_grads(reduce.begin(j), qd, kvd, h);
     CpBackwardPipeline pipe;
     if (D > 1) {
@@ -248,10 +246,11 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
     }
     // P_j is done with: its buffer receives P_{j+2}, or the previous layer's P_0, P_1 for its
     // backward (or its recomputed forward).
-    if (j + 2 < D)
-      shard[j % 2] = broadcast_attention_shard(l, j + 2, buf[j % 2]);
+    const int b = j % kTspShardBuffers;
+    if (j + kTspShardBuffers < D)
+      shard[b] = broadcast_attention_shard(l, j + kTspShardBuffers, buf[b]);
     else
-      prefetch_attention_shard(l - 1, j + 2 - D, std::move(buf[j % 2]));
+      prefetch_attention_shard(l - 1, j + kTspShardBuffers - D, std::move(buf[b]));
   }
   finish_prev();
   reduce.finish();

@@ -83,7 +83,8 @@ class TspOps : public StrategyContext {
   // Layer l's P_0 and P_1 (D > 1) into buf[0], buf[1] with their handles: the prefetched ones
   // (docs/design.md §3: "P_0 was prefetched during the previous block's MLP"), the others broadcast
   // now.
-  void first_attention_shards(std::int64_t l, Tensor (&buf)[2], comm::Handle (&handle)[2]);
+  void first_attention_shards(std::int64_t l, Tensor (&buf)[kTspShardBuffers],
+                              comm::Handle (&handle)[kTspShardBuffers]);
   // Starts the broadcast of layer l's P_j (j = 0, then 1) into buf, kept until that layer's
   // next attention call takes it. Nothing when l is not a layer, j is not a head group or not
   // among the kTspPrefetchedShards (schedule.h), or (j = 1) P_0 of l is not prefetched.
@@ -101,8 +102,8 @@ class TspOps : public StrategyContext {
   struct ShardPrefetch {
     std::int64_t layer = -1;
     int count = 0;  // shards P_0 .. P_{count-1}
-    Tensor buf[2];
-    comm::Handle handle[2];
+    Tensor buf[kTspShardBuffers];
+    comm::Handle handle[kTspShardBuffers];
   };
   ShardPrefetch prefetch_;
   std::int64_t vocab_rows_;   // Vp / D

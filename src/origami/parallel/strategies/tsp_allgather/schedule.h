@@ -38,8 +38,11 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <vector>
+
 #include "origami/model/config.h"
 #include "origami/parallel/layout.h"
+#include "origami/parallel/strategies/tsp/schedule.h"  // TspOverlap: the overlap's terms
 
 namespace origami::parallel::tsp_allgather {
 
@@ -169,5 +172,12 @@ inline std::int64_t backward_peak(const Shapes& s, bool recompute_full, std::int
           : 0;
   return std::max({forward_peak(s), mlp_bwd, attn_bwd, recomputed});
 }
+
+// ---- time: what each message hides behind (the prefetch above), as tsp/schedule.h's
+// tsp_overlap states TSP's; the planner prices it (plan/predict.cpp). `layers` L, the LM head's
+// vocabulary block of `vocab_block_bytes`; D = 1: empty.
+std::vector<TspOverlap> overlap(const Shapes& s, std::int64_t layers,
+                                std::int64_t vocab_block_bytes, bool full_recompute,
+                                const TspComputeSeconds& c);
 
 }  // namespace origami::parallel::tsp_allgather
