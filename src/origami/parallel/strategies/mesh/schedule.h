@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "origami/parallel/schedule_message.h"
+
 namespace origami::parallel {
 
 // What one rank of a T x Σ mesh works on.
@@ -38,17 +40,7 @@ struct MeshRankShapes {
 inline constexpr const char* kMeshTensorAxis = "tp";
 inline constexpr const char* kMeshSequenceAxis = "sp";
 
-// One kind of message a rank issues in a micro-batch: `calls` Communicator calls `op` on
-// `comm` sending `bytes` in total from this rank, in the forward or backward pass, inside the
-// layers (all L of them together) or once per model.
-struct MeshTraffic {
-  const char* block;
-  const char* comm;
-  const char* op;
-  bool forward;
-  bool in_layers;
-  std::int64_t calls, bytes;
-};
+using MeshTraffic = ScheduleMessage;  // one kind of message (parallel/schedule_message.h)
 
 // Every message of one micro-batch's forward and backward on rank `tp_rank` of the tensor axis
 // (an all-reduce's bytes depend on the rank when its blocks are unequal), for `elem`-byte

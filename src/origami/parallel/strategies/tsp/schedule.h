@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "origami/parallel/schedule_message.h"
+
 namespace origami::parallel {
 
 // The largest LM-head ring message (floats): the vocabulary ring moves each block in chunks of
@@ -81,17 +83,7 @@ inline constexpr const char* kTspAxis = "tsp";
 inline constexpr const char* kTspShards = "tsp_shards";
 inline constexpr const char* kTspGrads = "tsp_grads";
 
-// One kind of message a rank issues in a micro-batch: `calls` Communicator calls `op` on
-// `comm` sending `bytes` in total from this rank, in the forward or backward pass, inside the
-// layers (all L of them together) or once per model.
-struct TspTraffic {
-  const char* block;
-  const char* comm;
-  const char* op;
-  bool forward;
-  bool in_layers;
-  std::int64_t calls, bytes;
-};
+using TspTraffic = ScheduleMessage;  // one kind of message (parallel/schedule_message.h)
 
 // Every message of one micro-batch's forward and backward, in the order the planner lists
 // them, for `elem`-byte elements; full_recompute re-runs each layer's forward (its messages
