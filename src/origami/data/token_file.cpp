@@ -30,9 +30,6 @@ void put(std::vector<std::uint8_t>& out, const void* p, std::size_t n) {
   out.insert(out.end(), b, b + n);
 }
 
-[[noreturn]] void refuse(const std::string& file, std::uint64_t offset, const std::string& what) {
-  throw ConfigError(fmt::format("token file '{}', byte offset {}: {}", file, offset, what));
-}
 
 }  // namespace
 
@@ -139,22 +136,22 @@ TokenFile open_token_file(const std::string& prefix) {
   f.tokens_file = std::make_shared<io::MappedFile>(tokens_path, "--data");
   const std::span<const std::uint8_t> ix = f.index_file->bytes();
   if (ix.size() < static_cast<std::size_t>(kTokenIndexHeaderBytes))
-    refuse(index_path, ix.size(),
+    refuse_token_file(index_path, ix.size(),
            fmt::format("the file ends inside the {}-byte header (truncated?)",
                        kTokenIndexHeaderBytes));
   if (std::memcmp(ix.data(), kTokenIndexMagic, 8) != 0)
-    refuse(index_path, 0, "no 'ORGTOKIX' magic: not an Origami token index");
+    refuse_token_file(index_path, 0, "no 'ORGTOKIX' magic: not an Origami token index");
   const std::uint32_t version = read_u32(ix.data() + 8);
   if (version != kTokenIndexVersion)
-    refuse(index_path, 8, fmt::format("version {} (this Origami reads version {})", version,
+    refuse_token_file(index_path, 8, fmt::format("version {} (this Origami reads version {})", version,
                                       kTokenIndexVersion));
   const std::uint32_t width = read_u32(ix.data() + 12);
   if (width != 2 && width != 4)
-    refuse(index_path, 12, fmt::format("{} bytes per token (2 or 4 are defined)", width));
+    refuse_token_file(index_path, 12, fmt::format("{} bytes per token (2 or 4 are defined)", width));
   const std::uint64_t vocab = read_u64(ix.data() + 16);
   if (vocab < 1 || vocab > static_cast<std::uint64_t>(kMaxVocab) ||
       (width == 2 && vocab > 65536))
-    refuse(index_path, 16,
+    refuse_token_file(index_path, 16,
            fmt::format("vocabulary size {} does not fit {}-byte tokens (1 .. {})", vocab, width,
                        width == 2 ? 65536 : kMaxVocab));
   f.vocab_size = static_cast<std::int64_t>(vocab);
@@ -162,17 +159,17 @@ TokenFile open_token_file(const std::string& prefix) {
   const std::uint64_t docs = read_u64(ix.data() + 32);
   const std::uint64_t n = read_u64(ix.data() + 40);
   const std::uint64_t max_docs = (ix.size() - kTokenIndexHeaderBytes) / 8;  // bounds the product
-  if (docs == 0) refuse(index_path, 32, "0 documents");
+  if (docs == 0) refuse_token_file(index_path, 32, "0 documents");
   const std::uint64_t table = ix.size() - kTokenIndexHeaderBytes;
   if (table % 8 != 0 || max_docs == 0 || docs != max_docs - 1)
-    refuse(index_path, ix.size(),
+    refuse_token_file(index_path, ix.size(),
            fmt::format("the header says {} documents, so {} offsets of 8 bytes after the header, "
                        "but the file holds {} bytes there (truncated or extended?)",
                        docs, docs < max_docs ? fmt::format("{}", docs + 1) : "that many + 1",
                        table));
   const std::uint64_t token_bytes = f.tokens_file->size();
   if (token_bytes % width != 0 || token_bytes / width != n)
-    refuse(tokens_path, std::min<std::uint64_t>(token_bytes, n * width),
+    refuse_token_file(tokens_path, std::min<std::uint64_t>(token_bytes, n * width),
            fmt::format("the index ('{}') says {} tokens of {} bytes, {} bytes, but the file has "
                        "{} (truncated?)",
                        index_path, n, width, n * width, token_bytes));
@@ -181,24 +178,24 @@ TokenFile open_token_file(const std::string& prefix) {
   for (std::uint64_t d = 0; d <= docs; ++d) {
     const std::uint64_t at = kTokenIndexHeaderBytes + 8 * d;
     const std::uint64_t o = read_u64(ix.data() + at);
-    if (d == 0 && o != 0) refuse(index_path, at, fmt::format("the first offset is {}, not 0", o));
+    if (d == 0 && o != 0) refuse_token_file(index_path, at, fmt::format("the first offset is {}, not 0", o));
     if (d > 0 && o <= prev)
-      refuse(index_path, at,
+      refuse_token_file(index_path, at,
              fmt::format("offset {} of document {} is not above the previous one, {}{}", o, d - 1,
                          prev, o == prev ? " (a zero-length document)" : " (out of order)"));
     if (o > n)
-      refuse(index_path, at,
+      refuse_token_file(index_path, at,
              fmt::format("offset {} points past the {} tokens of '{}'", o, n, tokens_path));
     prev = o;
   }
   if (prev != n)
-    refuse(index_path, kTokenIndexHeaderBytes + 8 * docs,
+    refuse_token_file(index_path, kTokenIndexHeaderBytes + 8 * docs,
            fmt::format("the last offset is {} but the file has {} tokens", prev, n));
   f.tokens = TokenView{f.tokens_file->bytes().data(), static_cast<int>(width),
                        static_cast<std::int64_t>(n)};
   const LargestId big = largest_id(f.tokens);
   if (big.at >= 0 && big.id >= vocab)
-    refuse(tokens_path, static_cast<std::uint64_t>(big.at) * width,
+    refuse_token_file(tokens_path, static_cast<std::uint64_t>(big.at) * width,
            fmt::format("token id {} (token {}) is not below the vocabulary size {} of its index",
                        big.id, big.at, vocab));
   return f;

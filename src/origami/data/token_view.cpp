@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "origami/core/error.h"
+
 namespace origami::data {
 
 namespace {
@@ -21,6 +25,10 @@ LargestId largest_of(const std::uint8_t* bytes, std::int64_t n) {
 LargestId largest_id(const TokenView& v) {
   if (v.width == 2) return largest_of<std::uint16_t>(v.data, v.count);
   return largest_of<std::uint32_t>(v.data, v.count);
+}
+
+void refuse_token_file(const std::string& file, std::uint64_t offset, const std::string& what) {
+  throw ConfigError(fmt::format("token file '{}', byte offset {}: {}", file, offset, what));
 }
 
 }  // namespace origami::data

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
 
 namespace origami::data {
 
@@ -41,5 +42,9 @@ struct LargestId {
   std::int64_t at = -1;  // -1: the view is empty
 };
 LargestId largest_id(const TokenView& v);
+
+// Throws the ConfigError of a malformed token file: "token file 'FILE', byte offset N: WHAT".
+[[noreturn]] void refuse_token_file(const std::string& file, std::uint64_t offset,
+                                    const std::string& what);
 
 }  // namespace origami::data
