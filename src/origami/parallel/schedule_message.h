@@ -1,5 +1,5 @@
 // What every strategy's schedule.h lists (strategies/tsp/, strategies/mesh/): one kind of
-// message a rank issues in a micro-batch.
+// message a rank issues in a micro-batch, and the forward <-> backward pairs of messages.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,19 @@ struct ScheduleMessage {
   bool forward;
   bool in_layers;
   std::int64_t calls, bytes;
+};
+
+// A block's forward message and its conjugate in backward (the transpose that carries the
+// gradient back), as (comm, op) of the schedule's messages; nullptr is the identity (a block's
+// input already whole on every rank, or a gradient that needs no sum). `layout` names the
+// schedule the pair belongs to ("tsp"; the mesh's "tp", "tpsp", "sp").
+struct ConjugatePair {
+  const char* layout;
+  const char* block;
+  const char* forward_comm;
+  const char* forward_op;
+  const char* backward_comm;
+  const char* backward_op;
 };
 
 }  // namespace origami::parallel

@@ -60,7 +60,7 @@ class MeshOps final : public StrategyContext {
 
  private:
   std::int64_t rows() const;  // R: every row of the rank's sequence shard
-  bool split_stream() const { return seqpar_ && tp_size_ > 1; }
+  bool split_stream() const { return mesh_splits_stream(seqpar_, tp_size_); }
   MeshRankShapes shapes() const;  // schedule.h's terms, for the current batch
   // Entry to a tensor-parallel region: the block's input on all R rows.
   const float* gather_rows(const float* stream, Tensor& holder);

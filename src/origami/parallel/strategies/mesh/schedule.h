@@ -25,6 +25,9 @@
 
 namespace origami::parallel {
 
+// TP-SP: the residual stream is split over the tensor axis between blocks (TP keeps it whole).
+constexpr bool mesh_splits_stream(bool seqpar, int T) { return seqpar && T > 1; }
+
 // What one rank of a T x Σ mesh works on.
 struct MeshRankShapes {
   int T = 1, S = 1;      // tensor and sequence degrees
@@ -32,7 +35,7 @@ struct MeshRankShapes {
   std::int64_t L = 0, h = 0;
   std::int64_t rows = 0;  // R: the rank's sequence shard (B·S/Σ rows of its replica)
   std::int64_t kvd = 0;   // the rank's key/value width (kv heads per rank · d)
-  bool split_stream() const { return seqpar && T > 1; }
+  bool split_stream() const { return mesh_splits_stream(seqpar, T); }
   std::int64_t stream_rows() const { return split_stream() ? rows / T : rows; }
 };
 
@@ -49,19 +52,9 @@ using MeshTraffic = ScheduleMessage;  // one kind of message (parallel/schedule_
 std::vector<MeshTraffic> mesh_traffic(const MeshRankShapes& s, std::int64_t elem,
                                       bool full_recompute, int tp_rank);
 
-// Each block's forward message and its conjugate in backward (the transpose that carries the
-// gradient back), as (comm, op) of mesh_traffic; nullptr is the identity (a block's input
-// already whole on every rank, or a gradient that needs no sum). `layout` is the one the pair
-// is of: "tp", "tpsp" (TP with sequence-parallel regions) or "sp"; under T x Σ both the tensor
-// layout's pairs and SP's hold.
-struct MeshConjugatePair {
-  const char* layout;
-  const char* block;
-  const char* forward_comm;
-  const char* forward_op;
-  const char* backward_comm;
-  const char* backward_op;
-};
+// Each block's forward message and its conjugate in backward, as (comm, op) of mesh_traffic
+// (parallel/schedule_message.h); under T x Σ both the tensor layout's pairs and SP's hold.
+using MeshConjugatePair = ConjugatePair;
 inline constexpr MeshConjugatePair kMeshConjugatePairs[] = {
     // TP: an exit's partial sums all-reduced <-> dY already whole (identity); an entry's
     // whole input (identity) <-> dN's partial sums all-reduced.

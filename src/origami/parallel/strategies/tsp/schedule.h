@@ -93,24 +93,18 @@ std::vector<TspTraffic> tsp_traffic(const TspRankShapes& s, std::int64_t elem,
 
 // Each block's forward message and its conjugate in backward (the transpose that carries the
 // gradient back the same way), as (comm, op) of tsp_traffic.
-struct TspConjugatePair {
-  const char* block;
-  const char* forward_comm;
-  const char* forward_op;
-  const char* backward_comm;
-  const char* backward_op;
-};
+using TspConjugatePair = ConjugatePair;  // parallel/schedule_message.h
 inline constexpr TspConjugatePair kTspConjugatePairs[] = {
     // ids and rows to the owners <-> the rows' gradients back to the owners
-    {"embedding", kTspAxis, "all_to_all", kTspAxis, "all_to_all"},
+    {"tsp", "embedding", kTspAxis, "all_to_all", kTspAxis, "all_to_all"},
     // P_j broadcast by its owner <-> dP_j reduced to its owner
-    {"attention", kTspShards, "broadcast", kTspGrads, "reduce"},
+    {"tsp", "attention", kTspShards, "broadcast", kTspGrads, "reduce"},
     // K/V all-gathered <-> dK/dV reduce-scattered
-    {"attention", kTspAxis, "all_gather", kTspAxis, "reduce_scatter"},
+    {"tsp", "attention", kTspAxis, "all_gather", kTspAxis, "reduce_scatter"},
     // M_s hops rank -> rank-1 <-> dM_s hops the same way behind it (GradRing)
-    {"mlp", kTspShards, "send", kTspShards, "send"},
+    {"tsp", "mlp", kTspShards, "send", kTspShards, "send"},
     // vocabulary chunks hop <-> their gradients hop behind them (GradRing)
-    {"head", kTspShards, "send", kTspShards, "send"},
+    {"tsp", "head", kTspShards, "send", kTspShards, "send"},
 };
 
 // The buffers TSP shares with the other strategies, whose sizes their own models state (in
