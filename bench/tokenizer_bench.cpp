@@ -4,6 +4,7 @@
 // tests/tokenizer/reference/generated/speed.json (reference.mjs); docs/tokenizers.md has both.
 //   Encode/NAME       the corpus again and again (the pre-token cache warm after the first)
 //   EncodeCold/NAME   the first pass of a freshly loaded tokenizer (an empty cache)
+//   Load/NAME         reading tokenizer.json and building the tokenizer (and freeing it)
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -64,6 +65,11 @@ void EncodeCold(benchmark::State& state, const std::string& name) {
   state.SetBytesProcessed(state.iterations() * corpus_bytes());
 }
 
+void Load(benchmark::State& state, const std::string& name) {
+  const std::string path = tokenizer_json(name);
+  for (auto _ : state) benchmark::DoNotOptimize(tok::load(path));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,6 +80,10 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark((std::string("EncodeCold/") + name).c_str(), EncodeCold,
                                  std::string(name))
         ->Unit(benchmark::kMillisecond)
+        ->Iterations(3);
+    benchmark::RegisterBenchmark((std::string("Load/") + name).c_str(), Load, std::string(name))
+        ->Unit(benchmark::kMillisecond)
+        ->MeasureProcessCPUTime()
         ->Iterations(3);
   }
   benchmark::Initialize(&argc, argv);

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <set>
 
 #include "../parallel/threads_util.h"
@@ -34,18 +33,33 @@ plan::Recompute to_plan(Recompute r) {
                                : plan::Recompute::Full;
 }
 
-// World rank `who`'s tracker and per-axis stats after one micro-batch's forward+backward and
-// the step's gradient reductions.
-Measured measure(const ModelConfig& m, const parallel::ParallelConfig& p, Recompute r,
-                 std::int64_t B, std::int64_t S, int who) {
+// A rank's memory figures (the tracker's peaks for the transient categories) and its stats.
+Measured record(const MemoryTracker& t, std::map<std::string, comm::OpStats> micro,
+                std::map<std::string, comm::OpStats> grad) {
+  Measured out;
+  out.memory.parameters = t.current(MemCategory::Parameters);
+  out.memory.gradients = t.current(MemCategory::Gradients);
+  out.memory.optimizer = t.current(MemCategory::OptimizerState);
+  out.memory.activations = t.peak(MemCategory::Activations);
+  out.memory.logits = t.peak(MemCategory::Logits);
+  out.memory.comm_buffers = t.peak(MemCategory::CommBuffers);
+  out.memory.workspace = t.peak(MemCategory::Workspace);
+  out.micro = std::move(micro);
+  out.grad = std::move(grad);
+  return out;
+}
+
+// Every world rank's tracker and per-axis stats (indexed by world rank) after one micro-batch's
+// forward+backward and the step's gradient reductions: one run serves every rank a test checks.
+std::vector<Measured> measure(const ModelConfig& m, const parallel::ParallelConfig& p,
+                              Recompute r, std::int64_t B, std::int64_t S) {
   Case c;
   c.model = m;
   c.plan = p;
   c.batch = B;
   c.seq = S;
   const Data d = make_data(c, 1);
-  Measured out;
-  std::mutex mu;
+  std::vector<Measured> out(static_cast<std::size_t>(p.world()));
   comm::run_ranks(p.world(), [&](comm::Communicator& world) {
     kernels::set_thread_count(1);
     parallel::ParallelGroups groups(world, p);
@@ -70,18 +84,7 @@ Measured measure(const ModelConfig& m, const parallel::ParallelConfig& p, Recomp
     model.reduce_gradients();
     for (const auto& a : axes)
       for (const auto& [op, st] : groups.axis(a).stats().ops) grad[a + "/" + op] = st;
-    if (world.rank() == who) {
-      std::lock_guard lock(mu);
-      out.memory.parameters = t.current(MemCategory::Parameters);
-      out.memory.gradients = t.current(MemCategory::Gradients);
-      out.memory.optimizer = t.current(MemCategory::OptimizerState);
-      out.memory.activations = t.peak(MemCategory::Activations);
-      out.memory.logits = t.peak(MemCategory::Logits);
-      out.memory.comm_buffers = t.peak(MemCategory::CommBuffers);
-      out.memory.workspace = t.peak(MemCategory::Workspace);
-      out.micro = std::move(micro);
-      out.grad = std::move(grad);
-    }
+    out[static_cast<std::size_t>(world.rank())] = record(t, std::move(micro), std::move(grad));
   });
   return out;
 }
@@ -90,9 +93,9 @@ Measured measure(const ModelConfig& m, const parallel::ParallelConfig& p, Recomp
 // tsp_comm_test.cpp builds them, so the shard communicator's stats are visible. Engine axis
 // names map onto the planner's: sp -> "tsp", the shard communicator -> "tsp_shards", the
 // gradient communicator -> "tsp_grads".
-Measured measure_tsp(const ModelConfig& m, int dp, int D, Recompute r, std::int64_t B,
-                     std::int64_t S, int who,
-                     parallel::TokenLayoutKind layout_kind = parallel::TokenLayoutKind::Zigzag) {
+std::vector<Measured> measure_tsp(
+    const ModelConfig& m, int dp, int D, Recompute r, std::int64_t B, std::int64_t S,
+    parallel::TokenLayoutKind layout_kind = parallel::TokenLayoutKind::Zigzag) {
   const parallel::ParallelConfig p = make_tsp_plan(dp, D, layout_kind);
   Case c;
   c.model = m;
@@ -100,8 +103,7 @@ Measured measure_tsp(const ModelConfig& m, int dp, int D, Recompute r, std::int6
   c.batch = B;
   c.seq = S;
   const Data d = make_data(c, 1);
-  Measured out;
-  std::mutex mu;
+  std::vector<Measured> out(static_cast<std::size_t>(p.world()));
   comm::run_ranks(p.world(), [&](comm::Communicator& world) {
     kernels::set_thread_count(1);
     MemoryTracker& t = world.tracker();
@@ -144,18 +146,7 @@ Measured measure_tsp(const ModelConfig& m, int dp, int D, Recompute r, std::int6
         groups.axis(a).all_reduce(*g[i].tensor, *g[i].tensor);
     for (const auto& a : axes)
       for (const auto& [op, st] : groups.axis(a).stats().ops) grad[a + "/" + op] = st;
-    if (world.rank() == who) {
-      std::lock_guard lock(mu);
-      out.memory.parameters = t.current(MemCategory::Parameters);
-      out.memory.gradients = t.current(MemCategory::Gradients);
-      out.memory.optimizer = t.current(MemCategory::OptimizerState);
-      out.memory.activations = t.peak(MemCategory::Activations);
-      out.memory.logits = t.peak(MemCategory::Logits);
-      out.memory.comm_buffers = t.peak(MemCategory::CommBuffers);
-      out.memory.workspace = t.peak(MemCategory::Workspace);
-      out.micro = std::move(micro);
-      out.grad = std::move(grad);
-    }
+    out[static_cast<std::size_t>(world.rank())] = record(t, std::move(micro), std::move(grad));
   });
   return out;
 }
@@ -245,8 +236,8 @@ TEST_P(CostModel, EqualsTheEngineOnEveryBaseline) {
       w.recompute = to_plan(GetParam());
       const std::string what = std::string(pt.name) + " " + recompute_name(GetParam()) +
                                (model == &gqa ? " gqa" : "");
-      const Measured got = pt.tsp > 1 ? measure_tsp(*model, pt.dp, pt.tsp, GetParam(), B, S, 0)
-                                      : measure(*model, pc, GetParam(), B, S, 0);
+      const Measured got = pt.tsp > 1 ? measure_tsp(*model, pt.dp, pt.tsp, GetParam(), B, S)[0]
+                                      : measure(*model, pc, GetParam(), B, S)[0];
       const plan::Memory want = plan::memory_per_device(*model, mesh, w);
       EXPECT_EQ(want.parameters, got.memory.parameters) << what;
       EXPECT_EQ(want.gradients, got.memory.gradients) << what;
@@ -368,12 +359,13 @@ TEST(CostModel, EqualsTheEngineOnTheParityMatrices) {
     w.contiguous = c.contiguous;
     const auto kind =
         c.contiguous ? parallel::TokenLayoutKind::Contiguous : parallel::TokenLayoutKind::Zigzag;
+    const std::vector<Measured> ranks =
+        c.tsp > 1 ? measure_tsp(c.model, c.dp, c.tsp, c.recompute, c.batch, c.seq, kind)
+                  : measure(c.model, make_plan(c.dp, c.tp, c.sp, c.seqpar, kind), c.recompute,
+                            c.batch, c.seq);
     for (int who : {0, mesh.world() - 1}) {
       const std::string what = std::string(c.name) + " rank " + std::to_string(who);
-      const Measured got =
-          c.tsp > 1 ? measure_tsp(c.model, c.dp, c.tsp, c.recompute, c.batch, c.seq, who, kind)
-                    : measure(c.model, make_plan(c.dp, c.tp, c.sp, c.seqpar, kind), c.recompute,
-                              c.batch, c.seq, who);
+      const Measured& got = ranks[static_cast<std::size_t>(who)];
       const plan::Memory want = plan::memory_per_device(c.model, mesh, w);
       EXPECT_EQ(want.parameters, got.memory.parameters) << what;
       EXPECT_EQ(want.gradients, got.memory.gradients) << what;
@@ -444,8 +436,9 @@ TEST(CostModelUneven, EveryTpRankSendsWhatItsBlocksSay) {
   w.seq = 6;
   const plan::Mesh mesh{.dp = 1, .tp = 4, .sp = 1, .sequence_parallel = false};
   std::set<std::int64_t> distinct;
+  const std::vector<Measured> ranks = measure(m, make_plan(1, 4, 1), Recompute::None, 1, 6);
   for (int r = 0; r < 4; ++r) {
-    const Measured got = measure(m, make_plan(1, 4, 1), Recompute::None, 1, 6, r);
+    const Measured& got = ranks[static_cast<std::size_t>(r)];
     const auto want = plan::comm_per_micro_batch(m, mesh, w, r);
     expect_ops(want, got.micro, "rank " + std::to_string(r));
     for (const auto& op : want)
