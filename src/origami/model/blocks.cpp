@@ -62,15 +62,19 @@ void attention_project_into(const AttentionDims& d, const float* n, const Attent
   rotate(d, d.kv_heads, pos, rope, false, k);
 }
 
-void attention_project_forward(const AttentionDims& d, const float* n, const AttentionWeights& w,
-                               const std::int64_t* pos, const RopeTables& rope,
-                               MemoryTracker& tracker, AttentionSaved& s) {
+void allocate_attention_saved(const AttentionDims& d, MemoryTracker& tracker, AttentionSaved& s) {
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
   s.q = Tensor(tracker, MemCategory::Activations, {rows, qd});
   s.k = Tensor(tracker, MemCategory::Activations, {rows, kvd});
   s.v = Tensor(tracker, MemCategory::Activations, {rows, kvd});
   s.out = Tensor(tracker, MemCategory::Activations, {rows, qd});
   s.lse = Tensor(tracker, MemCategory::Activations, {d.batch, d.heads, d.seq});
+}
+
+void attention_project_forward(const AttentionDims& d, const float* n, const AttentionWeights& w,
+                               const std::int64_t* pos, const RopeTables& rope,
+                               MemoryTracker& tracker, AttentionSaved& s) {
+  allocate_attention_saved(d, tracker, s);
   attention_project_into(d, n, w, pos, rope, s.q.f32(), s.k.f32(), s.v.f32());
 }
 

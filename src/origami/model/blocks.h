@@ -71,7 +71,10 @@ struct AttentionSaved {
 void attention_project_into(const AttentionDims& dims, const float* n, const AttentionWeights& w,
                             const std::int64_t* pos, const RopeTables& rope, float* q, float* k,
                             float* v);
-// Allocates saved.{q,k,v,out,lse} and fills q, k, v by attention_project_into.
+// Allocates saved.{q,k,v,out,lse} (activations of the block's rows and heads, lse [B, H, S]).
+void allocate_attention_saved(const AttentionDims& dims, MemoryTracker& tracker,
+                              AttentionSaved& saved);
+// Allocates saved (allocate_attention_saved) and fills q, k, v by attention_project_into.
 void attention_project_forward(const AttentionDims& dims, const float* n,
                                const AttentionWeights& w, const std::int64_t* pos,
                                const RopeTables& rope, MemoryTracker& tracker,

@@ -147,12 +147,8 @@ KvGatherInFlight cp_start_kv_gather(const AttentionDims& d, const SequenceAxis& 
 void cp_attention_forward(const AttentionDims& d, const float* n, const AttentionWeights& w,
                           const SequenceAxis& axis, const RopeTables& rope, MemoryTracker& tracker,
                           AttentionSaved& s, float* y) {
-  const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
-  s.q = Tensor(tracker, MemCategory::Activations, {rows, qd});
-  s.k = Tensor(tracker, MemCategory::Activations, {rows, kvd});
-  s.v = Tensor(tracker, MemCategory::Activations, {rows, kvd});
-  s.out = Tensor(tracker, MemCategory::Activations, {rows, qd});
-  s.lse = Tensor(tracker, MemCategory::Activations, {d.batch, d.heads, d.seq});
+  const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim;
+  allocate_attention_saved(d, tracker, s);
   const AttentionSavedView view{s.q.f32(), s.k.f32(), s.v.f32(), s.out.f32(), s.lse.f32()};
   KvGatherInFlight g = cp_attention_forward_begin(d, n, w, axis, rope, tracker, view);
   cp_attention_forward_finish(d, axis, tracker, view, g);
