@@ -235,7 +235,7 @@ TEST_F(HfModelCli, AnExplicitHeadDimTrainsInParallelEqualToOneDeviceAndGenerates
   const std::vector<std::string> want = origami::cli_test::losses(one.all());
   ASSERT_EQ(want.size(), 2u) << one.all();
   const std::string save = " --save-dir " + dir_ + "/head_dim_run";
-  for (const std::string flags :
+  for (const std::string& flags :
        {"--batch 2 --strategy tsp --degree 2" + save,
         std::string("--batch 2 --strategy tsp --degree 2 --tsp-schedule allgather"),
         std::string("--batch 2 --strategy tp --degree 2"),
