@@ -73,6 +73,13 @@ ModelConfig headdim_narrow() {
   m.explicit_head_dim = 6;
   return m;
 }
+// Hidden 60, not a multiple of the 4 heads (only an explicit head_dim allows it): nothing
+// may split hidden by heads.
+ModelConfig headdim_hidden60() {
+  ModelConfig m = make_model(97, 60, 96, 4, 2);
+  m.explicit_head_dim = 16;
+  return m;
+}
 
 // The same model with one table for the embedding and the LM head.
 ModelConfig tied(ModelConfig m) {
@@ -155,7 +162,8 @@ std::vector<Case> matrix() {
       }
   }
   // An explicit head_dim at D = 3 and 4: TSP 3 zigzag (narrow q), both TSP schedules with kv
-  // replication, TP+SP 2x2 with and without regions, dp x tsp, SP 3, recompute, tied.
+  // replication, TP+SP 2x2 with and without regions, dp x tsp, SP 3, recompute, tied; and a
+  // hidden size that is no multiple of the heads.
   auto allgather_of = [](ParallelConfig p) {
     p.tsp_schedule = parallel::TspSchedule::Allgather;
     return p;
@@ -172,6 +180,10 @@ std::vector<Case> matrix() {
   add("headdim_dp2xtsp2", headdim(), tsp(2, 2));
   add("headdim_tied_tsp2", tied(headdim()), tsp(1, 2));
   add("headdim_tied_tp2", tied(headdim()), plan(1, 2, 1));
+  add("headdim_hidden60_tsp2", headdim_hidden60(), tsp(1, 2));
+  add("headdim_hidden60_tsp4_allgather", headdim_hidden60(), allgather_of(tsp(1, 4)));
+  add("headdim_hidden60_tpsp2", headdim_hidden60(), plan(1, 2, 1, true));
+  add("headdim_hidden60_tp2xsp2", headdim_hidden60(), plan(1, 2, 2));
   // The generic driver on one rank, every policy.
   add("single", mha(), plan(1, 1, 1));
   add("single_mlp", gqa(), plan(1, 1, 1), Recompute::Mlp);
