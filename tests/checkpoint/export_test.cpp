@@ -159,6 +159,53 @@ TEST(Export, TiedTableIsStoredOnceAndExportedAsTheEmbedding) {
   fs::remove_all(d);
 }
 
+// An explicit head_dim (12 heads x 8 = 96 beside hidden 48) saved under TSP 2: the export's
+// q_proj is [96, 48] and o_proj [48, 96], the oracle (Hugging Face layout, head by head)
+// computes the run's next loss from it, and --init-from reads it under TP 2.
+TEST(Export, AnExplicitHeadDimExportsTheHuggingFaceLayout) {
+  const std::string d = fresh_dir("export_head_dim");
+  TrainOptions o = tiny_options({"tsp", 2, ""}, 4);
+  o.model.explicit_head_dim = 8;
+  o.grad_accum = 1;
+  o.checkpoint.save_dir = d + "/run";
+  o.checkpoint.save_every = 3;
+  const TrainResult ra = quiet_train(o);
+  ASSERT_EQ(ra.steps.size(), 4u);
+  const std::string c = ckpt::checkpoint_dir(d + "/run", 3);
+  ASSERT_EQ(run_cli("export --checkpoint " + c + " --out " + d + "/hf", d + "/log"), 0);
+  const io::SafetensorsFile f = io::SafetensorsFile::open(d + "/hf/model.safetensors");
+  EXPECT_EQ(f.entry("model.layers.1.self_attn.q_proj.weight").shape, (Shape{96, 48}));
+  EXPECT_EQ(f.entry("model.layers.1.self_attn.o_proj.weight").shape, (Shape{48, 96}));
+  const auto want = oracle::hf_parameter_shapes(o.model);
+  ASSERT_EQ(f.tensors().size(), want.size());
+  for (const auto& [name, shape] : want) EXPECT_EQ(f.entry(name).shape, shape) << name;
+  std::vector<std::string> warnings;
+  EXPECT_EQ(load_model_config(d + "/hf/config.json", &warnings).head_dim(), 8);
+
+  const data::TokenDataset ds = data::TokenDataset::default_corpus();
+  MemoryTracker tracker("export test");
+  const data::Batch b = ds.batch(o.seed, 3, o.batch, o.seq, tracker);
+  oracle::write_batch(d + "/batch.safetensors", o.batch, o.seq, b.input_ids.data<std::int32_t>(),
+                      b.labels.data<std::int32_t>());
+  oracle::OracleRun run;
+  run.config = d + "/hf/config.json";
+  run.weights = d + "/hf/model.safetensors";
+  run.batches = {d + "/batch.safetensors"};
+  run.out = d + "/oracle.safetensors";
+  ASSERT_NO_FATAL_FAILURE(oracle::run_oracle(run));
+  const double oracle_loss = io::SafetensorsFile::open(run.out).read_as_f64("loss").at(0);
+  EXPECT_NEAR(ra.steps[3].loss, oracle_loss, 1e-5 * oracle_loss);
+
+  TrainOptions i = tiny_options({"tp", 2, ""}, 1);
+  i.model.explicit_head_dim = 8;
+  i.grad_accum = 1;
+  i.checkpoint.init_from = d + "/hf";
+  const double from_hf = quiet_train(i).steps.at(0).loss;
+  i.checkpoint.init_from = c;
+  EXPECT_NEAR(quiet_train(i).steps.at(0).loss, from_hf, 2e-5 * from_hf);
+  fs::remove_all(d);
+}
+
 TEST(Export, RefusesAnIncompleteCheckpoint) {
   const std::string d = fresh_dir("export_bad");
   fs::create_directories(d + "/step-00000001");

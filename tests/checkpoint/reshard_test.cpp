@@ -16,6 +16,7 @@ namespace {
 struct Pair {
   Layout from, to;
   std::int64_t kv_heads = 0;  // another kv-head count than tiny_model's 12 (0: its own)
+  std::int64_t head_dim = 0;  // an explicit head_dim (0: hidden / heads = 4)
 };
 
 const Pair kPairs[] = {
@@ -34,6 +35,11 @@ const Pair kPairs[] = {
     {{"tsp", 4, ""}, {"single", 1, ""}, 2},
     {{"tp", 2, ""}, {"tp", 4, ""}, 2},
     {{"tsp", 4, ""}, {"tp", 2, ""}, 1},
+    // An explicit head_dim (12 heads x 8 = 96 beside hidden 48): TSP's head groups into
+    // TP+SP's and TP's into TSP 3's; kv heads replicated into one device.
+    {{"tsp", 4, ""}, {"tp", 1, "tp=2,sp=2"}, 0, 8},
+    {{"tp", 2, ""}, {"tsp", 3, ""}, 0, 8},
+    {{"tsp", 4, ""}, {"single", 1, ""}, 2, 8},
 };
 
 class Reshard : public ::testing::TestWithParam<Pair> {};
@@ -43,6 +49,7 @@ TEST_P(Reshard, NextStepLossMatchesSavingLayout) {
   const std::string a = fresh_dir("from"), b = fresh_dir("to");
   TrainOptions oa = tiny_options(p.from, 4);
   if (p.kv_heads > 0) oa.model.num_key_value_heads = p.kv_heads;
+  oa.model.explicit_head_dim = p.head_dim;
   oa.checkpoint.save_dir = a;
   oa.checkpoint.save_every = 3;
   const TrainResult ra = quiet_train(oa);
@@ -66,6 +73,8 @@ INSTANTIATE_TEST_SUITE_P(Layouts, Reshard, ::testing::ValuesIn(kPairs),
                            std::string n = info.param.from.name() + "_to_" + info.param.to.name();
                            if (info.param.kv_heads > 0)
                              n += "_kv" + std::to_string(info.param.kv_heads);
+                           if (info.param.head_dim > 0)
+                             n += "_head_dim" + std::to_string(info.param.head_dim);
                            for (char& c : n)
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return n;

@@ -1,7 +1,7 @@
 // Hugging Face model folders from the command line: `origami inspect` (exit 0 importable, 2
 // not, every refusal listed), `origami generate --model-dir` with the folder's tokenizer, eos
 // and --stop (the same text from F32, BF16 shards and TSP), `origami train --tokenizer`, an
-// explicit head_dim trained on one device but refused by a parallel strategy, and tied
+// explicit head_dim trained in parallel to the one device's losses and generating, and tied
 // embeddings: imported without lm_head.weight (or with an identical one; a different one is
 // refused), and trained, exported and re-imported to the same greedy text at D = 1, 2, 4.
 #include <unistd.h>
@@ -218,20 +218,51 @@ TEST_F(HfModelCli, ACheckpointRemembersItsTokenizer) {
   EXPECT_THAT(gone.err, HasSubstr("which is gone; give it with --tokenizer"));
 }
 
-TEST_F(HfModelCli, AnExplicitHeadDimTrainsOnOneDeviceAndIsRefusedInParallel) {
+// An explicit head_dim (4 heads x 24 = 96 beside hidden 64): TSP (both schedules), TP and DP
+// print the single device's losses; the checkpoint saved under TSP 2 generates one greedy
+// text on one device and under TSP 2; exported, q_proj is [96, 64] and o_proj [64, 96] and
+// the folder imports.
+TEST_F(HfModelCli, AnExplicitHeadDimTrainsInParallelEqualToOneDeviceAndGenerates) {
   origami::ModelConfig c = hf::small_config();
   c.vocab_size = 256;
   c.explicit_head_dim = 24;  // 4 x 24 = 96 != 64
   const std::string cfg = dir_ + "/head_dim.json";
   hf::write_text(cfg, origami::model_config_to_json(c));
-  const std::string run = "train --config " + cfg + " --steps 1 --seq 16 --batch 2 --threads 2";
-  const CliRun one = origami(run + " --strategy single");
-  EXPECT_EQ(one.code, 0) << one.all();
-  for (const char* strategy : {"tsp", "tp", "dp"}) {
-    const CliRun r = origami(run + " --strategy " + std::string(strategy) + " --degree 2");
-    EXPECT_EQ(r.code, 2) << strategy << r.all();
-    EXPECT_THAT(r.err, HasSubstr("head_dim is 24")) << strategy;
+  const std::string run =
+      "train --config " + cfg + " --steps 2 --seq 16 --log-every 1 --threads 1 --seed 5";
+  const CliRun one = origami(run + " --batch 2 --strategy single");
+  ASSERT_EQ(one.code, 0) << one.all();
+  const std::vector<std::string> want = origami::cli_test::losses(one.all());
+  ASSERT_EQ(want.size(), 2u) << one.all();
+  const std::string save = " --save-dir " + dir_ + "/head_dim_run";
+  for (const std::string& flags :
+       {"--batch 2 --strategy tsp --degree 2" + save,
+        std::string("--batch 2 --strategy tsp --degree 2 --tsp-schedule allgather"),
+        std::string("--batch 2 --strategy tp --degree 2"),
+        std::string("--batch 1 --strategy dp --degree 2")}) {
+    const CliRun r = origami(run + " " + flags);
+    ASSERT_EQ(r.code, 0) << flags << r.all();
+    EXPECT_EQ(origami::cli_test::losses(r.all()), want) << flags << r.all();
   }
+  const std::string ckpt = dir_ + "/head_dim_run/step-00000002";
+  const std::string common = " --prompt 'The cat' --max-new-tokens 8 --threads 1";
+  const CliRun g1 = origami("generate --checkpoint " + ckpt + common);
+  ASSERT_EQ(g1.code, 0) << g1.all();
+  EXPECT_THAT(g1.out, HasSubstr("new tokens: 8"));
+  const CliRun g2 = origami("generate --checkpoint " + ckpt + common + " --strategy tsp --degree 2");
+  ASSERT_EQ(g2.code, 0) << g2.all();
+  EXPECT_EQ(first_line(g2.out), first_line(g1.out));
+
+  const std::string out = dir_ + "/head_dim_export";
+  const CliRun e = origami("export --checkpoint " + ckpt + " --out " + out);
+  ASSERT_EQ(e.code, 0) << e.all();
+  const auto f = origami::io::SafetensorsFile::open(out + "/model.safetensors");
+  EXPECT_EQ(f.entry("model.layers.0.self_attn.q_proj.weight").shape, (origami::Shape{96, 64}));
+  EXPECT_EQ(f.entry("model.layers.0.self_attn.k_proj.weight").shape, (origami::Shape{48, 64}));
+  EXPECT_EQ(f.entry("model.layers.0.self_attn.o_proj.weight").shape, (origami::Shape{64, 96}));
+  const CliRun i = origami("inspect --model-dir " + out);
+  EXPECT_EQ(i.code, 0) << i.all();
+  EXPECT_THAT(i.out, HasSubstr("head_dim 24"));
 }
 
 // A tied folder as Hugging Face saves one: no lm_head.weight. Importable; single and TSP 2

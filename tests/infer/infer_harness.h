@@ -139,11 +139,13 @@ inline std::vector<std::vector<std::int32_t>> generate(
 // Teacher forcing: prefill prompts of lengths 5, 11, 8, then decode 6 given tokens each;
 // returns the worst relative error of a step's logits [V] against the single device
 // (collective over `world`; every rank checks the same gathered logits). `tied`: the model
-// with tied embeddings (the head is the embedding's vocabulary block on each rank).
+// with tied embeddings (the head is the embedding's vocabulary block on each rank);
+// `head_dim` > 0: the model with that explicit head_dim.
 inline double teacher_forced_error(comm::Communicator& world, parallel::TokenLayoutKind layout,
-                                   bool tied = false) {
+                                   bool tied = false, std::int64_t head_dim = 0) {
   ModelConfig c = gqa_model();
   c.tie_word_embeddings = tied;
+  c.explicit_head_dim = head_dim;
   const std::vector<int> lengths{5, 11, 8};
   const auto prompts = random_prompts(c, lengths);
   const auto forced = random_prompts(c, {6, 6, 6}, 99);  // the tokens fed to decode

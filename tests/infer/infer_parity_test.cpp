@@ -2,9 +2,11 @@
 // 2, 4 over the threads transport against the single device, with grouped-query attention
 // (8 heads / 4 kv heads), an odd vocabulary (97: padded rows at D = 2, 4) and a batch of
 // prompts of different lengths. Teacher-forced logits per step <= 1e-5; generated tokens
-// identical for greedy and seeded sampling.
+// identical for greedy and seeded sampling; an explicit head_dim (q width != hidden) at D = 1,
+// 2, 4.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -33,6 +35,44 @@ TEST_P(InferParityTied, TeacherForcedLogitsMatchTheSingleDevice) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Degrees, InferParityTied, ::testing::Values(1, 2, 4),
+                         [](const auto& info) { return fmt::format("D{}", info.param); });
+
+// An explicit head_dim: 8 heads x 12 (q width 96, kv width 48) beside hidden 64, so the
+// prefill's and the decode's head groups are 12 values per head, not hidden / heads = 8.
+// Teacher-forced logits, and the greedy tokens against the reference re-running the whole
+// sequence each token.
+constexpr std::int64_t kInferHeadDim = 12;
+
+class InferParityHeadDim : public ::testing::TestWithParam<int> {};
+
+TEST_P(InferParityHeadDim, LogitsAndGreedyTokensMatchTheSingleDevice) {
+  ModelConfig c = gqa_model();
+  c.explicit_head_dim = kInferHeadDim;
+  const auto prompts = generation_prompts();
+  Reference ref(c, kSeed);
+  std::vector<std::vector<std::int32_t>> want;
+  for (const std::vector<std::int32_t>& prompt : prompts) {
+    std::vector<std::int32_t> seq = prompt;
+    want.emplace_back();
+    for (std::int64_t t = 0; t < kGenerateSteps; ++t) {
+      const std::vector<float> l = ref.logits(seq);
+      const float* last = l.data() + (static_cast<std::int64_t>(seq.size()) - 1) * c.vocab_size;
+      want.back().push_back(
+          static_cast<std::int32_t>(std::max_element(last, last + c.vocab_size) - last));
+      seq.push_back(want.back().back());
+    }
+  }
+  comm::run_ranks(GetParam(), [&](comm::Communicator& world) {
+    EXPECT_LE(teacher_forced_error(world, TokenLayoutKind::Zigzag, false, kInferHeadDim), 1e-5)
+        << "rank " << world.rank();
+    infer::InferenceEngine e(c, world, world.tracker());
+    e.initialize(kSeed);
+    EXPECT_EQ(generate(e, prompts, kGenerateSteps, {.temperature = 0}), want)
+        << "rank " << world.rank();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Degrees, InferParityHeadDim, ::testing::Values(1, 2, 4),
                          [](const auto& info) { return fmt::format("D{}", info.param); });
 
 class InferParity : public ::testing::TestWithParam<ParityCase> {};

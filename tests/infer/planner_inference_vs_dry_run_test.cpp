@@ -37,11 +37,13 @@ struct Row {
   const char* precision;
   double memory_bw = 2e12;  // B/s; 0: FLOPs only
   int layers = 2;
+  std::int64_t head_dim = 0;  // an explicit head_dim (0: h / heads = 128)
 };
 
 std::string name_of(const Row& r) {
-  return fmt::format("D{} B{} S{}K {}{} L{}", r.D, r.batch, r.seq / 1024, r.precision,
-                     r.memory_bw > 0 ? "" : " no-bw", r.layers);
+  return fmt::format("D{} B{} S{}K {}{} L{}{}", r.D, r.batch, r.seq / 1024, r.precision,
+                     r.memory_bw > 0 ? "" : " no-bw", r.layers,
+                     r.head_dim > 0 ? fmt::format(" head_dim {}", r.head_dim) : "");
 }
 
 plan::Hardware hardware_of(const infer::InferDryRunOptions& o) {
@@ -85,6 +87,7 @@ void check_row(const Row& row, Worst& worst) {
   SCOPED_TRACE(name);
   ModelConfig m = model_preset("7b");
   m.num_hidden_layers = row.layers;
+  m.explicit_head_dim = row.head_dim;
   m.max_position_embeddings = row.seq + kNewTokens;
   infer::InferDryRunOptions o;
   o.prompt_tokens = row.seq;
@@ -208,6 +211,12 @@ TEST(InferenceDryRunCheck, Full7b) {
 // latency-bound, and the planner's per-kernel rule must follow that too.
 TEST(InferenceDryRunCheck, FlopsOnly) {
   run_all({{8, 4, 16384, "bf16", 0}, {2, 1, 8192, "fp32", 0}});
+}
+
+// An explicit head_dim (32 heads x 160 = 5120 beside h 4096: q, kv and the K/V cache wider
+// than h / heads gives): the planner's shapes are the engine's.
+TEST(InferenceDryRunCheck, ExplicitHeadDim) {
+  run_all({{2, 1, 4096, "bf16", 2e12, 2, 160}, {8, 4, 4096, "fp32", 2e12, 2, 160}});
 }
 
 }  // namespace

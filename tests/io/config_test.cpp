@@ -274,12 +274,11 @@ TEST(ModelConfig, ReadsRopeScalingLlama3AndLinear) {
 }
 
 // head_dim: equal to hidden / heads it changes nothing; otherwise the projections are
-// [heads * head_dim, h] and [h, heads * head_dim], the parameter count follows, and the
-// strategies that split by heads refuse it.
+// [heads * head_dim, h] and [h, heads * head_dim] and the parameter count follows (every
+// strategy takes it: tests/parallel's registry_headdim cases).
 TEST(ModelConfig, ReadsAnExplicitHeadDim) {
   const ModelConfig same = parse_model_config(with(base_json(), "head_dim", 16).dump(), nullptr);
   EXPECT_EQ(same.explicit_head_dim, 0);
-  EXPECT_NO_THROW(require_derived_head_dim(same, "tsp"));
   json j = with(base_json(), "head_dim", 24);
   j["hidden_size"] = 60;  // not a multiple of 4 heads x 24: fine with an explicit head_dim
   const ModelConfig c = parse_model_config(j.dump(), nullptr);
@@ -289,13 +288,6 @@ TEST(ModelConfig, ReadsAnExplicitHeadDim) {
   const std::int64_t h = 60, f = 160, V = 256, layer = h * 96 * 2 + 2 * h * 48 + 3 * h * f + 2 * h;
   EXPECT_EQ(c.num_parameters(), 2 * layer + 2 * V * h + h);
   EXPECT_EQ(parse_model_config(model_config_to_json(c), nullptr).explicit_head_dim, 24);
-  try {
-    require_derived_head_dim(c, "the parallel mesh tp=2");
-    FAIL();
-  } catch (const ConfigError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("head_dim is 24"));
-    EXPECT_THAT(e.what(), HasSubstr("tp=2"));
-  }
   expect_refused(with(base_json(), "head_dim", 0), {"head_dim", "positive"});
   json odd = base_json();
   odd["hidden_size"] = 62;  // without head_dim, still refused as before

@@ -38,6 +38,14 @@ Inputs
                                 A missing or extra tensor, or a wrong shape, is an error.
   --batch batch.safetensors     input_ids I32 [B, S] and labels I32 [B, S]; label -100 is
                                 ignored; positions are 0..S-1. Repeatable (see --steps).
+                                Packed documents: an optional ends_document I32 [B, S],
+                                1 at the last token of a document inside the row, else 0
+                                (a document crossing the row's end has no 1 in the row).
+                                A row's documents are then the runs that these ends close
+                                (each row starts a new one); positions restart at 0 in each;
+                                attention stays within a document; and the label of a
+                                document's last token is ignored (it would be the next
+                                document's first token).
   --out out.safetensors         written atomically (temporary file + rename).
 
 The model
@@ -52,6 +60,9 @@ The model
   original_max_position_embeddings / low_freq_factor and / high_freq_factor, smoothed in
   between). d is head_dim (default hidden / heads). Attention: causal softmax(q k^T / sqrt(d)) v; grouped-query attention repeats
   each K/V head for H/Hkv consecutive query heads (repeat_interleave on the head axis).
+  Packed rows (ends_document): per row, document ids = the number of ends before a token,
+  positions = the token's index minus its document's first index, and key j is visible to
+  query i iff j <= i and both are in one document (block-diagonal causal).
   Loss: mean cross-entropy over tokens whose label is not -100; exactly 0 (with all-zero
   gradients, never NaN) when every label is -100.
 
@@ -333,7 +344,32 @@ def load_batch(path, cfg):
     ok = (labels == IGNORE) | ((labels >= 0) & (labels < V))
     if not bool(ok.all()):
         raise InputError(f"{path}: labels outside [0, {V}) and not {IGNORE}")
-    return ids, labels
+    if "ends_document" not in t:
+        return ids, labels
+    ends = t["ends_document"]
+    if ends.dtype != torch.int32 or tuple(ends.shape) != tuple(ids.shape):
+        raise InputError(f"{path}: ends_document must be I32 {list(ids.shape)} like input_ids")
+    if not bool(((ends == 0) | (ends == 1)).all()):
+        raise InputError(f"{path}: ends_document holds values other than 0 and 1")
+    return ids, labels, ends.long()
+
+
+def packed_documents(ends):
+    """ends [B, S] (1 at a document's last token) -> document ids [B, S] (0 at each row's
+    first token) and positions [B, S] (0 at each document's first token)."""
+    B, S = ends.shape
+    before = torch.zeros_like(ends)
+    before[:, 1:] = ends[:, :-1]                      # 1 where the previous token ended one
+    documents = torch.cumsum(before, dim=1)
+    index = torch.arange(S).expand(B, S)
+    first = torch.zeros_like(ends)
+    for b in range(B):                                # each document's first index, by loop
+        start = 0
+        for s in range(S):
+            if s > 0 and before[b, s]:
+                start = s
+            first[b, s] = start
+    return documents, index - first
 
 
 # ------------------------------------------------------------------------------------------
@@ -349,31 +385,41 @@ def rotate_half(x):
 
 
 def rope(x, positions, theta, scaling=None):
-    """x [B, heads, S, d]; positions [S] (global)."""
+    """x [B, heads, S, d]; positions [S] (global) or [B, S] (per row)."""
     d = x.shape[-1]
     inv_freq = inverse_frequencies(d, theta, scaling).to(F64)           # theta^(-2i/d), scaled
-    angles = positions.to(F64)[:, None] * inv_freq[None, :]              # [S, d/2]
-    emb = torch.cat((angles, angles), dim=-1)                            # [S, d]
+    angles = positions.to(F64)[..., None] * inv_freq                     # [(B,) S, d/2]
+    emb = torch.cat((angles, angles), dim=-1)                            # [(B,) S, d]
+    if emb.dim() == 3:
+        emb = emb[:, None]                                               # [B, 1, S, d]
     return x * emb.cos() + rotate_half(x) * emb.sin()
 
 
-def attention(q, k, v, q_pos, k_pos):
-    """q [B, H, Sq, d]; k, v [B, Hkv, Sk, d]; causal on global positions."""
+def attention(q, k, v, q_pos, k_pos, documents=None):
+    """q [B, H, Sq, d]; k, v [B, Hkv, Sk, d]; causal on global positions; with documents
+    [B, S] (Sq = Sk = S) also masked across documents."""
     group = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(group, dim=1)
     v = v.repeat_interleave(group, dim=1)
     scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    future = k_pos[None, :] > q_pos[:, None]                             # [Sq, Sk]
-    scores = scores.masked_fill(future, float("-inf"))
+    hidden = k_pos[None, :] > q_pos[:, None]                             # [Sq, Sk]
+    if documents is not None:
+        other = documents[:, :, None] != documents[:, None, :]           # [B, S, S]
+        hidden = (hidden[None] | other)[:, None]                         # [B, 1, S, S]
+    scores = scores.masked_fill(hidden, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
 
 
-def forward_loss(params, cfg, ids, labels):
+def forward_loss(params, cfg, ids, labels, ends=None):
     B, S = ids.shape
     h, H, Hkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     d, eps, theta = cfg["head_dim"], cfg["rms_norm_eps"], cfg["rope_theta"]
     scaling = cfg["rope_scaling"]
     pos = torch.arange(S)
+    documents, rope_pos = None, pos
+    if ends is not None:  # packed rows: a document's last label is no target
+        documents, rope_pos = packed_documents(ends)
+        labels = labels.masked_fill(ends == 1, IGNORE)
     x = params["model.embed_tokens.weight"][ids]                         # [B, S, h]
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
@@ -381,7 +427,8 @@ def forward_loss(params, cfg, ids, labels):
         q = (n @ params[p + "self_attn.q_proj.weight"].T).view(B, S, H, d).transpose(1, 2)
         k = (n @ params[p + "self_attn.k_proj.weight"].T).view(B, S, Hkv, d).transpose(1, 2)
         v = (n @ params[p + "self_attn.v_proj.weight"].T).view(B, S, Hkv, d).transpose(1, 2)
-        o = attention(rope(q, pos, theta, scaling), rope(k, pos, theta, scaling), v, pos, pos)
+        o = attention(rope(q, rope_pos, theta, scaling), rope(k, rope_pos, theta, scaling), v,
+                      pos, pos, documents)
         o = o.transpose(1, 2).reshape(B, S, H * d)
         x = x + o @ params[p + "self_attn.o_proj.weight"].T
         n = rms_norm(x, params[p + "post_attention_layernorm.weight"], eps)
@@ -589,6 +636,34 @@ def self_test():
     _check("loss = mean of per-token losses over unmasked tokens",
            math.isfinite(loss) and len(singles) == 8
            and abs(loss - sum(singles) / len(singles)) < 1e-13, f"{loss:.6f}")
+
+    # Packed rows: documents of lengths 1, 3, 1 (row 0) and 2, then 3 crossing the row's end
+    # (row 1). Their positions restart per document, and the packed loss summed over its
+    # targets equals the sum over each document run alone as its own row (whose last label
+    # is dropped when the document ends inside the row): nothing crosses a boundary.
+    ends = torch.tensor([[1, 0, 0, 1, 1], [0, 1, 0, 0, 0]])
+    docs, positions = packed_documents(ends)
+    _check("packed documents and positions",
+           docs.tolist() == [[0, 1, 1, 1, 2], [0, 0, 1, 1, 1]]
+           and positions.tolist() == [[0, 0, 1, 2, 0], [0, 1, 0, 1, 2]])
+    with torch.no_grad():
+        packed_labels = labels.masked_fill(ends == 1, IGNORE)
+        packed = forward_loss(params, cfg, ids, labels, ends).item() * int(
+            (packed_labels != IGNORE).sum())
+        alone = 0.0
+        for b, lengths in ((0, (1, 3, 1)), (1, (2, 3))):
+            begin = 0
+            for n in lengths:
+                lab = labels[b:b + 1, begin:begin + n].clone()
+                if int(ends[b, begin + n - 1]):
+                    lab[0, -1] = IGNORE
+                count = int((lab != IGNORE).sum())
+                if count:
+                    alone += forward_loss(params, cfg, ids[b:b + 1, begin:begin + n],
+                                          lab).item() * count
+                begin += n
+    _check("packed row = its documents run alone", abs(packed - alone) < 1e-12 * abs(alone),
+           f"{packed:.6f} vs {alone:.6f}")
 
     # All labels masked: loss exactly 0 and every gradient exactly zero.
     for p in params.values():

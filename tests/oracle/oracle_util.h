@@ -147,14 +147,15 @@ inline double relative_error(const Tensor& a, const std::vector<double>& b) {
 // The parameters of a Llama model in Hugging Face order, names and shapes ([out, in]).
 inline std::vector<std::pair<std::string, Shape>> hf_parameter_shapes(const ModelConfig& c) {
   const std::int64_t V = c.vocab_size, h = c.hidden_size, f = c.intermediate_size, kv = c.kv_dim();
+  const std::int64_t q = c.q_dim();  // heads x head_dim: h unless head_dim is explicit
   std::vector<std::pair<std::string, Shape>> out = {{"model.embed_tokens.weight", {V, h}}};
   for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string p = fmt::format("model.layers.{}.", i);
     out.push_back({p + "input_layernorm.weight", {h}});
-    out.push_back({p + "self_attn.q_proj.weight", {h, h}});
+    out.push_back({p + "self_attn.q_proj.weight", {q, h}});
     out.push_back({p + "self_attn.k_proj.weight", {kv, h}});
     out.push_back({p + "self_attn.v_proj.weight", {kv, h}});
-    out.push_back({p + "self_attn.o_proj.weight", {h, h}});
+    out.push_back({p + "self_attn.o_proj.weight", {h, q}});
     out.push_back({p + "post_attention_layernorm.weight", {h}});
     out.push_back({p + "mlp.gate_proj.weight", {f, h}});
     out.push_back({p + "mlp.up_proj.weight", {f, h}});

@@ -4,6 +4,8 @@
 // clipping (losses and parameters, per tensor <= 1e-4).
 //   * the registry sweep: every registered strategy (parallel/registry.h) at degrees 2, 3 and
 //     4, one recompute policy each, so that a new strategy is compared by registering it;
+//   * the head_dim sweep: every registered strategy at D = 2 on a model whose heads x head_dim
+//     (64) is not its hidden size (48), with chosen cases at D = 3, 4 (headdim_*);
 //   * the kv-replication sweep: every registered weight-sharding strategy (degree axis tp or
 //     tsp) at D = 2 Hkv and 4 Hkv on a model with 2 kv heads (8 query heads), each kv head
 //     replicated over D / Hkv ranks;
@@ -54,6 +56,29 @@ ModelConfig eight() {
 // 4 ranks.
 ModelConfig kv2() {
   return make_model(97, 64, 96, 8, 2);
+}
+
+// An explicit head_dim (Hugging Face's head_dim != hidden_size / num_attention_heads):
+// "headdim" 4 heads x 16 over 2 kv heads, q width 64 and kv width 32 beside hidden 48 (wider
+// than hidden; 2 kv heads replicated at D = 4); "headdim_narrow" 6 heads x 6 over 3 kv heads,
+// q width 36 below hidden 48 (degree 3). Any place that takes the head size as hidden / heads
+// reads 12 or 8 values per head instead and fails.
+ModelConfig headdim() {
+  ModelConfig m = make_model(97, 48, 96, 4, 2);
+  m.explicit_head_dim = 16;
+  return m;
+}
+ModelConfig headdim_narrow() {
+  ModelConfig m = make_model(100, 48, 96, 6, 3);
+  m.explicit_head_dim = 6;
+  return m;
+}
+// Hidden 60, not a multiple of the 4 heads (only an explicit head_dim allows it): nothing
+// may split hidden by heads.
+ModelConfig headdim_hidden60() {
+  ModelConfig m = make_model(97, 60, 96, 4, 2);
+  m.explicit_head_dim = 16;
+  return m;
 }
 
 // The same model with one table for the embedding and the LM head.
@@ -111,6 +136,18 @@ std::vector<Case> matrix() {
             s.name == "dp" ? 2 * d : 2);
       }
   }
+  // The head_dim sweep: every registered strategy (each schedule) at D = 2 on the headdim
+  // model.
+  for (const parallel::StrategyInfo& s : parallel::registered_strategies()) {
+    if (s.degree_axis.empty()) continue;
+    for (const auto& [name, schedule] : schedules_of(s)) {
+      ParallelConfig p =
+          parallel::make_parallel_config(s.name, 2, "", false, TokenLayoutKind::Zigzag);
+      p.tsp_schedule = schedule;
+      add(fmt::format("registry_headdim_{}2", name), headdim(), p, Recompute::None,
+          s.name == "dp" ? 4 : 2);
+    }
+  }
   // The kv-replication sweep: D = 2 Hkv and 4 Hkv for each strategy that shards the weights.
   for (const parallel::StrategyInfo& s : parallel::registered_strategies()) {
     if (s.degree_axis != "tp" && s.degree_axis != "tsp") continue;
@@ -124,6 +161,29 @@ std::vector<Case> matrix() {
             32);
       }
   }
+  // An explicit head_dim at D = 3 and 4: TSP 3 zigzag (narrow q), both TSP schedules with kv
+  // replication, TP+SP 2x2 with and without regions, dp x tsp, SP 3, recompute, tied; and a
+  // hidden size that is no multiple of the heads.
+  auto allgather_of = [](ParallelConfig p) {
+    p.tsp_schedule = parallel::TspSchedule::Allgather;
+    return p;
+  };
+  add("headdim_single", headdim(), plan(1, 1, 1));
+  add("headdim_tsp3_zigzag", headdim_narrow(), tsp(1, 3), Recompute::Mlp);
+  add("headdim_tsp3_allgather_contiguous", headdim_narrow(), allgather_of(tsp(1, 3, kContig)));
+  add("headdim_tsp4_kvrep2", headdim(), tsp(1, 4), Recompute::Full);
+  add("headdim_tsp4_allgather_kvrep2", headdim(), allgather_of(tsp(1, 4)));
+  add("headdim_tp4_kvrep2", headdim(), plan(1, 4, 1));
+  add("headdim_tp2xsp2", headdim(), plan(1, 2, 2));
+  add("headdim_tpsp2xsp2_full", headdim(), plan(1, 2, 2, true), Recompute::Full);
+  add("headdim_sp3_contiguous", headdim_narrow(), plan(1, 1, 3, false, kContig));
+  add("headdim_dp2xtsp2", headdim(), tsp(2, 2));
+  add("headdim_tied_tsp2", tied(headdim()), tsp(1, 2));
+  add("headdim_tied_tp2", tied(headdim()), plan(1, 2, 1));
+  add("headdim_hidden60_tsp2", headdim_hidden60(), tsp(1, 2));
+  add("headdim_hidden60_tsp4_allgather", headdim_hidden60(), allgather_of(tsp(1, 4)));
+  add("headdim_hidden60_tpsp2", headdim_hidden60(), plan(1, 2, 1, true));
+  add("headdim_hidden60_tp2xsp2", headdim_hidden60(), plan(1, 2, 2));
   // The generic driver on one rank, every policy.
   add("single", mha(), plan(1, 1, 1));
   add("single_mlp", gqa(), plan(1, 1, 1), Recompute::Mlp);
@@ -264,7 +324,9 @@ std::vector<Case> step_cases() {
                                                     "tied_tpsp4",  "tied_sp2",
                                                     "tied_tsp2",   "tied_tsp4",
                                                     "tied_dp2xtsp2",
-                                                    "registry_tsp_allgather4_none"};
+                                                    "registry_tsp_allgather4_none",
+                                                    "registry_headdim_tsp2",
+                                                    "headdim_tp2xsp2"};
     if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
     c.steps = 5;
     c.max_grad_norm = 1.0;

@@ -278,6 +278,11 @@ std::vector<MatrixCase> parity_matrices() {
                     eight = make_model(100, 64, 96, 8, 8), kv2 = make_model(97, 64, 96, 8, 2);
   ModelConfig tied_gqa = gqa, tied_gqa4 = gqa4;
   tied_gqa.tie_word_embeddings = tied_gqa4.tie_word_embeddings = true;
+  // An explicit head_dim (parity_test.cpp's headdim models): q width 64 over hidden 48, and
+  // 6 heads x 6 = 36 below it.
+  ModelConfig headdim = make_model(97, 48, 96, 4, 2), headdim_narrow = make_model(100, 48, 96, 6, 3);
+  headdim.explicit_head_dim = 16;
+  headdim_narrow.explicit_head_dim = 6;
   const auto N = Recompute::None, M = Recompute::Mlp, F = Recompute::Full;
   return {
       {"single", mha, 1, 1, 1, false, 1, false, N, 2, 24},
@@ -346,6 +351,16 @@ std::vector<MatrixCase> parity_matrices() {
       {"tied_tsp2", tied_gqa, 1, 1, 1, false, 2, false, N, 2, 24},
       {"tied_tsp4_full", tied_gqa4, 1, 1, 1, false, 4, false, F, 2, 24},
       {"tied_dp2xtsp2", tied_gqa, 2, 1, 1, false, 2, false, N, 2, 24},
+      // An explicit head_dim: every shape of q, k, v and o from heads x head_dim.
+      {"headdim_single", headdim, 1, 1, 1, false, 1, false, N, 2, 24},
+      {"headdim_tp2", headdim, 1, 2, 1, false, 1, false, N, 2, 24},
+      {"headdim_tpsp2_mlp", headdim, 1, 2, 1, true, 1, false, M, 2, 24},
+      {"headdim_sp2", headdim, 1, 1, 2, false, 1, false, N, 2, 24},
+      {"headdim_tp2xsp2", headdim, 1, 2, 2, false, 1, false, N, 2, 24},
+      {"headdim_tsp2", headdim, 1, 1, 1, false, 2, false, N, 2, 24},
+      {"headdim_tsp3_narrow_full", headdim_narrow, 1, 1, 1, false, 3, false, F, 2, 24},
+      {"headdim_tsp4_kvrep2", headdim, 1, 1, 1, false, 4, true, N, 2, 24},
+      {"headdim_dp2xtsp2", headdim, 2, 1, 1, false, 2, false, N, 2, 24},
   };
 }
 

@@ -49,7 +49,6 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, comm::Communicator w
       tracker_(tracker),
       layout_kind_(layout),
       D_(world.size()) {
-  require_derived_head_dim(config_, "the inference engine (TSP prefill and decode)");
   if (layout == parallel::TokenLayoutKind::Balanced)
     throw ConfigError("--layout balanced balances packed training documents; a prompt is one "
                       "causal sequence: use --layout zigzag or contiguous");

@@ -195,7 +195,6 @@ GenerateResult generate(const GenerateOptions& o,
           fmt::format("--degree {} under mpirun -np {}; they must agree", o.degree, world));
     D = world;
   }
-  require_derived_head_dim(config, "the inference engine (TSP prefill and decode)");
   check_inference_degree(config, D);
 
   GenerateResult result;

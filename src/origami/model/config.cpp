@@ -412,16 +412,6 @@ ModelConfig parse_model_config(const std::string& json_text, std::vector<std::st
   return c;
 }
 
-void require_derived_head_dim(const ModelConfig& c, const std::string& where) {
-  if (c.explicit_head_dim == 0) return;
-  refuse(
-      fmt::format("head_dim is {} but hidden_size / num_attention_heads is {} / {}; {} "
-                  "splits the hidden dimension by heads and needs head_dim == hidden_size / "
-                  "num_attention_heads (only training with --strategy single takes another "
-                  "head_dim today)",
-                  c.explicit_head_dim, c.hidden_size, c.num_attention_heads, where));
-}
-
 std::string describe(const RopeScaling& r) {
   switch (r.type) {
     case RopeScaling::Type::None:

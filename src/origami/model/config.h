@@ -23,7 +23,7 @@ struct ModelConfig {
   RopeScaling rope_scaling;         // none unless config.json's rope_scaling says otherwise
   // config.json's head_dim when it differs from hidden_size / num_attention_heads (Gemma-,
   // Qwen3-style: q_proj [heads * head_dim, h], o_proj [h, heads * head_dim]); 0 otherwise.
-  // Single device only (require_derived_head_dim).
+  // Every strategy and the inference engine shard q/k/v/o by heads of head_dim() values.
   std::int64_t explicit_head_dim = 0;
   // One shared [V, h] table for the embedding and the LM head (config.json's
   // tie_word_embeddings): the model holds model.embed_tokens.weight only and the head reads it
@@ -43,11 +43,6 @@ struct ModelConfig {
 // non-positive sizes, hidden_size % heads (unless head_dim is explicit), heads % kv heads, odd
 // head_dim (RoPE), eps <= 0, a rope_scaling whose numbers cannot be used.
 void validate(const ModelConfig& config);
-
-// ConfigError naming head_dim and `where` (a strategy, "generate") unless the head size is
-// hidden_size / num_attention_heads: the sharded strategies and the inference engine split
-// the hidden dimension by heads and have not been taught otherwise.
-void require_derived_head_dim(const ModelConfig& config, const std::string& where);
 
 // "none", "linear (factor 4)", "llama3 (factor 8, low_freq_factor 1, ...)": for people.
 std::string describe(const RopeScaling& scaling);

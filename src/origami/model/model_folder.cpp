@@ -164,11 +164,6 @@ ModelFolderReport inspect_model_folder(const std::string& dir) {
   else
     r.refusals.push_back(fmt::format("{}: missing (the model's shape)", config));
   read_weights(dir, r);
-  if (r.config && r.config->explicit_head_dim > 0)
-    r.notes.push_back(fmt::format(
-        "head_dim {} differs from hidden_size / num_attention_heads: single-device training "
-        "only (the parallel strategies and generate refuse it)",
-        r.config->explicit_head_dim));
 
   if (fs::is_regular_file(fs::path(dir) / "tokenizer.json") ||
       fs::is_regular_file(fs::path(dir) / "tokenizer.model")) {

@@ -25,7 +25,7 @@ struct ModelFolderReport {
   std::int64_t tokenizer_vocab = 0;
   std::vector<std::int32_t> eos;      // generation_config.json's eos ids
   std::vector<std::string> refusals;  // each: "file: what and why"
-  std::vector<std::string> notes;     // importable, with a limit (head_dim: single only)
+  std::vector<std::string> notes;     // importable, with a remark (tied lm_head read once)
 
   bool importable() const { return refusals.empty(); }
 };

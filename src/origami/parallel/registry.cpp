@@ -207,8 +207,6 @@ void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64
         fmt::format("the mesh {} needs {} ranks but the world has {}; make the "
                     "degrees multiply to {}",
                     p.mesh_spec(), p.world(), world_size, world_size));
-  // An explicit head_dim (heads x head_dim != hidden) runs on one device only so far.
-  if (p.world() > 1) require_derived_head_dim(model, "the parallel mesh " + p.mesh_spec());
   if (p.is_tsp() && (p.tp > 1 || p.sp > 1))
     throw ConfigError(fmt::format("tsp={} beside tp={} or sp={}: TSP is the one axis that shards "
                                   "both weights and tokens; use tsp with dp only",
