@@ -42,7 +42,7 @@ DocumentAttention document_attention(parallel::TokenLayoutKind kind, int degree,
   out.rows_per_micro_batch = std::clamp<std::int64_t>(batch, 1, n);
   out.micro_batches = n / out.rows_per_micro_batch;
   const bool split = degree > 1 && kind != parallel::TokenLayoutKind::Full;
-  const bool balanced = kind == parallel::TokenLayoutKind::Balanced;
+  const bool balanced = split && kind == parallel::TokenLayoutKind::Balanced;
   std::vector<parallel::TokenLayout> layouts;
   if (split)
     for (int r = 0; r < degree; ++r) layouts.emplace_back(kind, S, degree, r);  // refuses bad S
