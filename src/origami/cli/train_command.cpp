@@ -75,8 +75,13 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->capture_default_str();
   command_->add_flag("--document-masking", o.document_masking,
                      "rows of packed documents: attention and labels stop at each document's "
-                     "end, RoPE positions restart at 0 in each (needs Origami token files; "
+                     "end, RoPE positions restart at 0 in each (needs a document index: token "
+                     "files, Megatron prefixes, or --eos-id for flat .bin files; "
                      "default off: unbroken causal rows; docs/data.md)");
+  command_->add_option("--eos-id", o.eos_id,
+                       "with --document-masking: the documents of flat or llm.c .bin files end "
+                       "after each token of this id (the eos belongs to the document it ends); "
+                       "token files and Megatron prefixes keep their own index");
   command_->add_option("--tokenizer", o.tokenizer_path,
                        "tokenizer of text data: tokenizer.json, SentencePiece .model, a folder "
                        "holding one, or \"byte\" (default); its vocabulary must fit the model's "

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 namespace origami::data {
 
@@ -41,5 +42,10 @@ struct LargestId {
   std::int64_t at = -1;  // -1: the view is empty
 };
 LargestId largest_id(const TokenView& v);
+
+// Document offsets of a stream whose documents each end with an `eos` token (--eos-id): the
+// eos belongs to the document it ends, so a document starts after each eos; tokens after the
+// last eos are a last document. 0 = o[0] < ... < o[D] = v.count (empty for an empty view).
+std::vector<std::int64_t> documents_ending_at(const TokenView& v, std::uint32_t eos);
 
 }  // namespace origami::data
