@@ -201,6 +201,29 @@ TEST_F(TokenDataCli, EosIdTrainsAFlatFileAsItsTokenFile) {
   EXPECT_THAT(r.err, HasSubstr("outside the model's vocabulary of 260 ids"));
 }
 
+// `train --dry-run --document-masking --data`: the dry run reads the run's rows and charges
+// their masked attention, less than the same dry run's full causal rows (exit 0 both).
+TEST_F(TokenDataCli, DryRunChargesTheMaskedAttentionOfTheRows) {
+  tokenize_corpus();
+  const std::string job = "train --dry-run --config " + config(260) + " --seq 64 --strategy sp "
+                          "--degree 2 ";
+  const CliRun masked = origami(job + "--document-masking --data " + dir_ + "/corpus");
+  const CliRun causal = origami(job);
+  ASSERT_EQ(masked.code, 0) << masked.all();
+  ASSERT_EQ(causal.code, 0) << causal.all();
+  EXPECT_THAT(masked.out, HasSubstr("dry run: rows of " + dir_ + "/corpus (Origami token file"));
+  // Rank 0's attention TFLOP, as the summary prints it: "(X attention)".
+  const auto attention = [](const std::string& out) {
+    const std::size_t at = out.find("\n0     step ");
+    const std::size_t open = out.find('(', at), end = out.find(" attention)", at);
+    return at == std::string::npos || end == std::string::npos
+               ? -1.0
+               : std::stod(out.substr(open + 1, end - open - 1));
+  };
+  EXPECT_GT(attention(masked.out), 0.0) << masked.out;
+  EXPECT_LT(attention(masked.out), 0.5 * attention(causal.out)) << causal.out;
+}
+
 // Under mpirun every process maps the files itself and reads its rows: the printed losses are
 // the single device's (as tests/cli/parallel_cli_test.cpp compares them).
 TEST_F(TokenDataCli, DataParallelUnderMpirunEqualsOneDevice) {
