@@ -203,10 +203,10 @@ int TrainCommand::run_dry() {
   d.memory_cap = o.memory_cap;  // --memory-cap: does the layout fit a device of this size?
   // Packed documents: the run's own rows, so that attention charges their masked work.
   std::optional<data::TokenDataset> rows;
-  if (o.document_masking) {
+  if (o.document_masking || o.eos_id >= 0) {  // (--eos-id alone: refused as train refuses it)
     data::DataOptions data_opts =
         data::data_options(o.data_dtype, o.data_order, o.tokenizer_path, o.model.vocab_size);
-    data_opts.document_masking = true;
+    data_opts.document_masking = o.document_masking;
     data_opts.eos_id = o.eos_id;
     rows.emplace(data::open_for_training(o.data_path, data_opts, o.model.vocab_size, o.seq));
     d.data = &*rows;
