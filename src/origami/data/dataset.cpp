@@ -122,6 +122,7 @@ TokenSource open_source(const std::string& path, const DataOptions& format) {
             "50256)",
             format.eos_id, path, s.format, s.tokens.count, format.eos_id));
       s.format += fmt::format(", documents end at eos {}", format.eos_id);
+      s.documents_from_eos = true;
     }
     return s;
   }
@@ -279,9 +280,8 @@ TokenDataset TokenDataset::open(const std::string& spec, const DataOptions& form
       throw ConfigError(fmt::format("--eos-id {} marks the documents of flat .bin files for "
                                     "--document-masking; add --document-masking or drop --eos-id",
                                     format.eos_id));
-    const bool used = std::any_of(sources.begin(), sources.end(), [](const TokenSource& s) {
-      return s.format.find(", documents end at eos") != std::string::npos;
-    });
+    const bool used = std::any_of(sources.begin(), sources.end(),
+                                  [](const TokenSource& s) { return s.documents_from_eos; });
     if (!used)
       throw ConfigError(fmt::format(
           "--eos-id {}: no --data source is a flat or llm.c .bin; the other formats' documents "

@@ -75,6 +75,7 @@ struct TokenSource {
   // Token offsets of the documents, 0 = o[0] < ... < o[D] = tokens; empty when the format has
   // no document index (read for document masking only).
   std::vector<std::int64_t> document_offsets;
+  bool documents_from_eos = false;  // the offsets were found by --eos-id (a flat .bin)
   LargestId largest;
 };
 
