@@ -334,6 +334,13 @@ TEST(PlanCli, BadDocumentsExitTwoNamingTheFlag) {
     EXPECT_EQ(r.code, 2) << flags << ": " << r.all();
     EXPECT_THAT(r.err, HasSubstr(says)) << flags;
   }
+  // A huge median is fine (each length is clamped to S before rounding); a row longer than the
+  // sample's 2^24 tokens is refused before it is allocated.
+  EXPECT_EQ(origami(job + "--documents lognormal:1e300,1").code, 0);
+  const CliRun longest = origami("plan --model small --seq 33554432 --devices 4 --hardware cpu "
+                                 "--documents lognormal:1024,1");
+  EXPECT_EQ(longest.code, 2) << longest.all();
+  EXPECT_THAT(longest.err, HasSubstr("--documents samples whole rows of --seq tokens, at most"));
   // A flat .bin has no document index.
   const std::string flat = ::testing::TempDir() + "origami_plan_flat.bin";
   {

@@ -79,6 +79,11 @@ std::int64_t document_sample_rows(std::int64_t seq) {
 
 plan::DocumentSample document_sample(const std::string& spec, std::int64_t seq,
                                      parallel::TokenLayoutKind layout) {
+  if (seq > kSampleTokens)
+    throw ConfigError(fmt::format(
+        "--documents samples whole rows of --seq tokens, at most {} (2^24) of them; --seq {} "
+        "is longer (predict its documents at a shorter --seq, or drop --documents)",
+        kSampleTokens, seq));
   plan::DocumentSample s;
   s.source = spec;
   s.layout = layout;

@@ -111,7 +111,8 @@ std::vector<std::vector<std::int32_t>> lognormal_packed_rows(std::int64_t S, std
     std::int32_t doc = -1;
     while (static_cast<std::int64_t>(ids.size()) < S) {
       if (left_of_document == 0)
-        left_of_document = std::clamp<std::int64_t>(std::llround(length(gen)), 16, S);
+        // (Clamped before rounding: a draw beyond the int64 range has no rounding.)
+        left_of_document = std::llround(std::clamp(length(gen), 16.0, static_cast<double>(S)));
       const std::int64_t n = std::min(left_of_document, S - static_cast<std::int64_t>(ids.size()));
       ++doc;
       ids.insert(ids.end(), static_cast<std::size_t>(n), doc);

@@ -55,7 +55,7 @@ WorkImbalance attention_work_imbalance(parallel::TokenLayoutKind kind, int degre
                                        const std::vector<std::vector<std::int32_t>>& rows);
 
 // Rows of S tokens packed from a stream of documents whose lengths are log-normal (median
-// `median` tokens, log standard deviation `sigma`, clamped to [16, S]); a document cut by the
+// `median` tokens, log standard deviation `sigma`, clamped to [16, S] before rounding); a document cut by the
 // end of a row continues in the next row. Deterministic in `seed`.
 std::vector<std::vector<std::int32_t>> lognormal_packed_rows(std::int64_t S, std::int64_t rows,
                                                              double median, double sigma,
