@@ -152,12 +152,15 @@ TEST(DryRun, PackedDocumentsChargeTheirMaskedAttentionPerRank) {
   masked.document_masking = true;
   const data::TokenDataset dataset = data::open_for_training(prefix, masked, m.vocab_size, 48);
   const auto z = TokenLayoutKind::Zigzag, b = TokenLayoutKind::Balanced;
-  for (const Layout& l : {Layout{"single", make_parallel_config("single", 1, "", false, z)},
-                          Layout{"sp2", make_parallel_config("sp", 2, "", false, z)},
-                          Layout{"sp3 balanced", make_parallel_config("sp", 3, "", false, b)},
-                          Layout{"tp2xsp2", make_parallel_config("tp", 1, "tp=2,sp=2", false, z)},
-                          Layout{"tsp2", make_parallel_config("tsp", 2, "", false, z)},
-                          Layout{"tsp4 balanced", make_parallel_config("tsp", 4, "", false, b)}}) {
+  std::vector<Layout> layouts{Layout{"sp2", make_parallel_config("sp", 2, "", false, z)},
+                              Layout{"tsp4 balanced", make_parallel_config("tsp", 4, "", false, b)}};
+#ifndef ORIGAMI_TESTS_SANITIZED  // (the sanitizers' build: the two above, a zigzag and a balanced)
+  layouts.push_back({"single", make_parallel_config("single", 1, "", false, z)});
+  layouts.push_back({"sp3 balanced", make_parallel_config("sp", 3, "", false, b)});
+  layouts.push_back({"tp2xsp2", make_parallel_config("tp", 1, "tp=2,sp=2", false, z)});
+  layouts.push_back({"tsp2", make_parallel_config("tsp", 2, "", false, z)});
+#endif
+  for (const Layout& l : layouts) {
     DryRunOptions o;
     o.seq = 48;
     o.batch = 2;
