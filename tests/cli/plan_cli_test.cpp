@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -10,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_run.h"
+#include "origami/cli/plan_documents.h"
 #include "origami/model/config.h"
 #include "origami/plan/cost_model.h"
 #include "origami/plan/predict.h"
@@ -259,6 +262,96 @@ TEST(PlanCli, AGlobalBatchGivesEachLayoutItsOwnMicroBatch) {
                 .code,
             2);
   EXPECT_EQ(origami("plan --model small --seq 256 --global-batch 0 --devices 4").code, 2);
+}
+
+// --documents: every row states the masked attention FLOPs and, where it splits the sequence,
+// the ranks' attention imbalance (JSON and table), the planner's prediction for the same
+// sample; rows that split no sequence say 0.
+TEST(PlanCli, DocumentsGiveEveryRowItsMaskedFlopsAndImbalance) {
+  const std::string job = "plan --model small --seq 256 --batch 2 --devices 4 --hardware cpu "
+                          "--documents lognormal:48,1 --layout balanced";
+  const CliRun r = origami(job + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto out = nlohmann::json::parse(r.out);
+  EXPECT_EQ(out["documents"]["source"], "lognormal:48,1");
+  EXPECT_EQ(out["documents"]["layout"], "balanced");
+  EXPECT_EQ(out["documents"]["sample_rows"], 64);
+  EXPECT_GT(out["documents"]["documents_per_row"].get<double>(), 2.0);
+  const origami::ModelConfig m = origami::model_preset("small");
+  origami::plan::Workload w;
+  w.batch = 2;
+  w.seq = 256;
+  w.documents = std::make_shared<const origami::plan::DocumentSample>(
+      origami::cli::document_sample("lognormal:48,1", 256,
+                                    origami::parallel::TokenLayoutKind::Balanced));
+  const origami::plan::Hardware hw = origami::plan::hardware_preset("cpu");
+  int split = 0;
+  for (const auto& row : out["rows"]) {
+    ASSERT_TRUE(row["feasible"]) << row;
+    const origami::plan::Mesh mesh{.dp = row["mesh"]["dp"], .tp = row["mesh"]["tp"],
+                                   .sp = row["mesh"]["sp"], .tsp = row["mesh"]["tsp"],
+                                   .sequence_parallel = row["sequence_parallel"]};
+    const origami::plan::Prediction want = origami::plan::predict(m, mesh, w, hw);
+    EXPECT_DOUBLE_EQ(row["attention_flops_per_device_per_step"].get<double>(),
+                     want.attention_flops_per_device);
+    EXPECT_LT(row["attention_flops_per_device_per_step"].get<double>(),
+              0.5 * row["causal_attention_flops_per_device_per_step"].get<double>());
+    EXPECT_DOUBLE_EQ(row["attention_imbalance"].get<double>(), want.attention_imbalance);
+    EXPECT_DOUBLE_EQ(row["step_s"].get<double>(), want.step_s);
+    if (mesh.token_degree() > 1) {
+      ++split;
+      EXPECT_GT(row["attention_imbalance_worst"].get<double>(), 0.0) << row["mesh"];
+    } else {
+      EXPECT_EQ(row["attention_imbalance"].get<double>(), 0.0) << row["mesh"];
+    }
+  }
+  EXPECT_GE(split, 4);  // sp 4, tp 2 x sp 2 (twice), dp 2 x sp 2, tsp 4, dp 2 x tsp 2
+  const CliRun table = origami(job);
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("packed documents (lognormal:48,1, implies --document-masking)"));
+  EXPECT_THAT(table.out, HasSubstr("attn imb"));
+  // Without --documents: no columns, the causal FLOPs, imbalance 0.
+  const CliRun plain = origami("plan --model small --seq 256 --devices 4 --hardware cpu --json");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  const auto p = nlohmann::json::parse(plain.out);
+  EXPECT_TRUE(p["documents"].is_null());
+  EXPECT_EQ(p["rows"][0]["attention_imbalance"], 0.0);
+}
+
+TEST(PlanCli, BadDocumentsExitTwoNamingTheFlag) {
+  const std::string job = "plan --model small --seq 256 --devices 4 --hardware cpu ";
+  for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--documents lognormal:1024", "write lognormal:MEDIAN,SIGMA"},
+           {"--documents lognormal:abc,1", "write lognormal:MEDIAN,SIGMA"},
+           {"--documents lognormal:0,1", "the median document length must be > 0"},
+           {"--documents lognormal:-5,1", "the median document length must be > 0"},
+           {"--documents lognormal:100,-1", "sigma, the log standard deviation, must be >= 0"},
+           {"--documents /nonexistent/prefix", "--documents '/nonexistent/prefix'"},
+           {"--layout balanced", "needs --documents"},
+           {"--layout full", "--layout full"},
+           {"--layout diagonal", "unknown token layout 'diagonal'"}}) {
+    const CliRun r = origami(job + flags);
+    EXPECT_EQ(r.code, 2) << flags << ": " << r.all();
+    EXPECT_THAT(r.err, HasSubstr(says)) << flags;
+  }
+  // A huge median is fine (each length is clamped to S before rounding); a row longer than the
+  // sample's 2^24 tokens is refused before it is allocated.
+  EXPECT_EQ(origami(job + "--documents lognormal:1e300,1").code, 0);
+  const CliRun longest = origami("plan --model small --seq 33554432 --devices 4 --hardware cpu "
+                                 "--documents lognormal:1024,1");
+  EXPECT_EQ(longest.code, 2) << longest.all();
+  EXPECT_THAT(longest.err, HasSubstr("--documents samples whole rows of --seq tokens, at most"));
+  // A flat .bin has no document index.
+  const std::string flat = ::testing::TempDir() + "origami_plan_flat.bin";
+  {
+    std::ofstream out(flat, std::ios::binary);
+    for (std::uint16_t i = 0; i < 600; ++i) out.write(reinterpret_cast<const char*>(&i), 2);
+  }
+  const CliRun r = origami(job + "--documents " + flat);
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("--documents '" + flat + "'"));
+  EXPECT_THAT(r.err, HasSubstr("has no document index"));
+  std::remove(flat.c_str());
 }
 
 }  // namespace

@@ -159,6 +159,71 @@ TEST_F(TokenDataCli, DocumentMaskingTrainsOrIsRefusedUpFront) {
   EXPECT_THAT(r.err, HasSubstr("has no document index"));
 }
 
+// --eos-id: the token file's .tokens is a flat uint16 file whose documents each end with the
+// eos (259); trained with --eos-id 259 it prints the token file's losses; a checkpoint keeps the id (a resume without it is refused; with it, the resumed
+// step equals the uninterrupted run's).
+TEST_F(TokenDataCli, EosIdTrainsAFlatFileAsItsTokenFile) {
+  tokenize_corpus();
+  std::filesystem::copy_file(dir_ + "/corpus.tokens", dir_ + "/flat.bin");
+  const std::string job = "train --config " + config(260) + " --seq 32 --batch 2 --steps 3 "
+                          "--log-every 1 --threads 2 --document-masking ";
+  // (The batches are the token file's, token for token: DocumentMasking.EosIdCutsAFlatFile...;
+  // every strategy takes the same batches, so one device stands for them.)
+  const CliRun indexed = origami(job + "--strategy single --data " + dir_ + "/corpus");
+  const CliRun flat = origami(job + "--strategy single --data " + dir_ + "/flat.bin --eos-id 259");
+  ASSERT_EQ(indexed.code, 0) << indexed.all();
+  ASSERT_EQ(flat.code, 0) << flat.all();
+  EXPECT_THAT(flat.out, HasSubstr("flat uint16, documents end at eos 259"));
+  EXPECT_THAT(flat.out, HasSubstr("40 documents"));
+  ASSERT_EQ(origami::cli_test::losses(flat.out).size(), 3u);
+  EXPECT_EQ(origami::cli_test::losses(flat.out), origami::cli_test::losses(indexed.out));
+  const std::string save = job + "--strategy single --data " + dir_ + "/flat.bin --save-every 2 "
+                           "--save-dir " + dir_ + "/ckpt";
+  const CliRun whole = origami(save + " --eos-id 259");
+  ASSERT_EQ(whole.code, 0) << whole.all();
+  std::filesystem::remove_all(dir_ + "/ckpt/step-00000003");  // resume from step 2
+  CliRun r = origami(save + " --eos-id 257");  // "the", which ends no document
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("saved with --eos-id 259, this run has --eos-id 257"));
+  r = origami(save + " --eos-id 259");
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_THAT(r.out, HasSubstr("resumed from"));
+  const std::vector<std::string> resumed = origami::cli_test::losses(r.out);
+  ASSERT_EQ(resumed.size(), 1u) << r.out;
+  EXPECT_EQ(resumed[0], origami::cli_test::losses(whole.out).back());
+  // Without --document-masking, or with an id outside the vocabulary: exit 2.
+  r = origami("train --config " + config(260) + " --data " + dir_ + "/flat.bin --eos-id 259 "
+              "--seq 16 --steps 1");
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("add --document-masking or drop --eos-id"));
+  r = origami(job + "--data " + dir_ + "/flat.bin --eos-id 260");
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("outside the model's vocabulary of 260 ids"));
+}
+
+// `train --dry-run --document-masking --data`: the dry run reads the run's rows and charges
+// their masked attention, less than the same dry run's full causal rows (exit 0 both).
+TEST_F(TokenDataCli, DryRunChargesTheMaskedAttentionOfTheRows) {
+  tokenize_corpus();
+  const std::string job = "train --dry-run --config " + config(260) + " --seq 64 --strategy sp "
+                          "--degree 2 ";
+  const CliRun masked = origami(job + "--document-masking --data " + dir_ + "/corpus");
+  const CliRun causal = origami(job);
+  ASSERT_EQ(masked.code, 0) << masked.all();
+  ASSERT_EQ(causal.code, 0) << causal.all();
+  EXPECT_THAT(masked.out, HasSubstr("dry run: rows of " + dir_ + "/corpus (Origami token file"));
+  // Rank 0's attention TFLOP, as the summary prints it: "(X attention)".
+  const auto attention = [](const std::string& out) {
+    const std::size_t at = out.find("\n0     step ");
+    const std::size_t open = out.find('(', at), end = out.find(" attention)", at);
+    return at == std::string::npos || end == std::string::npos
+               ? -1.0
+               : std::stod(out.substr(open + 1, end - open - 1));
+  };
+  EXPECT_GT(attention(masked.out), 0.0) << masked.out;
+  EXPECT_LT(attention(masked.out), 0.5 * attention(causal.out)) << causal.out;
+}
+
 // Under mpirun every process maps the files itself and reads its rows: the printed losses are
 // the single device's (as tests/cli/parallel_cli_test.cpp compares them).
 TEST_F(TokenDataCli, DataParallelUnderMpirunEqualsOneDevice) {

@@ -94,6 +94,89 @@ TEST(DocumentMasking, MegatronDocumentsAreTheGroupsOfItsIndex) {
   EXPECT_EQ(b.labels.data<std::int32_t>()[4], kIgnore);  // token 4 ends the first document
 }
 
+// --eos-id: a flat file whose documents each end with the eos gives the batches of the Origami
+// token file of the same documents (eos included), token for token: ids, labels, documents and
+// positions, in both orders; the eos belongs to the document it ends, and tokens after the last
+// eos are a last document.
+TEST(DocumentMasking, EosIdCutsAFlatFileAsTheTokenFileOfItsDocuments) {
+  constexpr std::int32_t kEos = 63;
+  const std::vector<std::vector<std::int32_t>> documents{
+      {1, 2, kEos}, {kEos}, {5, 6, 7, 8, kEos}, {10, kEos}, {12, 13, 14, 15, kEos}, {16, 17}};
+  const std::string prefix = data_test::temp_prefix("eos_tokens");
+  const std::string flat = data_test::temp_prefix("eos_flat") + ".bin";
+  {
+    TokenFileWriter w(prefix, 64, 0);
+    std::vector<std::uint16_t> ids;
+    for (const auto& d : documents) {
+      w.add_document(d);
+      ids.insert(ids.end(), d.begin(), d.end());
+    }
+    w.finish();
+    data_test::write_bytes(flat, data_test::le_all(ids));
+  }
+  for (const DataOrder order : {DataOrder::Random, DataOrder::Epoch}) {
+    DataOptions masked;
+    masked.document_masking = true;
+    masked.order = order;
+    const TokenDataset indexed = TokenDataset::open(prefix, masked);
+    masked.eos_id = kEos;
+    const TokenDataset eos = TokenDataset::open(flat, masked);
+    ASSERT_EQ(eos.sources()[0].document_offsets, indexed.sources()[0].document_offsets);
+    EXPECT_EQ(eos.sources()[0].documents, 6);
+    EXPECT_NE(eos.describe().find("flat uint16, documents end at eos 63"), std::string::npos)
+        << eos.describe();
+    MemoryTracker tracker;
+    const std::int64_t B = 3, S = 7;
+    for (std::int64_t step = 0; step < 6; ++step) {
+      const Batch a = eos.batch(5, step, B, S, tracker), b = indexed.batch(5, step, B, S, tracker);
+      for (std::int64_t i = 0; i < B * S; ++i) {
+        ASSERT_EQ(a.input_ids.data<std::int32_t>()[i], b.input_ids.data<std::int32_t>()[i]);
+        ASSERT_EQ(a.labels.data<std::int32_t>()[i], b.labels.data<std::int32_t>()[i]);
+        ASSERT_EQ(a.documents.data<std::int32_t>()[i], b.documents.data<std::int32_t>()[i]);
+        ASSERT_EQ(a.positions.data<std::int64_t>()[i], b.positions.data<std::int64_t>()[i]);
+      }
+    }
+  }
+  // documents_ending_at by hand: an eos last, and tokens after the last eos.
+  const std::vector<std::int32_t> ids{4, kEos, kEos, 7, 8};
+  const TokenView view{reinterpret_cast<const std::uint8_t*>(ids.data()), 4, 5};
+  EXPECT_EQ(documents_ending_at(view, kEos), (std::vector<std::int64_t>{0, 2, 3, 5}));
+  EXPECT_EQ(documents_ending_at(TokenView{view.data, 4, 3}, kEos),
+            (std::vector<std::int64_t>{0, 2, 3}));
+}
+
+TEST(DocumentMasking, EosIdIsRefusedWhereItCannotApply) {
+  const std::string flat = data_test::temp_prefix("eos_refused") + ".bin";
+  data_test::write_bytes(flat, data_test::le_all(std::vector<std::uint16_t>{1, 2, 3, 9, 4, 5}));
+  const auto refused = [](const std::string& spec, const DataOptions& o, std::int64_t vocab,
+                          const std::string& says) {
+    try {
+      open_for_training(spec, o, vocab, 4);
+      ADD_FAILURE() << spec << " was accepted; expected: " << says;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  DataOptions o;
+  o.eos_id = 9;
+  refused(flat, o, 16, "add --document-masking or drop --eos-id");  // masking off
+  o.document_masking = true;
+  EXPECT_EQ(open_for_training(flat, o, 16, 4).sources()[0].documents, 2);
+  refused(flat, o, 9, "--eos-id 9 is outside the model's vocabulary of 9 ids");
+  o.eos_id = 7;  // in the vocabulary, never in the file
+  refused(flat, o, 16, "holds no token 7 before its end");
+  o.eos_id = 2;
+  const std::string prefix = data_test::temp_prefix("eos_index");
+  {
+    TokenFileWriter w(prefix, 16, 0);
+    w.add_document(std::vector<std::int32_t>{1, 2, 3, 4, 5, 6});
+    w.finish();
+  }
+  refused(prefix, o, 16, "which wins; drop --eos-id");  // only sources with their own index
+  EXPECT_EQ(open_for_training(prefix + "," + flat, o, 16, 4).sources()[0].documents, 1);
+  refused("", o, 16, "no --data is given");
+}
+
 TEST(DocumentMasking, SourcesWithoutADocumentIndexAreRefused) {
   const std::string text = data_test::temp_prefix("text") + ".txt";
   data_test::write_bytes(text, data_test::Bytes(100, 'a'));

@@ -4,13 +4,22 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <random>
 #include <vector>
 
 #include "../parallel/harness.h"
 #include "../sanitizers.h"
+#include "origami/data/dataset.h"
+#include "origami/data/token_file.h"
 #include "origami/model/config.h"
 #include "origami/parallel/registry.h"
+#include "origami/plan/document_imbalance.h"
+#include "origami/plan/predict.h"
 
 namespace origami {
 namespace {
@@ -115,6 +124,93 @@ TEST(DryRun, EqualsARealRunForEveryStrategy) {
       EXPECT_EQ(real.step_s, 0) << l.name;  // a real run has no virtual clock
     }
   }
+}
+
+// (a'') Packed documents (`train --dry-run --document-masking --data PREFIX`): the dry run reads
+// the run's own rows, so each rank's attention kernels charge the visible pairs of its queries
+// within their documents. Against the same rows: memory and traffic equal a real (executed)
+// run's; the ranks' attention FLOPs sum to the pairs counted from the rows (every head, forward
+// and 2.5x backward, every layer), the busiest rank's over the mean's is the planner's predicted
+// imbalance for these rows (plan::predict with the rows as its document sample), and the masked
+// work is below the synthetic rows' full causal one.
+TEST(DryRun, PackedDocumentsChargeTheirMaskedAttentionPerRank) {
+  const ModelConfig m = small_model();
+  const std::string prefix = ::testing::TempDir() + "origami_dry_run_docs_" +
+                             std::to_string(::getpid());
+  {
+    data::TokenFileWriter w(prefix, m.vocab_size, 0);
+    std::mt19937 gen(42);
+    std::uniform_int_distribution<int> length(1, 30), id(0, 96);
+    for (int d = 0; d < 40; ++d) {
+      std::vector<std::int32_t> doc(static_cast<std::size_t>(length(gen)));
+      for (std::int32_t& t : doc) t = id(gen);
+      w.add_document(doc);
+    }
+    w.finish();
+  }
+  data::DataOptions masked;
+  masked.document_masking = true;
+  const data::TokenDataset dataset = data::open_for_training(prefix, masked, m.vocab_size, 48);
+  const auto z = TokenLayoutKind::Zigzag, b = TokenLayoutKind::Balanced;
+  std::vector<Layout> layouts{Layout{"sp2", make_parallel_config("sp", 2, "", false, z)},
+                              Layout{"tsp4 balanced", make_parallel_config("tsp", 4, "", false, b)}};
+#ifndef ORIGAMI_TESTS_SANITIZED  // (the sanitizers' build: the two above, a zigzag and a balanced)
+  layouts.push_back({"single", make_parallel_config("single", 1, "", false, z)});
+  layouts.push_back({"sp3 balanced", make_parallel_config("sp", 3, "", false, b)});
+  layouts.push_back({"tp2xsp2", make_parallel_config("tp", 1, "tp=2,sp=2", false, z)});
+  layouts.push_back({"tsp2", make_parallel_config("tsp", 2, "", false, z)});
+#endif
+  for (const Layout& l : layouts) {
+    DryRunOptions o;
+    o.seq = 48;
+    o.batch = 2;
+    o.data = &dataset;
+    const DryRunReport dry = dry_run(m, l.plan, o);
+    DryRunOptions x = o;
+    x.execute = true;
+    expect_same_accounting(dry, dry_run(m, l.plan, x), l.name,
+                           l.plan.is_tsp() ? 2 * 8 / l.plan.tsp * 16 * 64 * 4 : 0);
+    DryRunOptions synthetic = o;
+    synthetic.data = nullptr;
+    const DryRunReport causal = dry_run(m, l.plan, synthetic);
+    // The rows it read: the trainer's batch 0 of 2 sequences.
+    MemoryTracker tracker;
+    const data::Batch rows = dataset.rows(o.seed, 0, 2, 0, 2, 48, tracker);
+    double pairs = 0;
+    for (std::int64_t r = 0; r < 2; ++r)
+      for (std::int64_t s = 0; s < 48; ++s)
+        pairs += static_cast<double>(rows.positions.data<std::int64_t>()[r * 48 + s] + 1);
+    // Positions restart at each document (and at a row's start): a query at position p of its
+    // document sees p + 1 keys.
+    double sum = 0, most = 0, causal_sum = 0;
+    for (std::size_t r = 0; r < dry.ranks.size(); ++r) {
+      sum += dry.ranks[r].attention_flops;
+      most = std::max(most, dry.ranks[r].attention_flops);
+      causal_sum += causal.ranks[r].attention_flops;
+    }
+    const double per_pair = 3.5 * 4 * m.head_dim() * m.num_attention_heads * m.num_hidden_layers;
+    EXPECT_DOUBLE_EQ(sum, per_pair * pairs) << l.name;
+    EXPECT_DOUBLE_EQ(causal_sum, per_pair * 2 * 48 * 49 / 2) << l.name;
+    EXPECT_LT(sum, 0.5 * causal_sum) << l.name;
+    auto sample = std::make_shared<plan::DocumentSample>();
+    sample->layout = l.plan.layout;
+    for (std::int64_t r = 0; r < 2; ++r)
+      sample->rows.emplace_back(rows.documents.data<std::int32_t>() + r * 48,
+                                rows.documents.data<std::int32_t>() + (r + 1) * 48);
+    plan::Workload w;
+    w.seq = 48;
+    w.batch = 2;
+    w.documents = sample;
+    const plan::Prediction p = plan::predict(m, l.plan, w, plan::hardware_preset("cpu"));
+    const double world = l.plan.world();
+    EXPECT_NEAR(p.attention_flops_per_device * world, sum, 1e-12 * sum) << l.name;
+    EXPECT_NEAR(p.attention_imbalance, most / (sum / world) - 1.0, 1e-12) << l.name;
+    if (l.plan.token_degree() > 1 && l.plan.layout == z) {
+      EXPECT_GT(p.attention_imbalance, 0.01) << l.name;
+    }
+  }
+  std::remove((prefix + ".tokens").c_str());
+  std::remove((prefix + ".index").c_str());
 }
 
 // (a') The same with each kv head replicated (4 heads over 2 kv heads at degree 4): the

@@ -9,9 +9,11 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "origami/cli/plan_documents.h"
 #include "origami/cli/plan_plot.h"
 #include "origami/cli/plan_report.h"
 #include "origami/core/error.h"
@@ -53,6 +55,16 @@ PlanCommand::PlanCommand(CLI::App& app) {
   command_->add_option("--tsp-schedules", tsp_schedules_,
                        "TSP rows for each of these schedules, comma-separated: broadcast-ring "
                        "(default), allgather (e.g. broadcast-ring,allgather: both side by side)");
+  command_->add_option(
+      "--documents", documents_,
+      "packed documents, as `train --document-masking` trains them (implied): "
+      "lognormal:MEDIAN,SIGMA (document lengths in tokens, e.g. lognormal:1024,1.2) or a "
+      "--data spec of token files with a document index (the user's own lengths); each row "
+      "then counts the masked attention FLOPs and, where the sequence is split (sp, TP+SP, "
+      "tsp), the ranks' attention imbalance, the slowest rank's work in the step time");
+  command_->add_option("--layout", layout_,
+                       "token layout of the sequence axis: zigzag (default), contiguous or "
+                       "balanced (with --documents: chunks assigned by attention work)");
   command_->add_option("--hardware", hardware_,
                        fmt::format("hardware preset: {} (default h100)",
                                    fmt::join(plan::hardware_preset_names(), ", ")));
@@ -134,6 +146,18 @@ int PlanCommand::run() {
   work.recompute = plan::parse_recompute(recompute_);
   work.set_precision(precision);
   plan::check_countable(model, work);  // --seq 2^62 overflowed every byte count
+  const parallel::TokenLayoutKind layout = parallel::parse_token_layout(layout_);
+  if (layout == parallel::TokenLayoutKind::Full)
+    throw ConfigError("--layout full is no layout of a split sequence; use zigzag, contiguous "
+                      "or balanced");
+  work.contiguous = layout == parallel::TokenLayoutKind::Contiguous;
+  if (layout == parallel::TokenLayoutKind::Balanced && documents_.empty())
+    throw ConfigError("--layout balanced balances the attention work of packed documents and "
+                      "needs --documents (one causal document per row is what zigzag already "
+                      "balances); add --documents or use --layout zigzag");
+  if (!documents_.empty())
+    work.documents =
+        std::make_shared<const plan::DocumentSample>(document_sample(documents_, seq_, layout));
   std::vector<parallel::TspSchedule> schedules;
   for (std::size_t at = 0; at <= tsp_schedules_.size();) {
     const std::size_t comma = std::min(tsp_schedules_.find(',', at), tsp_schedules_.size());
@@ -145,7 +169,7 @@ int PlanCommand::run() {
                     grad_accum_, world_,
                     precision, recompute_, hw,
                     plan::plan_rows(model, world_, work, hw, schedules), {}, {},
-                    {}, global_batch_, {}};
+                    {}, global_batch_, {}, work.documents};
   std::vector<plan::PlanRow>& rows = report.rows;
   // The longest sequence each layout fits; per strategy family, the best of its layouts.
   auto& longest = report.longest;

@@ -30,6 +30,8 @@ class PlanCommand {
   std::int64_t global_batch_ = 0;  // 0: not given (the micro-batch is fixed instead)
   std::string recompute_ = "none";
   std::string tsp_schedules_ = "broadcast-ring";  // comma list: TSP rows per schedule
+  std::string documents_;           // --documents: lognormal:MEDIAN,SIGMA or a --data spec
+  std::string layout_ = "zigzag";   // --layout of the sequence axis
   std::string precision_ = "fp32";
   std::string hardware_ = "h100";
   std::string json_path_;  // "-": stdout

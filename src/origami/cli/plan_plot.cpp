@@ -27,6 +27,7 @@ void plot_memory_vs_sequence(const ModelConfig& m, int world, const plan::Worklo
   for (std::size_t i = 0; i < seqs.size(); ++i) {
     plan::Workload x = w;
     x.seq = seqs[i];
+    x.documents = nullptr;  // memory only (the sample's rows are of w.seq)
     for (const plan::Layout& l : parallel::enumerate_meshes(world)) {
       const std::string name = parallel::family_name(l);
       auto [it, fresh] = gib.try_emplace(name, seqs.size(), std::numeric_limits<double>::quiet_NaN());

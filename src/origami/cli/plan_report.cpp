@@ -62,6 +62,10 @@ nlohmann::json row_json(const plan::PlanRow& r, std::int64_t layers) {
   j["comm"] = std::move(ops);
   j["flops_per_device_per_step"] = p.model_flops_per_device;
   j["executed_flops_per_device_per_step"] = p.executed_flops_per_device;
+  j["attention_flops_per_device_per_step"] = p.attention_flops_per_device;
+  j["causal_attention_flops_per_device_per_step"] = p.causal_attention_flops_per_device;
+  j["attention_imbalance"] = p.attention_imbalance;
+  j["attention_imbalance_worst"] = p.attention_imbalance_worst;
   j["compute_s"] = p.compute_s;
   j["comm_s"] = p.comm_s;
   j["exposed_comm_s"] = p.exposed_comm_s;
@@ -69,6 +73,13 @@ nlohmann::json row_json(const plan::PlanRow& r, std::int64_t layers) {
   j["tokens_per_s"] = p.tokens_per_s;
   j["max_seq"] = r.max_seq;
   return j;
+}
+
+// The sample's visible pairs over those of one causal document per row.
+double masked_fraction(const plan::DocumentSample& d) {
+  const plan::DocumentAttention a =
+      plan::document_attention(parallel::TokenLayoutKind::Full, 1, d.rows);
+  return a.causal_pairs_per_row > 0 ? a.pairs_per_row / a.causal_pairs_per_row : 0.0;
 }
 
 }  // namespace
@@ -117,6 +128,13 @@ nlohmann::json plan_json(const PlanReport& p) {
   nlohmann::json js = nlohmann::json::array();
   for (const plan::PlanRow& r : p.rows) js.push_back(row_json(r, p.model.num_hidden_layers));
   out["rows"] = std::move(js);
+  out["documents"] = nullptr;
+  if (p.documents != nullptr)
+    out["documents"] = {{"source", p.documents->source},
+                        {"layout", parallel::token_layout_name(p.documents->layout)},
+                        {"sample_rows", p.documents->rows.size()},
+                        {"documents_per_row", p.documents->documents_per_row()},
+                        {"masked_attention_fraction", masked_fraction(*p.documents)}};
   nlohmann::json ls = nlohmann::json::object();
   for (const auto& [name, best] : p.longest)
     ls[name] = {{"max_seq", best.first},
@@ -162,12 +180,22 @@ void print_plan_table(std::ostream& out, const PlanReport& p) {
       p.grad_accum, p.world, p.hw.devices_per_node, p.precision.name, p.recompute, p.hw.name,
       gib(p.hw.memory_bytes),
       p.hw.flops_per_s(p.precision) / 1e12, gib(p.hw.runtime_overhead_bytes));
+  const bool documents = p.documents != nullptr;  // then two columns more
+  if (documents)
+    out << fmt::format(
+        "packed documents ({}, implies --document-masking): {} sample rows, {:.1f} documents "
+        "per row, masked attention {:.1f}% of causal, layout {}; attn imb = the sequence "
+        "ranks' max/mean - 1 of attention work (mean over micro-batches), attn TF = masked "
+        "attention TFLOP per device per step\n",
+        p.documents->source, p.documents->rows.size(), p.documents->documents_per_row(),
+        100.0 * masked_fraction(*p.documents), parallel::token_layout_name(p.documents->layout));
   out << fmt::format(
       "  {:<16} {:>2} {:>2} {:>2} {:>3} | {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} | {:>8} "
-      "{:>4} | {:>10} {:>10} | {:>9} {:>9} {:>11} | {:>8}\n",
+      "{:>4} | {:>10} {:>10} | {:>9} {:>9} {:>11} | {:>8}{}\n",
       "strategy", "dp", "tp", "sp", "tsp", "params", "grads", "optim", "saved", "comm",
       "work", "logits", "totalGiB", "fits", "intraMiB", "interMiB", "step s", "exposed",
-      "tokens/s", "max seq");
+      "tokens/s", "max seq",
+      documents ? fmt::format(" | {:>8} {:>8}", "attn imb", "attn TF") : "");
   const bool fixed_global = p.global_batch > 0;  // then each row says its micro-batch
   for (const plan::PlanRow& r : p.rows) {
     const plan::Layout& l = r.layout;
@@ -182,12 +210,16 @@ void print_plan_table(std::ostream& out, const PlanReport& p) {
     const plan::Memory& m = p.memory;
     out << fmt::format(
         "{} | {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} | {:>8} {:>4} | {:>10.1f} {:>10.1f} | "
-        "{:>9.3g} {:>9.3g} {:>11.4g} | {:>8}{}\n",
+        "{:>9.3g} {:>9.3g} {:>11.4g} | {:>8}{}{}\n",
         head, gib(m.parameters), gib(m.gradients), gib(m.optimizer), gib(m.activations),
         gib(m.comm_buffers), gib(m.workspace), gib(m.logits), gib(m.total()),
         p.fits ? "yes" : "no", double(p.intra_bytes) / (1 << 20),
         double(p.inter_bytes) / (1 << 20), p.step_s, p.exposed_comm_s, p.tokens_per_s,
-        r.max_seq, fixed_global ? fmt::format(" | micro-batch {}", p.micro_batch) : "");
+        r.max_seq,
+        documents ? fmt::format(" | {:>7.1f}% {:>8.3g}", 100.0 * p.attention_imbalance,
+                                p.attention_flops_per_device / 1e12)
+                  : "",
+        fixed_global ? fmt::format(" | micro-batch {}", p.micro_batch) : "");
   }
   print_comm_breakdown(out, p);
   out << "longest sequence that fits ("

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
@@ -14,6 +15,7 @@
 #include "origami/core/precision.h"
 #include "origami/model/config.h"
 #include "origami/plan/hardware.h"
+#include "origami/plan/document_imbalance.h"
 #include "origami/plan/inference.h"
 #include "origami/plan/layouts.h"
 
@@ -34,6 +36,7 @@ struct PlanReport {
   std::vector<std::string> inference_errors;
   std::int64_t global_batch = 0;  // > 0: fixed instead of the micro-batch (per row: Prediction)
   std::string advice;  // when no layout runs or fits: what to change (else empty)
+  std::shared_ptr<const plan::DocumentSample> documents;  // --documents (else null)
 };
 
 nlohmann::json plan_json(const PlanReport& p);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include "origami/cli/machine_peak.h"
 #include "origami/comm/mpi_launch.h"
 #include "origami/core/error.h"
+#include "origami/data/dataset.h"
 #include "origami/dryrun/training.h"
 #include "origami/kernels/simd.h"
 #include "origami/parallel/balanced_layout.h"
@@ -75,8 +77,13 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->capture_default_str();
   command_->add_flag("--document-masking", o.document_masking,
                      "rows of packed documents: attention and labels stop at each document's "
-                     "end, RoPE positions restart at 0 in each (needs Origami token files; "
+                     "end, RoPE positions restart at 0 in each (needs a document index: token "
+                     "files, Megatron prefixes, or --eos-id for flat .bin files; "
                      "default off: unbroken causal rows; docs/data.md)");
+  command_->add_option("--eos-id", o.eos_id,
+                       "with --document-masking: the documents of flat or llm.c .bin files end "
+                       "after each token of this id (the eos belongs to the document it ends); "
+                       "token files and Megatron prefixes keep their own index");
   command_->add_option("--tokenizer", o.tokenizer_path,
                        "tokenizer of text data: tokenizer.json, SentencePiece .model, a folder "
                        "holding one, or \"byte\" (default); its vocabulary must fit the model's "
@@ -194,6 +201,17 @@ int TrainCommand::run_dry() {
   d.link = link_;
   d.seed = o.seed;
   d.memory_cap = o.memory_cap;  // --memory-cap: does the layout fit a device of this size?
+  // Packed documents: the run's own rows, so that attention charges their masked work.
+  std::optional<data::TokenDataset> rows;
+  if (o.document_masking || o.eos_id >= 0) {  // (--eos-id alone: refused as train refuses it)
+    data::DataOptions data_opts =
+        data::data_options(o.data_dtype, o.data_order, o.tokenizer_path, o.model.vocab_size);
+    data_opts.document_masking = o.document_masking;
+    data_opts.eos_id = o.eos_id;
+    rows.emplace(data::open_for_training(o.data_path, data_opts, o.model.vocab_size, o.seq));
+    d.data = &*rows;
+    std::cout << "dry run: rows of " << rows->describe() << "\n";
+  }
   std::cout << fmt::format(
       "dry run: {} parameters, {} on {} simulated ranks, {} x {} tokens per replica x {} "
       "micro-batches, recompute {}, precision {}, {:.4g} GFLOP/s per rank, {}\n",

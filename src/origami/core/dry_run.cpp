@@ -28,6 +28,12 @@ bool skip_kernel(double flops, double elements_read) {
   return true;
 }
 
+bool skip_attention_kernel(double flops, double elements_read) {
+  if (!skip_kernel(flops, elements_read)) return false;
+  t_clock->attention_flops += flops;
+  return true;
+}
+
 void join(double t) {
   if (t_clock != nullptr && t >= 0) t_clock->now_s = std::max(t_clock->now_s, t);
 }

@@ -20,6 +20,7 @@ struct Clock {
   double now_s = 0;                  // the virtual clock
   double compute_s = 0;              // the part of now_s charged by kernels
   double flops = 0;                  // FLOPs charged
+  double attention_flops = 0;        // of which by the attention kernels' products (training)
   std::int64_t comm_elem_bytes = 4;  // bytes per transferred fp32 element (the profile's)
   // Optional memory bound (0: off, FLOPs only): a kernel that states the elements it reads
   // is charged max(flops / flop_rate, elements × elem_bytes / mem_bw_Bps) -- decode reads
@@ -44,6 +45,9 @@ bool skip_kernel(double flops);
 // The same, for a kernel reading `elements_read` operand elements: charged
 // max(flops / flop_rate, elements_read × elem_bytes / mem_bw_Bps) when mem_bw_Bps > 0.
 bool skip_kernel(double flops, double elements_read);
+// skip_kernel for the training attention kernels, whose FLOPs the clock also counts apart
+// (attention_flops: what document masking changes).
+bool skip_attention_kernel(double flops, double elements_read);
 
 // now = max(now, t); nothing outside a dry run or for t < 0 (no virtual time recorded).
 void join(double t);

@@ -109,7 +109,23 @@ TokenSource open_source(const std::string& path, const DataOptions& format) {
     if (ends_with(path, tail) && is_megatron_prefix(strip(path, tail)))
       return from_foreign(open_megatron_dataset(strip(path, tail)), path);
   if (is_megatron_prefix(path)) return from_foreign(open_megatron_dataset(path), path);
-  if (ends_with(path, ".bin")) return from_foreign(open_flat_token_file(path, format.flat_width), path);
+  if (ends_with(path, ".bin")) {
+    TokenSource s = from_foreign(open_flat_token_file(path, format.flat_width), path);
+    if (format.document_masking && format.eos_id >= 0) {
+      s.document_offsets =
+          documents_ending_at(s.tokens, static_cast<std::uint32_t>(format.eos_id));
+      s.documents = static_cast<std::int64_t>(s.document_offsets.size()) - 1;
+      if (s.documents <= 1 && s.tokens.at(s.tokens.count - 1) != format.eos_id)
+        throw ConfigError(fmt::format(
+            "--eos-id {}: '{}' ({}, {} tokens) holds no token {} before its end, so it would be "
+            "one document; give the id its documents end with (e.g. GPT-2's <|endoftext|> is "
+            "50256)",
+            format.eos_id, path, s.format, s.tokens.count, format.eos_id));
+      s.format += fmt::format(", documents end at eos {}", format.eos_id);
+      s.documents_from_eos = true;
+    }
+    return s;
+  }
   const std::string text = io::read_text_file(path, io::kDataFileLimit, "--data");
   if (text.empty())
     throw ConfigError(
@@ -175,8 +191,8 @@ TokenDataset::TokenDataset(std::vector<TokenSource> sources, DataOrder order,
         throw ConfigError(fmt::format(
             "--document-masking needs the document boundaries of every --data source, but '{}' "
             "({}) has no document index (Origami token files and Megatron prefixes have one); "
-            "write it as a token file (origami tokenize --input FILE --out PREFIX) or train "
-            "without --document-masking",
+            "write it as a token file (origami tokenize --input FILE --out PREFIX), name a flat "
+            ".bin's end-of-document token with --eos-id, or train without --document-masking",
             s.label, s.format));
   double sum = 0;
   for (const TokenSource& s : sources_) cumulative_.push_back(sum += s.weight);
@@ -231,6 +247,11 @@ TokenDataset TokenDataset::default_corpus() {
 
 TokenDataset TokenDataset::open(const std::string& spec, const DataOptions& format) {
   if (spec.empty()) {
+    if (format.eos_id >= 0)
+      throw ConfigError(fmt::format("--eos-id {} marks the documents of flat .bin files, but no "
+                                    "--data is given (the built-in corpus is text); add --data "
+                                    "FILE.bin or drop --eos-id",
+                                    format.eos_id));
     std::vector<TokenSource> corpus;
     corpus.push_back(text_source(default_corpus_text(), "built-in corpus", format));
     return TokenDataset(std::move(corpus), format.order, format.document_masking);
@@ -253,6 +274,20 @@ TokenDataset TokenDataset::open(const std::string& spec, const DataOptions& form
       if (comma == std::string::npos) break;
       begin = comma + 1;
     }
+  }
+  if (format.eos_id >= 0) {
+    if (!format.document_masking)
+      throw ConfigError(fmt::format("--eos-id {} marks the documents of flat .bin files for "
+                                    "--document-masking; add --document-masking or drop --eos-id",
+                                    format.eos_id));
+    const bool used = std::any_of(sources.begin(), sources.end(),
+                                  [](const TokenSource& s) { return s.documents_from_eos; });
+    if (!used)
+      throw ConfigError(fmt::format(
+          "--eos-id {}: no --data source is a flat or llm.c .bin; the other formats' documents "
+          "come from their own index (a token file's or a Megatron prefix's), which wins; drop "
+          "--eos-id",
+          format.eos_id));
   }
   return TokenDataset(std::move(sources), format.order, format.document_masking);
 }
@@ -304,6 +339,10 @@ void TokenDataset::check_vocab(std::int64_t vocab_size) const {
 
 TokenDataset open_for_training(const std::string& spec, const DataOptions& format,
                                std::int64_t vocab_size, std::int64_t seq) {
+  if (format.eos_id >= vocab_size || format.eos_id < -1)
+    throw ConfigError(fmt::format("--eos-id {} is outside the model's vocabulary of {} ids "
+                                  "(0 .. {}); give the id the data's documents end with",
+                                  format.eos_id, vocab_size, vocab_size - 1));
   TokenDataset d = TokenDataset::open(spec, format);
   d.check_vocab(vocab_size);
   for (const TokenSource& s : d.sources())

@@ -75,6 +75,7 @@ struct TokenSource {
   // Token offsets of the documents, 0 = o[0] < ... < o[D] = tokens; empty when the format has
   // no document index (read for document masking only).
   std::vector<std::int64_t> document_offsets;
+  bool documents_from_eos = false;  // the offsets were found by --eos-id (a flat .bin)
   LargestId largest;
 };
 
@@ -87,6 +88,11 @@ struct DataOptions {
   // --document-masking: rows carry their documents (Batch). Every source must have a document
   // index (an Origami token file or a Megatron prefix); ConfigError otherwise, naming it.
   bool document_masking = false;
+  // --eos-id (with document_masking only): the documents of a flat or llm.c .bin, which has no
+  // document index, end after each token of this id (the eos belongs to the document it ends;
+  // data/token_view.h documents_ending_at). A source with its own index (an Origami token file,
+  // a Megatron prefix) keeps its index. -1: not given.
+  std::int64_t eos_id = -1;
   // Text sources (and the built-in corpus) are encoded by it, with no special tokens added:
   // the text is one token stream. Null: byte tokens.
   std::shared_ptr<const tokenizer::Tokenizer> text_tokenizer = {};
@@ -115,7 +121,7 @@ void cut_at_documents(const std::vector<std::int64_t>& offsets, std::int64_t sta
 class TokenDataset;
 // The dataset of a run (TokenDataset::open of `spec`; the built-in corpus when it is empty),
 // refused before anything is allocated unless every source fits the model's vocabulary and
-// holds a window of seq + 1 tokens.
+// holds a window of seq + 1 tokens, and an eos_id is inside the vocabulary.
 TokenDataset open_for_training(const std::string& spec, const DataOptions& options,
                                std::int64_t vocab_size, std::int64_t seq);
 

@@ -31,4 +31,14 @@ void refuse_token_file(const std::string& file, std::uint64_t offset, const std:
   throw ConfigError(fmt::format("token file '{}', byte offset {}: {}", file, offset, what));
 }
 
+std::vector<std::int64_t> documents_ending_at(const TokenView& v, std::uint32_t eos) {
+  std::vector<std::int64_t> offsets;
+  if (v.count == 0) return offsets;
+  offsets.push_back(0);
+  for (std::int64_t i = 0; i + 1 < v.count; ++i)
+    if (static_cast<std::uint32_t>(v.at(i)) == eos) offsets.push_back(i + 1);
+  offsets.push_back(v.count);
+  return offsets;
+}
+
 }  // namespace origami::data

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace origami::data {
 
@@ -46,5 +47,10 @@ LargestId largest_id(const TokenView& v);
 // Throws the ConfigError of a malformed token file: "token file 'FILE', byte offset N: WHAT".
 [[noreturn]] void refuse_token_file(const std::string& file, std::uint64_t offset,
                                     const std::string& what);
+
+// Document offsets of a stream whose documents each end with an `eos` token (--eos-id): the
+// eos belongs to the document it ends, so a document starts after each eos; tokens after the
+// last eos are a last document. 0 = o[0] < ... < o[D] = v.count (empty for an empty view).
+std::vector<std::int64_t> documents_ending_at(const TokenView& v, std::uint32_t eos);
 
 }  // namespace origami::data

@@ -54,6 +54,7 @@ void fill_rank_figures(const MemoryStats& memory, std::map<std::string, comm::Co
   out.clock_s = clock.now_s;
   out.compute_s = clock.compute_s;
   out.flops = clock.flops;
+  out.attention_flops = clock.attention_flops;
 }
 
 std::string rank_tables(const std::vector<DryRunRank>& ranks, const std::string& step) {
@@ -97,8 +98,9 @@ std::string rank_tables(const std::vector<DryRunRank>& ranks, const std::string&
   }
   out += fmt::format("virtual time per rank ({}, of which kernels over the whole run):\n", step);
   for (std::size_t r = 0; r < ranks.size(); ++r)
-    out += fmt::format("{:<4}  step {:.6f} s  compute {:.6f} s  {:.4g} TFLOP\n", r, ranks[r].step_s,
-                       ranks[r].compute_s, ranks[r].flops / 1e12);
+    out += fmt::format("{:<4}  step {:.6f} s  compute {:.6f} s  {:.4g} TFLOP ({:.4g} attention)\n",
+                       r, ranks[r].step_s, ranks[r].compute_s, ranks[r].flops / 1e12,
+                       ranks[r].attention_flops / 1e12);
   return out;
 }
 
@@ -127,6 +129,7 @@ nlohmann::json rank_json(const DryRunRank& k) {
   rj["step_s"] = k.step_s;
   rj["compute_s"] = k.compute_s;
   rj["flops"] = k.flops;
+  rj["attention_flops"] = k.attention_flops;
   return rj;
 }
 

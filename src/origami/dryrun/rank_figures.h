@@ -28,6 +28,8 @@ struct DryRunRank {
   double step_s = 0;           // virtual duration of the last step on this rank
   double compute_s = 0;        // part of clock_s charged by kernels
   double flops = 0;            // FLOPs charged by kernels
+  double attention_flops = 0;  // of which by the training attention kernels (with packed
+                               // documents: their visible pairs only)
 };
 
 // This rank's communicators with traffic, by name ("world", "sp", "tsp-shards", ...; a name

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "origami/core/dry_run.h"
+#include "origami/data/dataset.h"
 #include "origami/dryrun/host_memory.h"
 #include "origami/dryrun/rank_figures.h"
 #include "origami/dryrun/ranks.h"
@@ -50,11 +51,21 @@ void run_rank(const ModelConfig& model, const parallel::ParallelConfig& plan,
     const double start = clock.now_s;
     std::vector<parallel::LocalBatch> micro;
     for (std::int64_t m = 0; m < o.grad_accum; ++m) {
+      const std::int64_t index = (step - 1) * o.grad_accum + m;
+      if (o.data != nullptr) {  // the trainer's rows of the run's data (train/train_loop.cpp)
+        const data::Batch b =
+            o.data->rows(o.seed, index, job, p * o.batch, o.batch, o.seq, tracker);
+        micro.push_back(rank_model.localize(
+            {o.batch, o.seq, b.input_ids.data<std::int32_t>(), b.labels.data<std::int32_t>(),
+             b.documents.defined() ? b.documents.data<std::int32_t>() : nullptr,
+             b.positions.defined() ? b.positions.data<std::int64_t>() : nullptr}));
+        continue;
+      }
       // As the trainer's prefetcher: the replica's rows only, in the tracker's workspace.
       Tensor ids(tracker, MemCategory::Workspace, DType::I32, {o.batch, o.seq});
       Tensor labels(tracker, MemCategory::Workspace, DType::I32, {o.batch, o.seq});
       synthetic_rows(job, p * o.batch, o.batch, o.seq, model.vocab_size, o.seed,
-                     (step - 1) * o.grad_accum + m, ids.data<std::int32_t>(),
+                     index, ids.data<std::int32_t>(),
                      labels.data<std::int32_t>());
       const TokenBatch mine{o.batch, o.seq, ids.data<std::int32_t>(),
                             labels.data<std::int32_t>()};

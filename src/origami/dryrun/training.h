@@ -24,6 +24,10 @@
 #include "origami/parallel/parallel_config.h"
 #include "origami/parallel/registry.h"
 
+namespace origami::data {
+class TokenDataset;
+}
+
 namespace origami {
 
 struct DryRunOptions {
@@ -47,6 +51,12 @@ struct DryRunOptions {
   // Run the same path for real (backed memory, kernels computed, bytes copied, no clocks):
   // what the tests compare the dry run with. Needs fp32 and a model that fits.
   bool execute = false;
+  // The rows to train on (`train --dry-run --document-masking --data PREFIX`): each replica
+  // reads its rows of every micro-batch from it as a real run does (same seed, same batch
+  // index), with their documents, so the attention kernels charge the documents' visible pairs
+  // and the balanced layout assigns by them. Null: synthetic rows, one causal document each
+  // (the data does not change the schedule, only the masked work). Must outlive the call.
+  const data::TokenDataset* data = nullptr;
 };
 
 

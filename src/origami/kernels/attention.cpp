@@ -226,7 +226,7 @@ void attention_forward(const AttentionShape& s, const float* q, const float* k, 
     // (or, with a memory bandwidth set, reading q and the kv_len rows of K and V once)
     const double read = static_cast<double>(s.batch * s.head_dim) *
                         static_cast<double>(s.q_len * s.heads + 2 * s.kv_len * s.kv_heads);
-    dryrun::skip_kernel(attention_forward_flops(s, q_pos, k_pos, docs), read);
+    dryrun::skip_attention_kernel(attention_forward_flops(s, q_pos, k_pos, docs), read);
     return;
   }
   check_call(s, scale, q != nullptr && out != nullptr && lse != nullptr,

@@ -224,7 +224,7 @@ void attention_backward(const AttentionShape& s, const float* q, const float* k,
                         const AttentionDocs& docs, float scale, const float* out,
                         const float* lse, const float* dout, float* dq, float* dk, float* dv) {
   if (dryrun::active()) {  // 2.5x the forward's products (attention.h)
-    dryrun::skip_kernel(2.5 * attention_forward_flops(s, q_pos, k_pos, docs));
+    dryrun::skip_attention_kernel(2.5 * attention_forward_flops(s, q_pos, k_pos, docs), 0.0);
     return;
   }
   check_call(s, scale,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ using Mesh = parallel::ParallelConfig;
 // The JSON name of a layout's strategy: single, dp, tp (with or without regions), sp, tpsp
 // (TP+SP: tp and sp both > 1), tsp.
 std::string json_strategy(const Mesh& m);
+
+struct DocumentSample;  // plan/document_imbalance.h
 
 using origami::Recompute;  // model/recompute.h: none | mlp | full
 using origami::parse_recompute;
@@ -50,6 +53,11 @@ struct Workload {
                            // (S % 2·degree); the costs are the same
   Recompute recompute = Recompute::None;
   ElementSizes elem;
+  // Packed documents under document masking (`origami plan --documents`; rows of S = seq):
+  // attention's products count the sample rows' visible pairs, and the step time the slowest
+  // rank's share of them under the sample's layout (predict.h). Null: one causal document per
+  // row. A copy of the workload for another seq must drop it.
+  std::shared_ptr<const DocumentSample> documents;
   // Mixed precision (bf16 activations): selects the hardware's bf16 FLOP rate.
   bool bf16() const { return elem.activation == 2; }
   void set_precision(const Precision& p) { elem = ElementSizes::of(p); }

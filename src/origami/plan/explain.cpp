@@ -77,6 +77,7 @@ std::optional<NoFitAdvice> explain_no_fit(const ModelConfig& m, int world, const
   if (best_seq > 0) {
     Workload x = w;
     x.seq = best_seq;
+    x.documents = nullptr;  // the sample's rows are of w.seq; the advice is about memory
     add(fmt::format("--seq {}", best_seq), fitting(m, world, x, hw));
   }
   return a;

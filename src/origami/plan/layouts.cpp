@@ -55,6 +55,7 @@ std::optional<std::int64_t> longest_sequence(const ModelConfig& m, const Layout&
   const auto fits = [&](std::int64_t k) {
     Workload x = w;
     x.seq = k * unit;
+    x.documents = nullptr;  // memory only: documents change no byte the planner counts
     try {
       return predict(m, l, x, hw).fits;
     } catch (const ConfigError&) {

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <map>
 
+#include "origami/core/error.h"
 #include "origami/parallel/strategies/tsp_allgather/schedule.h"
+#include "origami/plan/document_imbalance.h"
 #include "origami/plan/shapes.h"
 
 namespace origami::plan {
@@ -276,6 +278,35 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& worklo
                                    (w.recompute == Recompute::Full ? 4 : 3) / l.world();
   }
   BlockSeconds blocks = block_seconds(m, l, w, rate);
+  // Attention's core products: one causal document per row, or the packed documents' visible
+  // pairs, the slowest rank's share of them in the time (docs/planner.md, "Packed documents").
+  const double causal_core = 4.0 * double(m.head_dim()) * double(m.num_attention_heads) *
+                             double(job_batch) * double(w.seq) * double(w.seq + 1) / 2 *
+                             double(m.num_hidden_layers);  // one forward, the job's
+  const double core_passes = 3.5 + (w.recompute == Recompute::Full ? 1.0 : 0.0);
+  p.causal_attention_flops_per_device = core_passes * causal_core / l.world();
+  p.attention_flops_per_device = p.causal_attention_flops_per_device;
+  double slowest_extra = 0;  // FLOPs of the slowest rank's attention beyond the mean rank's
+  if (w.documents != nullptr) {
+    ORIGAMI_CHECK(w.documents->seq() == w.seq, "document sample of S = {} for seq {}",
+                  w.documents->seq(), w.seq);
+    const DocumentAttention a =
+        document_attention(w.documents->layout, l.token_degree(), w.documents->rows, w.batch);
+    const double masked = a.pairs_per_row / a.causal_pairs_per_row;
+    p.attention_flops_per_device *= masked;
+    p.attention_imbalance = a.imbalance_mean;
+    p.attention_imbalance_worst = a.imbalance_worst;
+    const double saved = p.causal_attention_flops_per_device - p.attention_flops_per_device;
+    p.model_flops_per_device -= 3.5 / core_passes * saved;
+    p.executed_flops_per_device -= saved;
+    const double slowest_core = masked * a.slowest_over_mean;  // of the causal mean's
+    slowest_extra = p.causal_attention_flops_per_device * (slowest_core - masked);
+    const double core_f = blocks.core_f, core_b = blocks.core_b;
+    blocks.core_f *= slowest_core;
+    blocks.core_b *= slowest_core;
+    blocks.attention_f += blocks.core_f - core_f;
+    blocks.attention_b += blocks.core_b - core_b;
+  }
   if (s.tsp()) {
     // TSP's head ring recomputes each logits chunk in the backward (docs/tsp.md): the rank's
     // rows against every (padded) vocabulary block once more.
@@ -283,7 +314,8 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& worklo
     p.executed_flops_per_device += again;
     blocks.head_b += again / rate;
   }
-  p.compute_s = p.executed_flops_per_device / rate;
+  // The slowest rank's attention beyond the mean's (packed documents on a split sequence).
+  p.compute_s = (p.executed_flops_per_device + slowest_extra) / rate;
   if (s.allgather())
     tsp_allgather_exposure(s, w, link_of(hw, link_class(l, "tsp", hw.devices_per_node)), blocks,
                            p.comm);
@@ -296,6 +328,8 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& worklo
   const std::int64_t k = w.grad_accum;
   p.model_flops_per_device *= double(k);
   p.executed_flops_per_device *= double(k);
+  p.attention_flops_per_device *= double(k);
+  p.causal_attention_flops_per_device *= double(k);
   p.compute_s *= double(k);
   for (CommCost& c : p.comm) {
     if (!c.gradient_reduction) {

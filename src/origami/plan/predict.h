@@ -42,6 +42,14 @@ struct Prediction {
   double model_flops_per_device = 0;     // docs/flops.md, per device and step
   double executed_flops_per_device = 0;  // + the recompute policy's forward re-runs (and the
                                          // TSP head ring's logits recompute)
+  // Attention's core products (QK^T and PV: forward, backward, and the forward again under full
+  // recompute) per device and step, of the mean device: with Workload::documents the rows'
+  // visible pairs (masked), else one causal document per row, which `causal_` always counts.
+  double attention_flops_per_device = 0, causal_attention_flops_per_device = 0;
+  // With Workload::documents and a layout that splits the sequences (sp, TP+SP, tsp): the
+  // ranks' max/mean - 1 of attention work, mean over the sample's micro-batches (and the
+  // worst). compute_s charges the slowest rank's attention, (1 + imbalance) x the mean's.
+  double attention_imbalance = 0, attention_imbalance_worst = 0;
   double compute_s = 0, comm_s = 0, exposed_comm_s = 0, step_s = 0;
   double tokens_per_s = 0;  // the cluster's
   bool fits = false;        // memory.total() <= the device's memory

@@ -98,6 +98,15 @@ std::int64_t begin_run(const TrainOptions& o, comm::Communicator* world, const R
                                   "afresh)",
                                   dir, masked ? "with" : "without",
                                   o.document_masking ? "has" : "does not have"));
+  // (Checkpoints from before --eos-id existed had none.) The documents of a flat file follow
+  // it, so a resume under another id would train on other rows.
+  const std::int64_t eos = run.value("eos_id", std::int64_t{-1});
+  if (eos != o.eos_id)
+    throw ConfigError(fmt::format("{}: saved with {}, this run has {}; a resumed run must train "
+                                  "on the same rows (use --init-from to start afresh)",
+                                  dir, eos < 0 ? "no --eos-id" : fmt::format("--eos-id {}", eos),
+                                  o.eos_id < 0 ? std::string("none")
+                                               : fmt::format("--eos-id {}", o.eos_id)));
   const std::int64_t total = run.at("lr_schedule").at("total_steps").get<std::int64_t>();
   if (total != o.steps)
     log(fmt::format("note: {} was saved by a run of {} steps, this one has {}: the learning-rate "
@@ -147,6 +156,7 @@ void save_step(const TrainOptions& o, comm::Communicator* world, const RankState
       {"sequences_drawn", step * o.global_batch},
       {"data_order", o.data_order},
       {"document_masking", o.document_masking},
+      {"eos_id", o.eos_id},
       {"lr_schedule",
        {{"step", step},
         {"total_steps", o.steps},

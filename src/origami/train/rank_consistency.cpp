@@ -45,6 +45,7 @@ std::vector<std::pair<std::string, std::string>> agreed_fields(const TrainOption
           {"--data-dtype", o.data_dtype},
           {"--data-order", o.data_order},
           {"--document-masking", o.document_masking ? "on" : "off"},
+          {"--eos-id", std::to_string(o.eos_id)},
           {"--seq", std::to_string(o.seq)},
           {"--batch", std::to_string(o.batch)},
           {"--grad-accum", std::to_string(o.grad_accum)},

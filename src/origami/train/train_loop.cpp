@@ -297,6 +297,7 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
   data::DataOptions data_opts =
       data::data_options(o.data_dtype, o.data_order, o.tokenizer_path, o.model.vocab_size);
   data_opts.document_masking = o.document_masking;
+  data_opts.eos_id = o.eos_id;
   const data::TokenDataset dataset =
       data::open_for_training(o.data_path, data_opts, o.model.vocab_size, o.seq);
   sh.dataset = &dataset;

@@ -49,6 +49,9 @@ struct TrainOptions {
   // --document-masking: rows carry their documents (docs/data.md "Packed documents"); off:
   // unbroken causal rows, as before.
   bool document_masking = false;
+  // --eos-id: with document_masking, a flat .bin's documents end after each token of this id
+  // (data/dataset.h DataOptions::eos_id); -1: not given.
+  std::int64_t eos_id = -1;
   std::string tokenizer_path;  // text data's tokenizer (tokenizer/tokenizer.h); empty: bytes
   std::int64_t seq = 256;
   // The batch (train/batch_size.h): `batch` sequences per micro-batch of EACH data-parallel
