@@ -219,7 +219,7 @@ int default_tsp_degree(const ModelConfig& m, std::int64_t seq, const std::string
       parallel::validate_plan(parallel::make_parallel_config("tsp", d, "", false, kind), m, seq, 1,
                               d);
       return d;
-    } catch (const ConfigError&) {
+    } catch (const ConfigError&) {  // NOLINT(bugprone-empty-catch): d refused, try d - 1
     }
   }
   return 1;
