@@ -47,7 +47,12 @@ TEST_F(GenerateCli, TspAndSingleDeviceGenerateTheSameTextAndReport) {
   EXPECT_THAT(first_line(single.all()), ::testing::StartsWith("The cat"));
   EXPECT_EQ(first_line(single.all()).size(), 7u + 12u) << single.all();
   EXPECT_EQ(first_line(tsp.all()), first_line(single.all()));
-  for (const CliRun* r : {&single, &tsp}) {
+  // Degree 4 over the tiny model's 2 kv heads: each kv head and its KV cache on two ranks.
+  const CliRun replicated =
+      origami("generate --checkpoint " + ckpt_ + common + " --strategy tsp --degree 4");
+  ASSERT_EQ(replicated.code, 0) << replicated.all();
+  EXPECT_EQ(first_line(replicated.all()), first_line(single.all()));
+  for (const CliRun* r : {&single, &tsp, &replicated}) {
     EXPECT_THAT(r->all(), HasSubstr("prefill: 7 tokens"));
     EXPECT_THAT(r->all(), HasSubstr("decode: 11 tokens"));
     EXPECT_THAT(r->all(), HasSubstr("KV cache"));
@@ -121,10 +126,10 @@ TEST_F(GenerateCli, RefusesBadInputWithExitCode2) {
   r = origami(ck + " --prompt abc --temperature -1");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.all(), HasSubstr("--temperature"));
-  r = origami(ck + " --prompt abc --strategy tsp --degree 4");  // 2 kv heads
+  r = origami(ck + " --prompt abc --strategy tsp --degree 3");  // 4 heads
   EXPECT_EQ(r.code, 2);
-  EXPECT_THAT(r.all(), HasSubstr("inference does not replicate kv heads"));
-  EXPECT_THAT(r.all(), HasSubstr("at most 2"));
+  EXPECT_THAT(r.all(), HasSubstr("attention heads"));
+  EXPECT_THAT(r.all(), HasSubstr("the largest degree that works is 2"));
   r = origami("generate --prompt abc");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.all(), HasSubstr("--checkpoint"));

@@ -2,6 +2,8 @@
 // library's numbers (dryrun/inference.h), the table names both phases, and bad input exits 2
 // with a message naming the flag.
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -82,6 +84,24 @@ TEST(GenerateDryRunCli, BadInputExitsTwoNamingTheFlag) {
     EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
     EXPECT_THAT(r.err, HasSubstr(c.says)) << c.args;
   }
+}
+
+// Degrees above the kv heads: a multiple of them runs (tiny: 2 kv heads, degree 4); a degree
+// neither dividing them nor a multiple of them (12 heads over 4 kv heads, degree 6) is refused,
+// naming the largest degree that works.
+TEST(GenerateDryRunCli, ReplicatesKvHeadsAtAMultipleAndRefusesANonMultiple) {
+  const CliRun ok = origami("generate --dry-run --model tiny --degree 4 --prompt-tokens 16");
+  EXPECT_EQ(ok.code, 0) << ok.all();
+  EXPECT_THAT(ok.out, HasSubstr("tsp=4"));
+  const std::string config = temp_base() + ".json";
+  std::ofstream(config) << R"({"vocab_size": 97, "hidden_size": 96, "intermediate_size": 96,
+    "num_hidden_layers": 1, "num_attention_heads": 12, "num_key_value_heads": 4,
+    "max_position_embeddings": 64})";
+  const CliRun r = origami("generate --dry-run --config " + config + " --degree 6");
+  std::filesystem::remove(config);
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("or be a multiple of it"));
+  EXPECT_THAT(r.err, HasSubstr("the largest degree that works is 4"));
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "cli_run.h"
+#include "origami/cli/train_command.h"
+#include "origami/model/config.h"
 
 namespace {
 
@@ -142,10 +144,35 @@ TEST(ParallelCli, DefaultIsTspOverFourRanksWithTheOneDeviceReport) {
   const CliRun single =
       origami("train --model small --seq 64 --batch 2 --steps 1 --threads 1 --strategy single");
   EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
-  // The tiny model's 2 kv heads cannot split 4 ways: the default takes the largest that can.
+  // The tiny model's 2 kv heads: degree 4 is a multiple of them (each kv head on two ranks).
   const CliRun tiny = origami(kJob);
   ASSERT_EQ(tiny.code, 0) << tiny.all();
-  EXPECT_THAT(tiny.all(), HasSubstr("tsp=2 zigzag on 2 ranks"));
+  EXPECT_THAT(tiny.all(), HasSubstr("tsp=4 zigzag on 4 ranks"));
+  EXPECT_EQ(losses(tiny.all()), losses(origami(kJob + "--strategy single").all())) << tiny.all();
+}
+
+// The default degree follows the registry's rule (parallel::validate_plan): the largest of 4,
+// 3, 2 that divides the heads and the MLP width, divides the kv heads or is a multiple of
+// them, and splits the sequence in the layout; else 1.
+TEST(ParallelCli, DefaultTspDegreeIsTheLargestTheRegistryAccepts) {
+  using origami::cli::default_tsp_degree;
+  const origami::ModelConfig tiny = origami::model_preset("tiny");  // 4 heads, 2 kv, f 160
+  EXPECT_EQ(default_tsp_degree(tiny, 32, "zigzag"), 4);             // 4 = 2 x kv heads
+  EXPECT_EQ(default_tsp_degree(tiny, 12, "zigzag"), 2);             // 12 % 8 != 0
+  EXPECT_EQ(default_tsp_degree(tiny, 12, "contiguous"), 4);
+  EXPECT_EQ(default_tsp_degree(tiny, 7, "contiguous"), 1);
+  origami::ModelConfig mqa = tiny;  // one kv head: every degree is a multiple
+  mqa.num_key_value_heads = 1;
+  EXPECT_EQ(default_tsp_degree(mqa, 32, "zigzag"), 4);
+  origami::ModelConfig kv3 = tiny;  // 12 heads over 3 kv heads: 4 is neither, 3 divides
+  kv3.hidden_size = 96;
+  kv3.intermediate_size = 96;
+  kv3.num_attention_heads = 12;
+  kv3.num_key_value_heads = 3;
+  EXPECT_EQ(default_tsp_degree(kv3, 48, "zigzag"), 3);  // 48 splits 8 ways too
+  origami::ModelConfig own_head_dim = tiny;  // an explicit head_dim runs on one device only
+  own_head_dim.explicit_head_dim = 32;
+  EXPECT_EQ(default_tsp_degree(own_head_dim, 32, "zigzag"), 1);
 }
 
 TEST(ParallelCli, TspUnderMpirunEqualsOneDevice) {

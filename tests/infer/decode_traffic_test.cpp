@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <mutex>
+#include <vector>
 
 #include "infer_harness.h"
 #include "origami/comm/run_ranks.h"
@@ -115,6 +116,46 @@ TEST(KvCacheMemory, IsShardedByHeadGroupExactly) {
       total += mine;
     });
     EXPECT_EQ(total, 2 * L * B * cap * c.num_key_value_heads * d * 4) << "D " << D;
+  }
+}
+
+// Above the kv heads (2 kv heads at D = 4 and 8) each rank keeps its one kv head's cache,
+// 2*L*B*capacity*d floats, the same as at D = Hkv: the D / Hkv replicas of a kv head hold
+// equal copies (the K/V its rank projected from the same W_K, W_V rows), so the ranks
+// together hold D / Hkv times one device's cache.
+TEST(KvCacheMemory, IsOneKvHeadPerRankAboveTheKvHeads) {
+  const ModelConfig c = gqa_model(2);
+  const auto prompts = random_prompts(c, {4, 9, 7, 2});  // longest 9: S = 16 at D = 8 zigzag
+  const std::int64_t B = 4, L = c.num_hidden_layers, d = c.head_dim(), new_tokens = 10;
+  const std::int64_t cap = 9 + new_tokens;  // >= S at every D here
+  for (int D : {4, 8}) {
+    const int replicas = D / 2;
+    std::mutex m;
+    std::vector<std::vector<float>> kv_of_rank(static_cast<std::size_t>(D));
+    comm::run_ranks(D, [&](comm::Communicator& world) {
+      infer::InferenceEngine e(c, world, world.tracker());
+      e.initialize(kSeed);
+      e.prefill(prompts, new_tokens);
+      e.decode({1, 2, 3, 4});
+      EXPECT_EQ(world.tracker().current(MemCategory::KvCache), 2 * L * B * cap * d * 4)
+          << "D " << D;
+      // The last layer's keys and values of every sequence's written slots: the prefill's S
+      // (the decoded token went to a padded one of them).
+      const infer::KvCache& kv = *e.cache();
+      const std::int64_t S = e.prefill_length();
+      std::lock_guard lock(m);
+      std::vector<float>& mine = kv_of_rank[static_cast<std::size_t>(world.rank())];
+      for (std::int64_t b = 0; b < B; ++b)
+        for (const float* p : {kv.k(L - 1, b), kv.v(L - 1, b)})
+          mine.insert(mine.end(), p, p + S * d);
+    });
+    // Replicas of one kv head (the D / Hkv consecutive ranks of a group) hold the same keys and
+    // values (bitwise: the same rows projected by the same kernel), the two kv heads others.
+    for (int r = 0; r < D; ++r)
+      EXPECT_EQ(kv_of_rank[static_cast<std::size_t>(r)],
+                kv_of_rank[static_cast<std::size_t>(r / replicas * replicas)])
+          << "D " << D << " rank " << r;
+    EXPECT_NE(kv_of_rank[0], kv_of_rank[static_cast<std::size_t>(replicas)]) << "D " << D;
   }
 }
 

@@ -22,15 +22,16 @@ namespace origami::infer_test {
 
 constexpr std::uint64_t kSeed = 1234;
 
-// 8 heads / 4 kv heads (GQA), vocabulary 97 (padded at D = 2, 4), 2 layers.
-inline ModelConfig gqa_model() {
+// 8 heads / 4 kv heads (GQA), vocabulary 97 (padded at D = 2, 4), 2 layers. With fewer kv
+// heads (2, 1) the degrees above them replicate each kv head (D = 2·Hkv, 4·Hkv).
+inline ModelConfig gqa_model(std::int64_t kv_heads = 4) {
   ModelConfig c;
   c.vocab_size = 97;
   c.hidden_size = 64;
   c.intermediate_size = 96;
   c.num_hidden_layers = 2;
   c.num_attention_heads = 8;
-  c.num_key_value_heads = 4;
+  c.num_key_value_heads = kv_heads;
   c.max_position_embeddings = 64;
   c.initializer_range = 0.15;  // far from uniform attention: every path carries signal
   return c;
@@ -139,11 +140,12 @@ inline std::vector<std::vector<std::int32_t>> generate(
 // Teacher forcing: prefill prompts of lengths 5, 11, 8, then decode 6 given tokens each;
 // returns the worst relative error of a step's logits [V] against the single device
 // (collective over `world`; every rank checks the same gathered logits). `tied`: the model
-// with tied embeddings (the head is the embedding's vocabulary block on each rank);
-// `head_dim` > 0: the model with that explicit head_dim.
+// with tied embeddings (the head is the embedding's vocabulary block on each rank); `kv_heads`
+// gqa_model's; `head_dim` > 0: the model with that explicit head_dim.
 inline double teacher_forced_error(comm::Communicator& world, parallel::TokenLayoutKind layout,
-                                   bool tied = false, std::int64_t head_dim = 0) {
-  ModelConfig c = gqa_model();
+                                   bool tied = false, std::int64_t kv_heads = 4,
+                                   std::int64_t head_dim = 0) {
+  ModelConfig c = gqa_model(kv_heads);
   c.tie_word_embeddings = tied;
   c.explicit_head_dim = head_dim;
   const std::vector<int> lengths{5, 11, 8};
@@ -189,8 +191,8 @@ constexpr std::int64_t kGenerateSteps = 10;
 
 // Every sampler's tokens [sampler][sequence][step] on `world` (collective).
 inline std::vector<std::vector<std::vector<std::int32_t>>> generate_all(
-    comm::Communicator& world, parallel::TokenLayoutKind layout) {
-  infer::InferenceEngine e(gqa_model(), world, world.tracker(), layout);
+    comm::Communicator& world, parallel::TokenLayoutKind layout, std::int64_t kv_heads = 4) {
+  infer::InferenceEngine e(gqa_model(kv_heads), world, world.tracker(), layout);
   e.initialize(kSeed);
   std::vector<std::vector<std::vector<std::int32_t>>> out;
   for (const auto& o : samplers())

@@ -27,6 +27,7 @@ struct Case {
   int D;
   std::int64_t batch, seq, new_tokens;
   bool contiguous = false;  // token layout: contiguous chunks (S % D) instead of zigzag
+  std::int64_t kv_heads = 4;  // gqa_model's; 2 below D: each kv head (and its cache) replicated
 };
 
 std::array<std::int64_t, 6> categories(const plan::InferenceMemory& m) {
@@ -60,8 +61,8 @@ double compare(const std::array<std::int64_t, 6>& want, const std::array<std::in
 class PlanCheck : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PlanCheck, MemoryWithinFivePercentAndBytesExact) {
-  const auto [D, B, S, T, contiguous] = GetParam();
-  const ModelConfig c = gqa_model();
+  const auto [D, B, S, T, contiguous, kv_heads] = GetParam();
+  const ModelConfig c = gqa_model(kv_heads);
   plan::Workload w;
   w.batch = B;
   w.seq = S;
@@ -77,8 +78,8 @@ TEST_P(PlanCheck, MemoryWithinFivePercentAndBytesExact) {
         c, world, tracker,
         contiguous ? parallel::TokenLayoutKind::Contiguous : parallel::TokenLayoutKind::Zigzag);
     e.initialize(kSeed);
-    const std::string where = fmt::format("D {} B {} S {} T {}{} rank {}", D, B, S, T,
-                                          contiguous ? " contiguous" : "", world.rank());
+    const std::string where = fmt::format("D {} B {} S {} T {}{} kv {} rank {}", D, B, S, T,
+                                          contiguous ? " contiguous" : "", kv_heads, world.rank());
     tracker.reset_peaks();
     e.axis().reset_stats();
     const Tensor* logits = &e.prefill(prompts, T);
@@ -118,19 +119,21 @@ TEST_P(PlanCheck, MemoryWithinFivePercentAndBytesExact) {
   if (std::getenv("ORIGAMI_PLAN_CHECK_VERBOSE")) fmt::print("worst {:.4f}\n", worst);
 }
 
-// gqa_model(): 8 heads, 4 kv heads, h 64, F 96, V 97, 2 layers, 64 positions. S is a
-// multiple of 2D (zigzag) or of D (contiguous); B a multiple of D keeps the all-reduces' byte
-// counts exact.
-INSTANTIATE_TEST_SUITE_P(Cases, PlanCheck,
-                         ::testing::Values(Case{1, 1, 8, 4}, Case{1, 3, 24, 1}, Case{2, 2, 8, 6},
-                                           Case{2, 4, 16, 10}, Case{2, 2, 40, 3}, Case{4, 4, 8, 5},
-                                           Case{4, 4, 32, 8}, Case{4, 8, 16, 20},
-                                           Case{2, 2, 6, 2, true}, Case{4, 4, 12, 3, true}),
-                         [](const auto& info) {
-                           const Case& k = info.param;
-                           return fmt::format("D{}_B{}_S{}_T{}{}", k.D, k.batch, k.seq,
-                                              k.new_tokens, k.contiguous ? "_contiguous" : "");
-                         });
+// gqa_model(): 8 heads, 4 kv heads (2 in the replicated cases, D = 2·Hkv and 4·Hkv), h 64,
+// F 96, V 97, 2 layers, 64 positions. S is a multiple of 2D (zigzag) or of D (contiguous); B a
+// multiple of D keeps the all-reduces' byte counts exact.
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PlanCheck,
+    ::testing::Values(Case{1, 1, 8, 4}, Case{1, 3, 24, 1}, Case{2, 2, 8, 6}, Case{2, 4, 16, 10},
+                      Case{2, 2, 40, 3}, Case{4, 4, 8, 5}, Case{4, 4, 32, 8}, Case{4, 8, 16, 20},
+                      Case{2, 2, 6, 2, true}, Case{4, 4, 12, 3, true}, Case{4, 4, 16, 5, false, 2},
+                      Case{8, 8, 16, 3, false, 2}, Case{8, 8, 8, 2, true, 2}),
+    [](const auto& info) {
+      const Case& k = info.param;
+      return fmt::format("D{}_B{}_S{}_T{}{}{}", k.D, k.batch, k.seq, k.new_tokens,
+                         k.contiguous ? "_contiguous" : "",
+                         k.kv_heads == 4 ? "" : fmt::format("_kv{}", k.kv_heads));
+    });
 
 }  // namespace
 }  // namespace origami::infer_test

@@ -1,13 +1,13 @@
 // The planner's inference rows (plan/inference.h) against the inference dry run
 // (dryrun/inference.h: the real engine on unbacked tensors, virtual clocks) at 7B widths (h 4096,
-// 32 heads, f 11008, V 32000; two layers: the per-layer terms are linear in L) for D = 1, 2, 8,
-// prompts of 4K..32K tokens, B = 1 and 4, fp32 and bf16, a memory bandwidth that makes decode
-// memory-bound (and one row without it). For every row, on rank 0 and on the last rank: every
-// tracker category's peak of each phase within 5% of the prediction; the K/V all-gathers' and
-// the decode all-reduces' bytes exactly the predicted ones (the last rows' broadcasts summed
-// over the ranks; the argmax's per step); the prefill time and the decode time per token
-// within 5% of the virtual clock (the slowest rank's), the planner's hardware set to the dry
-// run's FLOP rate, memory bandwidth and links.
+// 32 heads, f 11008, V 32000; two layers: the per-layer terms are linear in L) for D = 1, 2, 8
+// (and 8 over 4 and 2 kv heads: replicated), prompts of 4K..32K tokens, B = 1 and 4, fp32 and
+// bf16, a memory bandwidth that makes decode memory-bound (and one row without it). For every row,
+// on rank 0 and on the last rank: every tracker category's peak of each phase within 5% of the
+// prediction; the K/V all-gathers' and the decode all-reduces' bytes exactly the predicted ones
+// (the last rows' broadcasts summed over the ranks; the argmax's per step); the prefill time and
+// the decode time per token within 5% of the virtual clock (the slowest rank's), the planner's
+// hardware set to the dry run's FLOP rate, memory bandwidth and links.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,12 +38,14 @@ struct Row {
   double memory_bw = 2e12;  // B/s; 0: FLOPs only
   int layers = 2;
   std::int64_t head_dim = 0;  // an explicit head_dim (0: h / heads = 128)
+  std::int64_t kv_heads = 0;  // 0: the preset's (32); fewer than D: each kv head replicated
 };
 
 std::string name_of(const Row& r) {
-  return fmt::format("D{} B{} S{}K {}{} L{}{}", r.D, r.batch, r.seq / 1024, r.precision,
+  return fmt::format("D{} B{} S{}K {}{} L{}{}{}", r.D, r.batch, r.seq / 1024, r.precision,
                      r.memory_bw > 0 ? "" : " no-bw", r.layers,
-                     r.head_dim > 0 ? fmt::format(" head_dim {}", r.head_dim) : "");
+                     r.head_dim > 0 ? fmt::format(" head_dim {}", r.head_dim) : "",
+                     r.kv_heads > 0 ? fmt::format(" kv{}", r.kv_heads) : "");
 }
 
 plan::Hardware hardware_of(const infer::InferDryRunOptions& o) {
@@ -88,6 +90,7 @@ void check_row(const Row& row, Worst& worst) {
   ModelConfig m = model_preset("7b");
   m.num_hidden_layers = row.layers;
   m.explicit_head_dim = row.head_dim;
+  if (row.kv_heads > 0) m.num_key_value_heads = row.kv_heads;
   m.max_position_embeddings = row.seq + kNewTokens;
   infer::InferDryRunOptions o;
   o.prompt_tokens = row.seq;
@@ -205,6 +208,13 @@ TEST(InferenceDryRunCheck, Full7b) {
 #else
   run_all({{8, 1, 32768, "bf16", 2e12, 32}, {8, 4, 32768, "bf16", 2e12, 32}});
 #endif
+}
+
+// Kv heads replicated (7B widths with 4 and 2 kv heads at D = 8: 2·Hkv and 4·Hkv): each rank
+// projects, gathers and caches its head group's one kv head; the planner counts that cache and
+// the replicated W_K, W_V rows per rank as the engine allocates them.
+TEST(InferenceDryRunCheck, KvHeadsReplicated) {
+  run_all({{8, 4, 4096, "bf16", 2e12, 2, 0, 4}, {8, 1, 8192, "fp32", 2e12, 2, 0, 2}});
 }
 
 // Without a memory bandwidth every kernel charges its FLOPs: decode is then compute- and

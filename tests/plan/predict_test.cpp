@@ -306,6 +306,50 @@ TEST(Inference, PrefillWeightBytesAreTheTrainingForwardsLessTheHeadRing) {
   }
 }
 
+// Above the kv heads (1 kv head at D = 2, 4: 2·Hkv and 4·Hkv) each rank caches its one kv
+// head whole, as at D = Hkv (engine-checked by tests/infer's PlanCheck *_kv2), and the prefill
+// still moves the training forward's shards (with the replicated W_K, W_V rows) less the head
+// ring; a degree neither dividing nor a multiple of the kv heads is refused, naming one that
+// works.
+TEST(Inference, ReplicatedKvHeadsCacheOneHeadPerRank) {
+  ModelConfig m = small_model();
+  m.num_key_value_heads = 1;
+  const Hardware hw = hardware_preset("h100");
+  Workload w;
+  w.batch = 2;
+  w.seq = 32;
+  const std::int64_t d = m.head_dim();
+  for (int D : {1, 2, 4}) {
+    const InferenceRow row = predict_inference(m, D, w, hw, 3);
+    EXPECT_EQ(row.kv_cache, 2 * 2 * 2 * (32 + 3) * d * 4) << "D " << D;  // K, V, L, B, cap, d
+    if (D == 1) continue;
+    Mesh mesh;
+    mesh.tsp = D;
+    const Prediction p = predict(m, mesh, w, hw);
+    std::int64_t shards = 0;
+    for (const CommCost& c : p.comm)
+      if (c.op.axis == "tsp_shards" && (c.op.op == "broadcast" || c.op.op == "send"))
+        shards += c.op.forward_bytes;
+    const std::int64_t head_ring = (D - 1) * (m.vocab_size / D) * m.hidden_size * 4;
+    EXPECT_EQ(row.traffic.prefill_weights, shards - head_ring) << "D " << D;
+  }
+  ModelConfig kv3 = small_model();  // 12 heads over 3 kv heads: 4 is neither, 6 a multiple
+  kv3.hidden_size = 96;
+  kv3.intermediate_size = 96;
+  kv3.num_attention_heads = 12;
+  kv3.num_key_value_heads = 3;
+  w.seq = 48;  // splits 2·3, 2·4 and 2·6 ways: only the kv heads refuse 4
+  EXPECT_NO_THROW(predict_inference(kv3, 3, w, hw));
+  EXPECT_NO_THROW(predict_inference(kv3, 6, w, hw));
+  try {
+    predict_inference(kv3, 4, w, hw);
+    ADD_FAILURE() << "degree 4 over 3 kv heads accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("the largest degree that works is 3"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Layouts, EnumeratesEveryFactorisationAndTspUnderDp) {
   const auto ls = parallel::enumerate_meshes(8);
   // dp 1: tp x sp in {1x8, 2x4 (x2), 4x2 (x2), 8x1 (x2)} + tsp 8; dp 2: 1x4, 2x2 x2, 4x1 x2 +

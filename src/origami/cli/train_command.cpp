@@ -223,23 +223,25 @@ int TrainCommand::run_dry() {
   return 0;
 }
 
-namespace {
-// The default run is TSP over 4 in-process ranks (under mpirun: over the launched ranks);
-// a model or sequence that cannot split 4 ways runs on the largest degree below that can.
 int default_tsp_degree(const ModelConfig& m, std::int64_t seq, const std::string& layout) {
   if (comm::launched_by_mpirun()) {
     const char* n = std::getenv("OMPI_COMM_WORLD_SIZE");
     return n != nullptr ? std::max(1, std::atoi(n)) : 1;
   }
+  const parallel::TokenLayoutKind kind = parallel::parse_token_layout(layout);
   for (int d = 4; d > 1; --d) {
-    const std::int64_t tokens = layout == "contiguous" ? d : 2 * d;
-    if (m.num_attention_heads % d == 0 && m.num_key_value_heads % d == 0 &&
-        m.intermediate_size % d == 0 && seq % tokens == 0)
+    // The registry's rules (validate_plan), so that the default is never a degree the run then
+    // refuses. The micro-batch constrains no TSP degree (only >= 1, checked with its own
+    // message later): 1 here.
+    try {
+      parallel::validate_plan(parallel::make_parallel_config("tsp", d, "", false, kind), m, seq, 1,
+                              d);
       return d;
+    } catch (const ConfigError&) {  // NOLINT(bugprone-empty-catch): d refused, try d - 1
+    }
   }
   return 1;
 }
-}  // namespace
 
 // --peak-gflops, or this machine's measured sgemm rate per core times the kernel threads; says
 // which, with the SIMD target the kernels run on, before the run starts.

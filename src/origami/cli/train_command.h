@@ -46,4 +46,10 @@ class TrainCommand {
 // "512MiB", "2GiB", "1000000" -> bytes; ConfigError on anything else.
 std::int64_t parse_bytes(const std::string& text);
 
+// The degree of the default run, TSP over 4 in-process ranks (under mpirun: over the launched
+// ranks): a model or sequence that cannot split 4 ways runs on the largest degree below that
+// the registry accepts (parallel::validate_plan: it divides the heads and the MLP width, divides
+// the kv heads or is a multiple of them, and the sequence splits in `layout`), else 1.
+int default_tsp_degree(const ModelConfig& m, std::int64_t seq, const std::string& layout);
+
 }  // namespace origami::cli

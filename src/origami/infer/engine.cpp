@@ -102,7 +102,7 @@ void InferenceEngine::allocate_step_buffers() {
   const ModelConfig& c = config_;
   const std::int64_t B = batch(), h = c.hidden_size;
   const std::int64_t qd = c.num_attention_heads / D_ * c.head_dim();
-  const std::int64_t kvd = c.num_key_value_heads / D_ * c.head_dim();
+  const std::int64_t kvd = parallel::kv_heads_per_rank(c, D_) * c.head_dim();
   const std::int64_t fl = c.intermediate_size / D_;
   const auto work = [&](Shape shape) {
     return Tensor(tracker_, MemCategory::Workspace, std::move(shape));
@@ -151,7 +151,8 @@ const Tensor& InferenceEngine::prefill(const std::vector<std::vector<std::int32_
         "max_position_embeddings {}: shorten it, or use --layout contiguous or fewer ranks",
         longest, S, D_, c.max_position_embeddings));
   const auto B = static_cast<std::int64_t>(prompts.size());
-  const std::int64_t h = c.hidden_size, kvd = c.num_key_value_heads / D_ * c.head_dim();
+  // Above the kv heads each rank keeps its one (replicated) kv head: kv_heads_per_rank.
+  const std::int64_t h = c.hidden_size, kvd = parallel::kv_heads_per_rank(c, D_) * c.head_dim();
 
   // The padded batch (padding id 0, right of each prompt: causality keeps it unseen).
   std::vector<std::int32_t> ids(static_cast<std::size_t>(B * S), 0);
@@ -228,7 +229,7 @@ const Tensor& InferenceEngine::decode(const std::vector<std::int32_t>& tokens) {
                       b, cache_->capacity()));
   }
   const std::int64_t h = c.hidden_size, d = c.head_dim();
-  const std::int64_t Hl = c.num_attention_heads / D_, Kl = c.num_key_value_heads / D_;
+  const std::int64_t Hl = c.num_attention_heads / D_, Kl = parallel::kv_heads_per_rank(c, D_);
   const std::int64_t qd = Hl * d, kvd = Kl * d, fl = c.intermediate_size / D_;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));

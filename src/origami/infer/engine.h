@@ -42,8 +42,9 @@ class InferenceEngine {
  public:
   // Collective over `world` (its D ranks form the axis). Allocates this rank's shards
   // (MemCategory::Parameters, zeroed): initialize() them or load a checkpoint into params()
-  // (ckpt::load with specs()). ConfigError if D does not divide heads, kv heads or the MLP
-  // width (the TSP constraints).
+  // (ckpt::load with specs()). ConfigError if D does not divide the heads or the MLP width, or
+  // neither divides the kv heads nor is a multiple of them (the TSP constraints; above the kv
+  // heads each rank holds and caches its head group's one kv head, replicated over D / Hkv).
   InferenceEngine(const ModelConfig& config, comm::Communicator world, MemoryTracker& tracker,
                   parallel::TokenLayoutKind layout = parallel::TokenLayoutKind::Zigzag);
   ~InferenceEngine();

@@ -39,6 +39,12 @@ float* KvCache::k(std::int64_t layer, std::int64_t seq) {
 float* KvCache::v(std::int64_t layer, std::int64_t seq) {
   return float_at(v_[static_cast<std::size_t>(layer)].f32(), seq * capacity_ * width_);
 }
+const float* KvCache::k(std::int64_t layer, std::int64_t seq) const {
+  return float_at(k_[static_cast<std::size_t>(layer)].f32(), seq * capacity_ * width_);
+}
+const float* KvCache::v(std::int64_t layer, std::int64_t seq) const {
+  return float_at(v_[static_cast<std::size_t>(layer)].f32(), seq * capacity_ * width_);
+}
 
 void KvCache::spread_prefill(std::int64_t layer) {
   if (capacity_ == prefill_) return;

@@ -1,11 +1,12 @@
 // The KV cache of one rank (docs/design.md §6.1). Rank j owns head group j (Kv/D kv heads of width
-// d): for every layer and sequence it keeps those heads' keys (after RoPE) and values,
-// [B, capacity, Kv/D*d]. Slots [0, S) hold the prompt padded to S in the order the TSP
-// prefill gathered it (every rank's layout positions, rank order; SequenceAxis::keep_k);
-// the token decoded at position p goes to the slot holding p (a padded slot when p < S) or
-// to slot p (p >= S). Each slot's global position is kept (slot_positions), so the attention
-// kernel masks on positions: a query at position p sees exactly the slots holding 0..p, never
-// a padded slot (padded positions are > p until a decoded token overwrites them).
+// d; with D > Kv the one kv head j / (D/Kv), whose D/Kv replicas each keep a copy): for every
+// layer and sequence it keeps those heads' keys (after RoPE) and values, [B, capacity, width].
+// Slots [0, S) hold the prompt padded to S in the order the TSP prefill gathered it (every rank's
+// layout positions, rank order; SequenceAxis::keep_k); the token decoded at position p goes to the
+// slot holding p (a padded slot when p < S) or to slot p (p >= S). Each slot's global position is
+// kept (slot_positions), so the attention kernel masks on positions: a query at position p sees
+// exactly the slots holding 0..p, never a padded slot (padded positions are > p until a decoded
+// token overwrites them).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,8 @@ class KvCache {
   std::int64_t prefill_slots() const { return prefill_; }
   float* k(std::int64_t layer, std::int64_t seq);
   float* v(std::int64_t layer, std::int64_t seq);
+  const float* k(std::int64_t layer, std::int64_t seq) const;
+  const float* v(std::int64_t layer, std::int64_t seq) const;
   // Where the prefill writes layer l's gathered K/V: [B, S, width] contiguous at the start of
   // the layer's storage; spread_prefill(l) then moves each sequence to its [capacity] rows.
   float* prefill_k(std::int64_t layer) { return k(layer, 0); }

@@ -6,10 +6,11 @@
 
 namespace origami::parallel {
 
-// Refuses (ConfigError) a TSP degree the engine cannot serve: one check_tensor_split refuses,
-// or one above the kv heads (replicated kv heads are built for training only: the KV cache
-// kept by head group would then be duplicated on every replica, and decode is not checked
-// for it). The message names the degree that works.
+// Refuses (ConfigError) a TSP degree the engine cannot serve: the training rule of
+// check_tensor_split (the degree divides the heads and the MLP width, and divides the kv heads
+// or is a multiple of them). Above the kv heads each kv head is replicated over degree / Hkv
+// ranks, and each replica keeps that head's KV cache (docs/inference.md, "Kv heads
+// replicated"). The message names the largest degree that works.
 void check_inference_degree(const ModelConfig& config, int degree);
 
 }  // namespace origami::parallel

@@ -233,7 +233,8 @@ InferenceRow predict_inference(const ModelConfig& m, int degree, const Workload&
   const std::int64_t R = s.block_rows, h = s.h, B = w.batch;
   InferenceRow row;
   row.degree = degree;
-  // Rank j keeps head group j's K and V of every layer, sequence and position (kv_cache.h).
+  // Rank j keeps head group j's K and V of every layer, sequence and position (kv_cache.h):
+  // s.kvd = kv_heads_per_rank * d, one whole kv head per replica when D > Hkv.
   const std::int64_t kv = 2 * s.L * B * (w.seq + new_tokens) * s.kvd * ea;
   row.prefill = prefill_memory(s, w, kv, train.parameters);
   row.decode = decode_memory(s, w, kv, train.parameters);

@@ -1,5 +1,6 @@
 // Inference rows (docs/design.md §6; docs/inference.md): prefill of B prompts of S tokens with the
-// TSP forward, each rank keeping its head group's K/V (a head-sharded cache); decode
+// TSP forward, each rank keeping its head group's K/V (a head-sharded cache; above the kv heads
+// each replica's copy of its one kv head's, as the engine keeps it); decode
 // weight-stationary on the resident shards (tensor parallel): 1 + 2L all-reduces of [B, h]
 // per step (embedding; per layer W_O and W_down) and the sampling's (max, index) all-reduce.
 // Derived from infer/engine.cpp and checked against it by tests/infer/plan_check_test.cpp:

@@ -1,6 +1,7 @@
 // The inference parity subset over MPI processes (origami_mpirun 2 and 4): teacher-forced
 // logits against the single device and generated tokens (greedy and every seeded sampler)
-// equal to the single device's, zigzag and contiguous prefill. Rank 0 prints the gtest
+// equal to the single device's, zigzag and contiguous prefill; teacher-forced logits with each
+// kv head replicated over two processes. Rank 0 prints the gtest
 // output; other ranks only their failures.
 #include <gtest/gtest.h>
 
@@ -41,6 +42,16 @@ INSTANTIATE_TEST_SUITE_P(Layouts, InferMpi,
                                            parallel::TokenLayoutKind::Contiguous),
                          [](const auto& info) { return parallel::token_layout_name(info.param); });
 
+// Kv heads replicated across processes: world / 2 kv heads (np 2: 1, np 4: 2), so D = 2·Hkv
+// and each kv head, with its KV cache, lives on two processes.
+TEST(InferMpiReplicatedKv, TeacherForcedLogitsMatchTheSingleDevice) {
+  kernels::set_thread_count(1);
+  const std::int64_t kv_heads = g_world->size() / 2;
+  for (const auto layout :
+       {parallel::TokenLayoutKind::Zigzag, parallel::TokenLayoutKind::Contiguous})
+    EXPECT_LE(teacher_forced_error(*g_world, layout, false, kv_heads), 1e-5)
+        << parallel::token_layout_name(layout);
+}
 
 }  // namespace
 }  // namespace origami::infer_test
