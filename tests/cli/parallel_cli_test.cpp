@@ -170,9 +170,14 @@ TEST(ParallelCli, DefaultTspDegreeIsTheLargestTheRegistryAccepts) {
   kv3.num_attention_heads = 12;
   kv3.num_key_value_heads = 3;
   EXPECT_EQ(default_tsp_degree(kv3, 48, "zigzag"), 3);  // 48 splits 8 ways too
-  origami::ModelConfig own_head_dim = tiny;  // an explicit head_dim runs on one device only
+  origami::ModelConfig own_head_dim = tiny;  // an explicit head_dim splits like any other
   own_head_dim.explicit_head_dim = 32;
-  EXPECT_EQ(default_tsp_degree(own_head_dim, 32, "zigzag"), 1);
+  EXPECT_EQ(default_tsp_degree(own_head_dim, 32, "zigzag"), 4);
+  origami::ModelConfig odd_heads = tiny;  // 3 heads: no degree above 1 divides them
+  odd_heads.hidden_size = 48;
+  odd_heads.num_attention_heads = 3;
+  odd_heads.num_key_value_heads = 1;
+  EXPECT_EQ(default_tsp_degree(odd_heads, 32, "zigzag"), 1);
 }
 
 TEST(ParallelCli, TspUnderMpirunEqualsOneDevice) {
