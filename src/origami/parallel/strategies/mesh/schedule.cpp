@@ -9,7 +9,6 @@ namespace origami::parallel {
 
 namespace {
 // Per-rank bytes of the ring collectives, stated in comm/collectives/bytes_sent.h.
-std::int64_t ring_sent(std::int64_t block_bytes, int n) { return comm::ring_blocks_sent(block_bytes, n); }
 using comm::ring_all_reduce_sent;
 }  // namespace
 
@@ -28,14 +27,14 @@ std::vector<MeshTraffic> mesh_traffic(const MeshRankShapes& s, std::int64_t e,
   if (T > 1) {
     // The head's softmax statistics: (max, sum-exp) of every row gathered, the target logit
     // (on one rank, 0 elsewhere) summed.
-    const std::int64_t pairs = ring_sent(2 * R * e, T), target = ring_all_reduce_sent(R, T, tp_rank, e);
+    const std::int64_t pairs = comm::ring_blocks_sent(2 * R * e, T), target = ring_all_reduce_sent(R, T, tp_rank, e);
     if (s.split_stream()) {
       // Exits reduce-scatter a [R, h] partial to the stream's [R/T, h]; entries all-gather the
       // stream's rows: forward once, backward for dY and again for the block input. Full
       // recompute re-runs each layer's forward pass.
       // An equal block of the stream each: rs and ag send the same bytes.
       const std::int64_t block = R * s.h / T * e;
-      const std::int64_t rs = ring_sent(block, T), ag = ring_sent(block, T);
+      const std::int64_t rs = comm::ring_blocks_sent(block, T), ag = comm::ring_blocks_sent(block, T);
       add("embedding", tp, "reduce_scatter", kFwd, kModel, 1, rs);
       add("attention", tp, "reduce_scatter", kFwd, kLayer, L, rs);
       add("mlp", tp, "reduce_scatter", kFwd, kLayer, L, rs);
@@ -66,7 +65,7 @@ std::vector<MeshTraffic> mesh_traffic(const MeshRankShapes& s, std::int64_t e,
   if (s.S > 1) {
     // K and V (this rank's [R, kvd] blocks) gathered in each layer forward and again in
     // backward; dK, dV reduce-scattered (attention_cp.cpp).
-    const std::int64_t kv = ring_sent(R * s.kvd * e, s.S);
+    const std::int64_t kv = comm::ring_blocks_sent(R * s.kvd * e, s.S);
     add("attention", kMeshSequenceAxis, "all_gather", kFwd, kLayer, 2 * L, kv);
     add("attention", kMeshSequenceAxis, "all_gather", kBwd, kLayer, 2 * rerun + 2 * L, kv);
     add("attention", kMeshSequenceAxis, "reduce_scatter", kBwd, kLayer, 2 * L, kv);

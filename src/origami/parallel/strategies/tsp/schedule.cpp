@@ -7,11 +7,6 @@
 
 namespace origami::parallel {
 
-namespace {
-// Per-rank bytes of a ring all-gather or reduce-scatter (comm/collectives/bytes_sent.h).
-std::int64_t ring_sent(std::int64_t block_bytes, int D) { return comm::ring_blocks_sent(block_bytes, D); }
-}  // namespace
-
 std::vector<TspTraffic> tsp_traffic(const TspRankShapes& s, std::int64_t e, bool full_recompute) {
   std::vector<TspTraffic> out;
   const int D = s.D;
@@ -47,11 +42,11 @@ std::vector<TspTraffic> tsp_traffic(const TspRankShapes& s, std::int64_t e, bool
   add("head", kTspShards, "recv", kBwd, kModel, k * (2 * D - 1), 0);
   // Each head group's K and V gathered in forward and re-gathered in backward; dK, dV
   // reduce-scattered.
-  add("attention", kTspAxis, "all_gather", kFwd, kLayer, 2 * D * L, 2 * D * L * ring_sent(kv, D));
+  add("attention", kTspAxis, "all_gather", kFwd, kLayer, 2 * D * L, 2 * D * L * comm::ring_blocks_sent(kv, D));
   add("attention", kTspAxis, "all_gather", kBwd, kLayer, 2 * D * (rerun + L),
-      2 * D * (rerun + L) * ring_sent(kv, D));
+      2 * D * (rerun + L) * comm::ring_blocks_sent(kv, D));
   add("attention", kTspAxis, "reduce_scatter", kBwd, kLayer, 2 * D * L,
-      2 * D * L * ring_sent(kv, D));
+      2 * D * L * comm::ring_blocks_sent(kv, D));
   // dP_j reduced to its owner: a chain reduce is sent by every rank but the root.
   add("attention", kTspGrads, "reduce", kBwd, kLayer, D * L, L * (D - 1) * A);
   // Embedding: counts (8-byte integers), ids (4 bytes) and rows forward; row gradients
