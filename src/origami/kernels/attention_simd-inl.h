@@ -12,6 +12,7 @@
 #define ORIGAMI_KERNELS_ATTENTION_SIMD_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstdint>
 
 #include <hwy/highway.h>
@@ -74,13 +75,27 @@ inline VF exp2_approx(VF x) {
 // How a tile product treats the existing C.
 enum class Init { Zero, Accumulate, ScaleRows };
 
+// The parts of a tile product that are known to be zero or not needed, when masked pairs lie
+// in a corner of the tile (a diagonal tile: each row group of the register blocking then
+// only computes what its rows can see). Null: no trimming.
+struct TileTrim {
+  // Per row r of C: only k in [k_begin[r], k_end[r]) contribute (the other terms are exactly
+  // zero); a group of rows runs over the union of its rows' ranges.
+  const std::int64_t* k_begin = nullptr;
+  const std::int64_t* k_end = nullptr;
+  // Per vector v of columns of C (columns [v * kFloatLanes, (v + 1) * kFloatLanes)): only its
+  // first rows_of_vector[v] rows are needed; the later ones are not written.
+  const std::int64_t* rows_of_vector = nullptr;
+};
+
 // C[r, 0 : NV vectors) (=|+=|= row_scale[r] * C +) sum_k A(r, k) * B[k, 0 : NV vectors) for
-// r < MR, where A(r, k) = A[r * a_rs + k * a_ks] (so either A or A^T can be used) and B rows
-// are ldb apart. The MR x NV accumulators stay in registers over the whole k loop.
+// r < MR and k in [k0, k1), where A(r, k) = A[r * a_rs + k * a_ks] (so either A or A^T can be
+// used) and B rows are ldb apart. The MR x NV accumulators stay in registers over the whole k
+// loop.
 template <int MR, int NV>
-HWY_INLINE void micro_kernel(std::int64_t K, const float* A, std::int64_t a_rs, std::int64_t a_ks,
-                             const float* B, std::int64_t ldb, float* C, std::int64_t ldc,
-                             Init init, const float* row_scale) {
+HWY_INLINE void micro_kernel(std::int64_t k0, std::int64_t k1, const float* A, std::int64_t a_rs,
+                             std::int64_t a_ks, const float* B, std::int64_t ldb, float* C,
+                             std::int64_t ldc, Init init, const float* row_scale) {
   const DF d;
   VF acc[MR][NV];
 #pragma GCC unroll 16
@@ -98,7 +113,7 @@ HWY_INLINE void micro_kernel(std::int64_t K, const float* A, std::int64_t a_rs, 
   const float* a_row[MR];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) a_row[r] = A + r * a_rs;
-  for (std::int64_t k = 0; k < K; ++k) {
+  for (std::int64_t k = k0; k < k1; ++k) {
     VF b[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + v * kFloatLanes);
@@ -118,15 +133,29 @@ HWY_INLINE void micro_kernel(std::int64_t K, const float* A, std::int64_t a_rs, 
 
 // The last rows < MR of a block: picks the instantiation with exactly that many rows.
 template <int R, int NV>
-HWY_INLINE void micro_kernel_rows(int rows, std::int64_t K, const float* A, std::int64_t a_rs,
-                                  std::int64_t a_ks, const float* B, std::int64_t ldb, float* C,
-                                  std::int64_t ldc, Init init, const float* row_scale) {
+HWY_INLINE void micro_kernel_rows(int rows, std::int64_t k0, std::int64_t k1, const float* A,
+                                  std::int64_t a_rs, std::int64_t a_ks, const float* B,
+                                  std::int64_t ldb, float* C, std::int64_t ldc, Init init,
+                                  const float* row_scale) {
   if constexpr (R > 0) {
     if (rows == R) {
-      micro_kernel<R, NV>(K, A, a_rs, a_ks, B, ldb, C, ldc, init, row_scale);
+      micro_kernel<R, NV>(k0, k1, A, a_rs, a_ks, B, ldb, C, ldc, init, row_scale);
     } else {
-      micro_kernel_rows<R - 1, NV>(rows, K, A, a_rs, a_ks, B, ldb, C, ldc, init, row_scale);
+      micro_kernel_rows<R - 1, NV>(rows, k0, k1, A, a_rs, a_ks, B, ldb, C, ldc, init, row_scale);
     }
+  }
+}
+
+// The k range rows [r, r + count) of a trimmed product need: the union of theirs.
+inline void trimmed_k_range(const TileTrim& trim, std::int64_t r, std::int64_t count,
+                            std::int64_t K, std::int64_t& k0, std::int64_t& k1) {
+  k0 = 0;
+  k1 = K;
+  if (trim.k_begin != nullptr) {
+    k0 = *std::min_element(trim.k_begin + r, trim.k_begin + r + count);
+  }
+  if (trim.k_end != nullptr) {
+    k1 = *std::max_element(trim.k_end + r, trim.k_end + r + count);
   }
 }
 
@@ -134,17 +163,27 @@ template <int MR, int NV>
 HWY_INLINE void tile_product_columns(std::int64_t rows, std::int64_t K, const float* A,
                                      std::int64_t a_rs, std::int64_t a_ks, const float* B,
                                      std::int64_t ldb, float* C, std::int64_t ldc, Init init,
-                                     const float* row_scale) {
-  std::int64_t r = 0;
+                                     const float* row_scale, const TileTrim& trim) {
+  std::int64_t r = 0, k0 = 0, k1 = K;
   for (; r + MR <= rows; r += MR) {
-    micro_kernel<MR, NV>(K, A + r * a_rs, a_rs, a_ks, B, ldb, C + r * ldc, ldc, init,
+    trimmed_k_range(trim, r, MR, K, k0, k1);
+    micro_kernel<MR, NV>(k0, k1, A + r * a_rs, a_rs, a_ks, B, ldb, C + r * ldc, ldc, init,
                          row_scale == nullptr ? nullptr : row_scale + r);
   }
   if (r < rows) {
-    micro_kernel_rows<MR - 1, NV>(static_cast<int>(rows - r), K, A + r * a_rs, a_rs, a_ks, B, ldb,
-                                  C + r * ldc, ldc, init,
+    trimmed_k_range(trim, r, rows - r, K, k0, k1);
+    micro_kernel_rows<MR - 1, NV>(static_cast<int>(rows - r), k0, k1, A + r * a_rs, a_rs, a_ks, B,
+                                  ldb, C + r * ldc, ldc, init,
                                   row_scale == nullptr ? nullptr : row_scale + r);
   }
+}
+
+// Rows of C that columns [c, c + NV vectors) need under the trim.
+inline std::int64_t trimmed_rows(const TileTrim& trim, std::int64_t rows, std::int64_t c,
+                                 int NV) {
+  if (trim.rows_of_vector == nullptr) return rows;
+  const std::int64_t* first = trim.rows_of_vector + c / kFloatLanes;
+  return std::min(rows, *std::max_element(first, first + NV));
 }
 
 // C[rows, cols] (init) A(rows, K) * B[K, cols], cols a multiple of kTilePad (tiles are padded).
@@ -153,31 +192,39 @@ HWY_INLINE void tile_product_columns(std::int64_t rows, std::int64_t K, const fl
 // 1 x 12; with 16, 2 vectors x 6 rows, then 1 x 12.
 inline void tile_product(std::int64_t rows, std::int64_t cols, std::int64_t K, const float* A,
                          std::int64_t a_rs, std::int64_t a_ks, const float* B, std::int64_t ldb,
-                         float* C, std::int64_t ldc, Init init, const float* row_scale = nullptr) {
+                         float* C, std::int64_t ldc, Init init, const float* row_scale = nullptr,
+                         const TileTrim& trim = {}) {
   std::int64_t c = 0;
   if constexpr (kRegisters >= 32) {
     for (; c + 4 * kFloatLanes <= cols; c += 4 * kFloatLanes) {
-      tile_product_columns<6, 4>(rows, K, A, a_rs, a_ks, B + c, ldb, C + c, ldc, init, row_scale);
+      tile_product_columns<6, 4>(trimmed_rows(trim, rows, c, 4), K, A, a_rs, a_ks, B + c, ldb,
+                                 C + c, ldc, init, row_scale, trim);
     }
     if (c + 2 * kFloatLanes <= cols) {
-      tile_product_columns<12, 2>(rows, K, A, a_rs, a_ks, B + c, ldb, C + c, ldc, init, row_scale);
+      tile_product_columns<12, 2>(trimmed_rows(trim, rows, c, 2), K, A, a_rs, a_ks, B + c, ldb,
+                                  C + c, ldc, init, row_scale, trim);
       c += 2 * kFloatLanes;
     }
   } else {
     for (; c + 2 * kFloatLanes <= cols; c += 2 * kFloatLanes) {
-      tile_product_columns<6, 2>(rows, K, A, a_rs, a_ks, B + c, ldb, C + c, ldc, init, row_scale);
+      tile_product_columns<6, 2>(trimmed_rows(trim, rows, c, 2), K, A, a_rs, a_ks, B + c, ldb,
+                                 C + c, ldc, init, row_scale, trim);
     }
   }
   for (; c < cols; c += kFloatLanes) {
-    tile_product_columns<12, 1>(rows, K, A, a_rs, a_ks, B + c, ldb, C + c, ldc, init, row_scale);
+    tile_product_columns<12, 1>(trimmed_rows(trim, rows, c, 1), K, A, a_rs, a_ks, B + c, ldb,
+                                C + c, ldc, init, row_scale, trim);
   }
 }
 
 // scores[rows, np] = (scaled q) k^T for one tile pair, with invisible pairs and the padding
-// columns set to -inf.
+// columns set to -inf. Unless every pair is visible, row r is masked element-wise over keys
+// [mask_from, mask_end[r]) only: the caller knows the earlier keys visible to every row and
+// does not read the later ones.
 inline void tile_scores(const Geometry& G, const QueryBlock& blk, const KeyTile& t, const float* q,
                         const float* kt, std::int64_t ld_kt, const std::int64_t* qpos,
-                        const std::int32_t* qdoc, const std::int64_t* kpos, float* scores) {
+                        const std::int32_t* qdoc, const std::int64_t* kpos, std::int64_t mask_from,
+                        const std::int64_t* mask_end, float* scores) {
   tile_product(blk.rows, t.np, G.s.head_dim, q, G.dp, 1, kt, ld_kt, scores, t.np, Init::Zero);
   const bool mask = !all_visible(blk, t);
   for (std::int64_t r = 0; r < blk.rows; ++r) {
@@ -185,7 +232,8 @@ inline void tile_scores(const Geometry& G, const QueryBlock& blk, const KeyTile&
     if (mask) {
       const std::int64_t p = qpos[r];
       const std::int32_t doc = qdoc[r];
-      for (std::int64_t j = 0; j < t.n; ++j) row[j] = masked(t, kpos, j, p, doc) ? kNegInf : row[j];
+      for (std::int64_t j = mask_from; j < mask_end[r]; ++j)
+        row[j] = masked(t, kpos, j, p, doc) ? kNegInf : row[j];
     }
     std::fill(row + t.n, row + t.np, kNegInf);
   }
