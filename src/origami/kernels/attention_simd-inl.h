@@ -89,13 +89,12 @@ struct TileTrim {
 };
 
 // C[r, 0 : NV vectors) (=|+=|= row_scale[r] * C +) sum_k A(r, k) * B[k, 0 : NV vectors) for
-// r < MR and k in [k0, k1), where A(r, k) = A[r * a_rs + k * a_ks] (so either A or A^T can be
-// used) and B rows are ldb apart. The MR x NV accumulators stay in registers over the whole k
-// loop.
+// r < MR, where A(r, k) = A[r * a_rs + k * a_ks] (so either A or A^T can be used) and B rows
+// are ldb apart. The MR x NV accumulators stay in registers over the whole k loop.
 template <int MR, int NV>
-HWY_INLINE void micro_kernel(std::int64_t k0, std::int64_t k1, const float* A, std::int64_t a_rs,
-                             std::int64_t a_ks, const float* B, std::int64_t ldb, float* C,
-                             std::int64_t ldc, Init init, const float* row_scale) {
+HWY_INLINE void micro_kernel(std::int64_t K, const float* A, std::int64_t a_rs, std::int64_t a_ks,
+                             const float* B, std::int64_t ldb, float* C, std::int64_t ldc,
+                             Init init, const float* row_scale) {
   const DF d;
   VF acc[MR][NV];
 #pragma GCC unroll 16
@@ -113,7 +112,7 @@ HWY_INLINE void micro_kernel(std::int64_t k0, std::int64_t k1, const float* A, s
   const float* a_row[MR];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) a_row[r] = A + r * a_rs;
-  for (std::int64_t k = k0; k < k1; ++k) {
+  for (std::int64_t k = 0; k < K; ++k) {
     VF b[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + v * kFloatLanes);
@@ -133,15 +132,14 @@ HWY_INLINE void micro_kernel(std::int64_t k0, std::int64_t k1, const float* A, s
 
 // The last rows < MR of a block: picks the instantiation with exactly that many rows.
 template <int R, int NV>
-HWY_INLINE void micro_kernel_rows(int rows, std::int64_t k0, std::int64_t k1, const float* A,
-                                  std::int64_t a_rs, std::int64_t a_ks, const float* B,
-                                  std::int64_t ldb, float* C, std::int64_t ldc, Init init,
-                                  const float* row_scale) {
+HWY_INLINE void micro_kernel_rows(int rows, std::int64_t K, const float* A, std::int64_t a_rs,
+                                  std::int64_t a_ks, const float* B, std::int64_t ldb, float* C,
+                                  std::int64_t ldc, Init init, const float* row_scale) {
   if constexpr (R > 0) {
     if (rows == R) {
-      micro_kernel<R, NV>(k0, k1, A, a_rs, a_ks, B, ldb, C, ldc, init, row_scale);
+      micro_kernel<R, NV>(K, A, a_rs, a_ks, B, ldb, C, ldc, init, row_scale);
     } else {
-      micro_kernel_rows<R - 1, NV>(rows, k0, k1, A, a_rs, a_ks, B, ldb, C, ldc, init, row_scale);
+      micro_kernel_rows<R - 1, NV>(rows, K, A, a_rs, a_ks, B, ldb, C, ldc, init, row_scale);
     }
   }
 }
@@ -164,16 +162,33 @@ HWY_INLINE void tile_product_columns(std::int64_t rows, std::int64_t K, const fl
                                      std::int64_t a_rs, std::int64_t a_ks, const float* B,
                                      std::int64_t ldb, float* C, std::int64_t ldc, Init init,
                                      const float* row_scale, const TileTrim& trim) {
-  std::int64_t r = 0, k0 = 0, k1 = K;
-  for (; r + MR <= rows; r += MR) {
-    trimmed_k_range(trim, r, MR, K, k0, k1);
-    micro_kernel<MR, NV>(k0, k1, A + r * a_rs, a_rs, a_ks, B, ldb, C + r * ldc, ldc, init,
-                         row_scale == nullptr ? nullptr : row_scale + r);
+  std::int64_t r = 0;
+  if (trim.k_begin == nullptr && trim.k_end == nullptr) {
+    for (; r + MR <= rows; r += MR) {
+      micro_kernel<MR, NV>(K, A + r * a_rs, a_rs, a_ks, B, ldb, C + r * ldc, ldc, init,
+                           row_scale == nullptr ? nullptr : row_scale + r);
+    }
+  } else {
+    // Row groups start their k loop at k0: A and B move there, the count is k1 - k0.
+    std::int64_t k0 = 0, k1 = K;
+    for (; r + MR <= rows; r += MR) {
+      trimmed_k_range(trim, r, MR, K, k0, k1);
+      micro_kernel<MR, NV>(std::max<std::int64_t>(0, k1 - k0), A + r * a_rs + k0 * a_ks, a_rs,
+                           a_ks, B + k0 * ldb, ldb, C + r * ldc, ldc, init,
+                           row_scale == nullptr ? nullptr : row_scale + r);
+    }
+    if (r < rows) {
+      trimmed_k_range(trim, r, rows - r, K, k0, k1);
+      micro_kernel_rows<MR - 1, NV>(static_cast<int>(rows - r), std::max<std::int64_t>(0, k1 - k0),
+                                    A + r * a_rs + k0 * a_ks, a_rs, a_ks, B + k0 * ldb, ldb,
+                                    C + r * ldc, ldc, init,
+                                    row_scale == nullptr ? nullptr : row_scale + r);
+    }
+    return;
   }
   if (r < rows) {
-    trimmed_k_range(trim, r, rows - r, K, k0, k1);
-    micro_kernel_rows<MR - 1, NV>(static_cast<int>(rows - r), k0, k1, A + r * a_rs, a_rs, a_ks, B,
-                                  ldb, C + r * ldc, ldc, init,
+    micro_kernel_rows<MR - 1, NV>(static_cast<int>(rows - r), K, A + r * a_rs, a_rs, a_ks, B, ldb,
+                                  C + r * ldc, ldc, init,
                                   row_scale == nullptr ? nullptr : row_scale + r);
   }
 }
