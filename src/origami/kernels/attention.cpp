@@ -22,7 +22,11 @@
 //
 // Masking. Per tile pair, the min/max positions and document ids decide: no visible pair
 // (keys after every query, or document ranges that do not meet) -> skipped before any
-// packing; every pair visible -> no per-element check; otherwise an element-wise mask. A query
+// packing; every pair visible -> no per-element check; otherwise the tile is cut to the keys
+// the block can see (none after its last position or document, none before its first
+// document: visible_part), and within that part each vector of queries (forward) or row
+// group (backward) computes only up to the last key it may see, with an element-wise mask
+// on the keys that not every query of the block sees. A query
 // that sees nothing keeps max = -inf and sum = 0: zero output, lse = -inf, and in backward its
 // lse is taken as +inf so that its probabilities are exp2(-inf) = 0 (never inf - inf = NaN).
 //
@@ -150,8 +154,8 @@ void forward_block_tile(const Geometry& G, const ForwardArgs& a, ForwardBlock& f
 
   TileTrim score_trim;
   score_trim.rows_of_vector = key_end;
-  tile_product(t.n, mp, G.s.head_dim, k_rows, dp, 1, f.qt, mp, st, mp, Init::Zero, nullptr,
-               score_trim);
+  tile_product_trimmed(t.n, mp, G.s.head_dim, k_rows, dp, 1, f.qt, mp, st, mp, Init::Zero,
+                       nullptr, score_trim);
   for (std::int64_t v = 0; v < vectors; ++v) {
     const std::int64_t r_end = std::min(rows, (v + 1) * kFloatLanes);
     for (std::int64_t j = mask_from; j < key_end[v]; ++j) {
@@ -163,7 +167,8 @@ void forward_block_tile(const Geometry& G, const ForwardArgs& a, ForwardBlock& f
   online_softmax_columns(t.n, mp, st, f.col_max, f.col_sum, f.alpha, key_end);
   TileTrim pv_trim;
   pv_trim.k_end = row_key_end;
-  tile_product(rows, dp, t.n, st, 1, mp, v_rows, dp, f.acc, dp, Init::ScaleRows, f.alpha, pv_trim);
+  tile_product_trimmed(rows, dp, t.n, st, 1, mp, v_rows, dp, f.acc, dp, Init::ScaleRows, f.alpha,
+                       pv_trim);
 }
 
 // Up to blocks_per_unit consecutive query blocks of one (sequence, kv head) against every

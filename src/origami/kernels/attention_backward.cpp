@@ -81,7 +81,7 @@ void backward_pair(const Geometry& G, const BackwardArgs& a, const QueryBlock& b
                    float* dk_tile, float* dv_tile, bool want_dq) {
   const KeyTile t = visible_part(blk, tile, a.k_pos);
   if (t.n == 0) return;  // nothing visible: no gradient
-  const std::int64_t lead = t.j0 - tile.j0;                   // first visible key in the tile
+  const std::int64_t lead = t.j0 - tile.j0;                 // first visible key in the tile
   const std::int64_t aligned = lead / kTilePad * kTilePad;  // the score products start here
   const std::int64_t skip = lead - aligned;                 // masked keys before the first
   const KeyTile st = skip == 0 ? t : key_subtile(tile, aligned, lead + t.n, a.k_pos);
@@ -133,21 +133,22 @@ void backward_pair(const Geometry& G, const BackwardArgs& a, const QueryBlock& b
   TileTrim key_trim, query_trim;  // of dK, dV (rows: keys) and of dQ (rows: queries)
   if (mask) {
     key_trim.k_begin = query_begin + skip;
-    for (std::int64_t r = 0; r < rows; ++r) row_key_end[r] = std::max<std::int64_t>(0, row_key_end[r] - skip);
+    for (std::int64_t r = 0; r < rows; ++r)
+      row_key_end[r] = std::max<std::int64_t>(0, row_key_end[r] - skip);
     query_trim.k_end = row_key_end;
   }
   if (dk_tile != nullptr) {
     // dV += P^T dO ; dK += dS^T (scaled q), over the visible keys only
-    tile_product(t.n, dp, rows, p + skip, 1, np, qs.dout, dp, dv_tile + lead * dp, dp,
-                 Init::Accumulate, nullptr, key_trim);
-    tile_product(t.n, dp, rows, ds + skip, 1, np, qs.q, dp, dk_tile + lead * dp, dp,
-                 Init::Accumulate, nullptr, key_trim);
+    tile_product_trimmed(t.n, dp, rows, p + skip, 1, np, qs.dout, dp, dv_tile + lead * dp, dp,
+                         Init::Accumulate, nullptr, key_trim);
+    tile_product_trimmed(t.n, dp, rows, ds + skip, 1, np, qs.q, dp, dk_tile + lead * dp, dp,
+                         Init::Accumulate, nullptr, key_trim);
   }
   if (want_dq) {
     // dQ += scale dS K, through a tile so that the padding columns are not written.
     float* dq_tile = sized(sc.acc, rows * dp);
-    tile_product(rows, dp, t.n, ds + skip, np, 1, ks.krow + lead * dp, dp, dq_tile, dp,
-                 Init::Zero, nullptr, query_trim);
+    tile_product_trimmed(rows, dp, t.n, ds + skip, np, 1, ks.krow + lead * dp, dp, dq_tile, dp,
+                         Init::Zero, nullptr, query_trim);
     for (std::int64_t r = 0; r < rows; ++r) {
       float* dst = a.dq + G.q_offset(blk.b, blk.i0 + r / G.rep, blk.g * G.rep + r % G.rep);
       const float* src = dq_tile + r * dp;
