@@ -85,7 +85,7 @@ struct TileTrim {
   const std::int64_t* k_begin = nullptr;
   const std::int64_t* k_end = nullptr;
   // Per vector v of columns of C (columns [v * kFloatLanes, (v + 1) * kFloatLanes)): only its
-  // first rows_of_vector[v] rows are needed; the later ones are not written.
+  // first rows_of_vector[v] rows are needed; the later ones may be left unwritten.
   const std::int64_t* rows_of_vector = nullptr;
 };
 
