@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "origami/core/error.h"
+#include "../sanitizers.h"
 #include "origami/kernels/threads.h"
 #include "simd_targets.h"
 
@@ -406,6 +407,42 @@ TEST_P(Attention, SeveralTilesEachWay) {
   }
 }
 
+// Diagonal tiles, where each vector of queries (forward) and each row group (backward) only
+// computes the keys it can see: odd lengths, query blocks ending mid-tile, grouped heads whose
+// block rows split a position across vectors, queries and keys offset from each other and of
+// different lengths; the results bitwise the same on 1 and 2 threads.
+TEST_P(Attention, DiagonalTilesTrimmedPerRowGroup) {
+  ThreadCountGuard guard;
+  struct Case {
+    const char* name;
+    std::int64_t H, Hkv, d;
+    Positions qp, kp;
+  };
+  const std::vector<Case> cases = {
+      {"gqa 3/1", 3, 1, 12, range(0, 141), range(0, 141)},
+      {"keys offset", 2, 1, 16, range(0, 300), range(-13, 287)},
+#ifndef ORIGAMI_TESTS_SANITIZED  // about 20x slower there: the two cases above
+      {"causal 290", 1, 1, 20, range(0, 290), range(0, 290)},
+      {"late queries", 2, 2, 16, range(77, 333), range(0, 333)},
+#endif
+  };
+  unsigned seed = 90;
+  for (const Case& c : cases) {
+    const Problem p = make_problem(c.name, 1, c.H, c.Hkv, c.d, c.qp, c.kp, seed++);
+    set_thread_count(1);
+    expect_matches_reference(p);
+    const KernelResult one = run_kernels(p);
+    set_thread_count(2);
+    const KernelResult two = run_kernels(p);
+    SCOPED_TRACE(c.name);
+    EXPECT_EQ(one.out, two.out);
+    EXPECT_EQ(one.lse, two.lse);
+    EXPECT_EQ(one.dq, two.dq);
+    EXPECT_EQ(one.dk, two.dk);
+    EXPECT_EQ(one.dv, two.dv);
+  }
+}
+
 // Random shapes and positions (sorted, shuffled, repeated, negative), 1 or 2 threads: the
 // combinations the fixed cases above do not reach.
 TEST_P(Attention, RandomShapesAndPositions) {
@@ -749,6 +786,39 @@ TEST_P(Attention, TilesOfOtherDocumentsAreNotRead) {
     p.v[i] = std::nanf("");
   }
   expect_matches_reference(p);
+}
+
+TEST_P(Attention, KeysOfOtherDocumentsInSharedTilesAreNotRead) {
+  // Queries of document 1 (positions 100..299) against keys 0..459 of documents 0 (0..99),
+  // 1 and 2 (300..459), NaN in every key and value of documents 0 and 2: the first key tile
+  // holds both documents 0 and 1, the second 1 and 2. Its leading keys (document 0, not a
+  // whole vector: 100 = 6 * 16 + 4) and trailing ones (document 2, and after every query)
+  // must be cut, forward and backward, never multiplied by a zero probability. Then out, lse
+  // and every gradient are exact and the other documents' dK, dV stay zero.
+  Problem p = make_problem("nan leading keys", 1, 2, 1, 16, range(100, 300), range(0, 460), 62);
+  p.qd.assign(200, 1);
+  p.kd = packed_row({100, 200, 160});
+  for (std::int64_t j = 0; j < 460; ++j) {
+    if (p.kd[static_cast<std::size_t>(j)] == 1) continue;
+    for (std::int64_t c = 0; c < 16; ++c) {
+      p.k[static_cast<std::size_t>(j * 16 + c)] = std::nanf("");
+      p.v[static_cast<std::size_t>(j * 16 + c)] = std::nanf("");
+    }
+  }
+  expect_matches_reference(p);
+  // Blocks that hold several documents (the leading cut is per block: here it keeps the keys
+  // of a block's first document), documents starting mid-tile and mid-vector, GQA.
+  expect_matches_reference(
+      packed_problem("documents mid-tile", 3, 1, 20, {{70, 150, 113, 3, 97}}, 63));
+  // A context-parallel rank's later chunk with its documents, against all keys.
+  Problem cp = packed_problem("chunk with documents", 2, 1, 16, {{45, 180, 108}}, 64);
+  const std::int64_t first = 150;
+  cp.qp = range(first, 333);
+  cp.qd.erase(cp.qd.begin(), cp.qd.begin() + first);
+  cp.q.resize(cp.qp.size() * 2 * 16);
+  cp.dout.resize(cp.q.size());
+  cp.s.q_len = static_cast<std::int64_t>(cp.qp.size());
+  expect_matches_reference(cp);
 }
 
 TEST(AttentionChecks, DocumentFlopsCountPairsWithinDocuments) {

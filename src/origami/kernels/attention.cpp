@@ -22,7 +22,11 @@
 //
 // Masking. Per tile pair, the min/max positions and document ids decide: no visible pair
 // (keys after every query, or document ranges that do not meet) -> skipped before any
-// packing; every pair visible -> no per-element check; otherwise an element-wise mask. A query
+// packing; every pair visible -> no per-element check; otherwise the tile is cut to the keys
+// the block can see (none after its last position or document, none before its first
+// document: visible_part), and within that part each vector of queries (forward) or row
+// group (backward) computes only up to the last key it may see, with an element-wise mask
+// on the keys that not every query of the block sees. A query
 // that sees nothing keeps max = -inf and sum = 0: zero output, lse = -inf, and in backward its
 // lse is taken as +inf so that its probabilities are exp2(-inf) = 0 (never inf - inf = NaN).
 //
@@ -40,6 +44,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "origami/core/dry_run.h"
@@ -61,38 +66,41 @@ namespace origami::kernels::attn::HWY_NAMESPACE {
 void pack_query_columns(const Geometry& G, const QueryBlock& blk, const float* src, float mult,
                         std::int64_t mp, float* dst) {
   const std::int64_t d = G.s.head_dim;
-  for (std::int64_t i = 0; i < blk.n; ++i) {
-    for (std::int64_t hh = 0; hh < G.rep; ++hh) {
-      const float* from = src + G.q_offset(blk.b, blk.i0 + i, blk.g * G.rep + hh);
-      const std::int64_t r = i * G.rep + hh;
-      for (std::int64_t c = 0; c < d; ++c) dst[c * mp + r] = from[c] * mult;
-    }
-  }
+  transpose_rows(
+      blk.rows, d,
+      [&](std::int64_t r) {
+        return src + G.q_offset(blk.b, blk.i0 + r / G.rep, blk.g * G.rep + r % G.rep);
+      },
+      mult, dst, mp);
   for (std::int64_t c = 0; c < d; ++c) std::fill(dst + c * mp + blk.rows, dst + (c + 1) * mp, 0.0f);
 }
 
 // Online-softmax update of one tile of transposed scores st [n keys, mp queries]: a query is a
 // column, so its max and sum run down the rows and each vector holds one vector's worth of
 // queries (no horizontal reductions). Scores become probabilities relative to the new running max; alpha rescales
-// what was accumulated before.
+// what was accumulated before. key_end (null: n for all): per vector of queries, the keys it
+// may see; the later rows of that vector are hidden from all its queries and set to 0 without
+// being read.
 void online_softmax_columns(std::int64_t n, std::int64_t mp, float* st, float* col_max,
-                            float* col_sum, float* alpha) {
+                            float* col_sum, float* alpha, const std::int64_t* key_end) {
   const DF d;
   const VF ninf = splat(kNegInf);
   for (std::int64_t c = 0; c < mp; c += kFloatLanes) {
+    const std::int64_t seen = key_end == nullptr ? n : key_end[c / kFloatLanes];
     VF vm = ninf;
-    for (std::int64_t j = 0; j < n; ++j) vm = hn::Max(vm, load(st + j * mp + c));
+    for (std::int64_t j = 0; j < seen; ++j) vm = hn::Max(vm, load(st + j * mp + c));
     const VF m_old = load(col_max + c);
     const VF m_new = hn::Max(m_old, vm);
     // A query that has seen no key yet keeps m = -inf; subtracting 0 then gives exp2(-inf) = 0.
     const VF shift = hn::IfThenZeroElse(hn::Eq(m_new, ninf), m_new);
     const VF a = hn::IfThenZeroElse(hn::Eq(m_old, ninf), exp2_approx(hn::Sub(m_old, m_new)));
     VF sum = hn::Zero(d);
-    for (std::int64_t j = 0; j < n; ++j) {
+    for (std::int64_t j = 0; j < seen; ++j) {
       const VF p = exp2_approx(hn::Sub(load(st + j * mp + c), shift));
       store(st + j * mp + c, p);
       sum = hn::Add(sum, p);
     }
+    for (std::int64_t j = seen; j < n; ++j) store(st + j * mp + c, hn::Zero(d));
     store(col_sum + c, hn::MulAdd(load(col_sum + c), a, sum));
     store(col_max + c, m_new);
     store(alpha + c, a);
@@ -109,23 +117,58 @@ struct ForwardBlock {
   std::int32_t* qdoc;
 };
 
-// This block's share of one key tile (whose K and V rows are in krow, vrow).
+// This block's share of one key tile (whose K and V rows are in krow, vrow). On a tile that
+// is not all visible (a diagonal one, or one at a document boundary), each vector of queries
+// only computes, masks and exponentiates the keys up to the last one it may see (key_end),
+// and each row group of the P V product only runs over those keys.
 void forward_block_tile(const Geometry& G, const ForwardArgs& a, ForwardBlock& f,
                         const KeyTile& tile, const float* krow, const float* vrow, float* st) {
   const std::int64_t rows = f.blk.rows, mp = f.mp, dp = G.dp;
   const KeyTile t = visible_part(f.blk, tile, a.k_pos);
-  tile_product(t.n, mp, G.s.head_dim, krow, dp, 1, f.qt, mp, st, mp, Init::Zero);
-  if (!all_visible(f.blk, t)) {
-    const std::int64_t* kpos = a.k_pos + t.j0;
-    for (std::int64_t j = 0; j < t.n; ++j) {
+  if (t.n == 0) return;  // nothing visible: the block's state stays as it is
+  const float* k_rows = krow + (t.j0 - tile.j0) * dp;
+  const float* v_rows = vrow + (t.j0 - tile.j0) * dp;
+  const std::int64_t* kpos = a.k_pos + t.j0;
+  if (all_visible(f.blk, t)) {
+    tile_product(t.n, mp, G.s.head_dim, k_rows, dp, 1, f.qt, mp, st, mp, Init::Zero);
+    online_softmax_columns(t.n, mp, st, f.col_max, f.col_sum, f.alpha, nullptr);
+    // acc = alpha * acc + P V, with P(r, j) = st[j, r].
+    tile_product(rows, dp, t.n, st, 1, mp, v_rows, dp, f.acc, dp, Init::ScaleRows, f.alpha);
+    return;
+  }
+  Scratch& sc = scratch();
+  const std::int64_t vectors = mp / kFloatLanes;
+  std::int64_t* key_end = sized(sc.key_end, vectors);
+  std::int64_t* row_key_end = sized(sc.row_key_end, rows);
+  for (std::int64_t v = 0; v < vectors; ++v) {
+    std::int64_t qmax = kPosMin;
+    std::int32_t dmax = std::numeric_limits<std::int32_t>::min();
+    for (std::int64_t r = v * kFloatLanes; r < std::min(rows, (v + 1) * kFloatLanes); ++r) {
+      qmax = std::max(qmax, f.qpos[r]);
+      dmax = std::max(dmax, f.qdoc[r]);
+    }
+    key_end[v] = key_end_for(t, a.k_pos, qmax, dmax);
+  }
+  for (std::int64_t r = 0; r < rows; ++r) row_key_end[r] = key_end[r / kFloatLanes];
+  const std::int64_t mask_from = keys_seen_by_all(f.blk, t, a.k_pos);
+
+  TileTrim score_trim;
+  score_trim.rows_of_vector = key_end;
+  tile_product_trimmed(t.n, mp, G.s.head_dim, k_rows, dp, 1, f.qt, mp, st, mp, Init::Zero,
+                       nullptr, score_trim);
+  for (std::int64_t v = 0; v < vectors; ++v) {
+    const std::int64_t r_end = std::min(rows, (v + 1) * kFloatLanes);
+    for (std::int64_t j = mask_from; j < key_end[v]; ++j) {
       float* row = st + j * mp;
-      for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t r = v * kFloatLanes; r < r_end; ++r)
         row[r] = masked(t, kpos, j, f.qpos[r], f.qdoc[r]) ? kNegInf : row[r];
     }
   }
-  online_softmax_columns(t.n, mp, st, f.col_max, f.col_sum, f.alpha);
-  // acc = alpha * acc + P V, with P(r, j) = st[j, r].
-  tile_product(rows, dp, t.n, st, 1, mp, vrow, dp, f.acc, dp, Init::ScaleRows, f.alpha);
+  online_softmax_columns(t.n, mp, st, f.col_max, f.col_sum, f.alpha, key_end);
+  TileTrim pv_trim;
+  pv_trim.k_end = row_key_end;
+  tile_product_trimmed(rows, dp, t.n, st, 1, mp, v_rows, dp, f.acc, dp, Init::ScaleRows, f.alpha,
+                       pv_trim);
 }
 
 // Up to blocks_per_unit consecutive query blocks of one (sequence, kv head) against every

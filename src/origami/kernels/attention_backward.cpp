@@ -70,38 +70,85 @@ KeySide pack_key_side(const Geometry& G, const BackwardArgs& a, const KeyTile& t
 
 // One (query block, key tile) pair of the backward. dk_tile/dv_tile ([n, dp]) accumulate the
 // key-side gradients (dK still without its ln 2 factor); dQ rows are added to a.dq directly.
+// Only the keys the block can see are used (visible_part); the score products start at the
+// whole vector before the first of them (K^T, V^T are packed for the whole tile) and the
+// gradient products at that key itself, so keys before it are never read. On a tile that is
+// not all visible, each query row's probabilities past the last key it may see are set to 0
+// without being computed, each row group of dQ runs over its rows' keys only and each key
+// row group of dK and dV over the query rows that may see it.
 void backward_pair(const Geometry& G, const BackwardArgs& a, const QueryBlock& blk,
                    const QuerySide& qs, const KeyTile& tile, const KeySide& ks, Scratch& sc,
                    float* dk_tile, float* dv_tile, bool want_dq) {
   const KeyTile t = visible_part(blk, tile, a.k_pos);
-  const std::int64_t rows = blk.rows, np = t.np, dp = G.dp, d = G.s.head_dim;
+  if (t.n == 0) return;  // nothing visible: no gradient
+  const std::int64_t lead = t.j0 - tile.j0;                 // first visible key in the tile
+  const std::int64_t aligned = lead / kTilePad * kTilePad;  // the score products start here
+  const std::int64_t skip = lead - aligned;                 // masked keys before the first
+  const KeyTile st = skip == 0 ? t : key_subtile(tile, aligned, lead + t.n, a.k_pos);
+  const std::int64_t rows = blk.rows, np = st.np, dp = G.dp, d = G.s.head_dim;
   float* p = sized(sc.scores, rows * kKeyTile);
   float* ds = sized(sc.dscores, rows * kKeyTile);
 
-  // K^T and V^T are packed for the whole tile (leading dimension tile.np).
-  tile_scores(G, blk, t, qs.q, ks.kt, tile.np, qs.qpos, qs.qdoc, a.k_pos + t.j0, p);
+  // The trims (relative to st's keys): row_key_end[r], the keys row r may see; query_begin[j],
+  // the first row that may see key j (rows before it have row_key_end <= j).
+  const bool mask = !all_visible(blk, st);
+  std::int64_t* row_key_end = sized(sc.row_key_end, rows);
+  std::int64_t* query_begin = sized(sc.query_begin, st.n);
+  std::int64_t* mask_end = sized(sc.key_end, rows);
+  std::int64_t mask_from = 0;
+  if (mask) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      row_key_end[r] = key_end_for(st, a.k_pos, qs.qpos[r], qs.qdoc[r]);
+      // Whole vectors of probabilities are computed: the mask covers them.
+      mask_end[r] = std::min(st.n, (row_key_end[r] + kFloatLanes - 1) / kFloatLanes * kFloatLanes);
+    }
+    for (std::int64_t j = 0, r = 0, seen = 0; j < st.n; ++j) {
+      while (r < rows && seen <= j) seen = std::max(seen, row_key_end[r++]);
+      query_begin[j] = seen > j ? r - 1 : rows;
+    }
+    mask_from = keys_seen_by_all(blk, st, a.k_pos);
+  }
+
+  tile_scores(G, blk, st, qs.q, ks.kt + aligned, tile.np, qs.qpos, qs.qdoc, a.k_pos + st.j0,
+              mask_from, mask_end, p);
   // dP = dO V^T
-  tile_product(rows, np, d, qs.dout, dp, 1, ks.vt, tile.np, ds, np, Init::Zero);
+  tile_product(rows, np, d, qs.dout, dp, 1, ks.vt + aligned, tile.np, ds, np, Init::Zero);
   for (std::int64_t r = 0; r < rows; ++r) {
     const VF shift = splat(qs.lse2[r]);
     const VF delta = splat(qs.delta[r]);
     float* prow = p + r * np;
     float* dsrow = ds + r * np;
-    for (std::int64_t c = 0; c < np; c += kFloatLanes) {
+    const std::int64_t seen = mask ? mask_end[r] : np;
+    std::int64_t c = 0;
+    for (; c < seen; c += kFloatLanes) {
       const VF pv = exp2_approx(hn::Sub(load(prow + c), shift));
       store(prow + c, pv);
       store(dsrow + c, hn::Mul(pv, hn::Sub(load(dsrow + c), delta)));  // dS = P (dP - D)
     }
+    for (; c < np; c += kFloatLanes) {
+      store(prow + c, hn::Zero(DF()));
+      store(dsrow + c, hn::Zero(DF()));
+    }
+  }
+  TileTrim key_trim, query_trim;  // of dK, dV (rows: keys) and of dQ (rows: queries)
+  if (mask) {
+    key_trim.k_begin = query_begin + skip;
+    for (std::int64_t r = 0; r < rows; ++r)
+      row_key_end[r] = std::max<std::int64_t>(0, row_key_end[r] - skip);
+    query_trim.k_end = row_key_end;
   }
   if (dk_tile != nullptr) {
-    // dV += P^T dO ; dK += dS^T (scaled q)
-    tile_product(t.n, dp, rows, p, 1, np, qs.dout, dp, dv_tile, dp, Init::Accumulate);
-    tile_product(t.n, dp, rows, ds, 1, np, qs.q, dp, dk_tile, dp, Init::Accumulate);
+    // dV += P^T dO ; dK += dS^T (scaled q), over the visible keys only
+    tile_product_trimmed(t.n, dp, rows, p + skip, 1, np, qs.dout, dp, dv_tile + lead * dp, dp,
+                         Init::Accumulate, nullptr, key_trim);
+    tile_product_trimmed(t.n, dp, rows, ds + skip, 1, np, qs.q, dp, dk_tile + lead * dp, dp,
+                         Init::Accumulate, nullptr, key_trim);
   }
   if (want_dq) {
     // dQ += scale dS K, through a tile so that the padding columns are not written.
     float* dq_tile = sized(sc.acc, rows * dp);
-    tile_product(rows, dp, t.n, ds, np, 1, ks.krow, dp, dq_tile, dp, Init::Zero);
+    tile_product_trimmed(rows, dp, t.n, ds + skip, np, 1, ks.krow + lead * dp, dp, dq_tile, dp,
+                         Init::Zero, nullptr, query_trim);
     for (std::int64_t r = 0; r < rows; ++r) {
       float* dst = a.dq + G.q_offset(blk.b, blk.i0 + r / G.rep, blk.g * G.rep + r % G.rep);
       const float* src = dq_tile + r * dp;

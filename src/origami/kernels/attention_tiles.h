@@ -115,6 +115,7 @@ struct Scratch {
   std::vector<float> row_max, row_sum, alpha, lse2, delta;
   std::vector<std::int64_t> qpos;
   std::vector<std::int32_t> qdoc;
+  std::vector<std::int64_t> key_end, row_key_end, query_begin;  // the trims of one tile pair
 };
 inline Scratch& scratch() {
   thread_local Scratch s;
@@ -196,18 +197,62 @@ inline bool all_visible(const QueryBlock& q, const KeyTile& k) {
   return k.pmax <= q.pmin && q.d.dmin == q.d.dmax && k.d.dmin == k.d.dmax && q.d.dmin == k.d.dmin;
 }
 
-// The tile cut after the last key the block can see: later keys (after every query, or of a
-// later document than any query's) are masked for every query of the block, so they are not
-// computed at all (on sorted positions, most of the masked part of a diagonal tile). Keeps
-// the tile's position and document ranges, so the element mask still applies.
-inline KeyTile visible_part(const QueryBlock& q, const KeyTile& t, const std::int64_t* k_pos) {
+// Keys [from, to) of tile t, with their own position and document ranges.
+inline KeyTile key_subtile(const KeyTile& t, std::int64_t from, std::int64_t to,
+                           const std::int64_t* k_pos) {
   KeyTile v = t;
-  if (all_visible(q, t)) return v;
-  while (v.n > 0 && (k_pos[t.j0 + v.n - 1] > q.pmax ||
-                     (t.docs != nullptr && t.docs[v.n - 1] > q.d.dmax)))
-    --v.n;
+  v.j0 = t.j0 + from;
+  v.n = to - from;
   v.np = round_up_pad(v.n);
+  v.pmin = kPosMax;
+  v.pmax = kPosMin;
+  for (std::int64_t j = v.j0; j < v.j0 + v.n; ++j) {
+    v.pmin = std::min(v.pmin, k_pos[j]);
+    v.pmax = std::max(v.pmax, k_pos[j]);
+  }
+  if (t.docs != nullptr) v.docs = t.docs + from;
+  v.d = doc_range(v.docs, v.n);
   return v;
+}
+
+// The tile cut to the keys the block can see: later keys (after every query, or of a later
+// document than any query's) and earlier ones (of an earlier document than any query's) are
+// masked for every query of the block, so they are neither computed nor read (on sorted
+// positions, most of the masked part of a diagonal tile; with packed documents, the keys of
+// the documents before the block's in a tile it shares with them). Its ranges are its own, so
+// a part that is all visible needs no element mask.
+inline KeyTile visible_part(const QueryBlock& q, const KeyTile& t, const std::int64_t* k_pos) {
+  if (all_visible(q, t)) return t;
+  std::int64_t end = t.n, begin = 0;
+  while (end > 0 && (k_pos[t.j0 + end - 1] > q.pmax ||
+                     (t.docs != nullptr && t.docs[end - 1] > q.d.dmax)))
+    --end;
+  if (t.docs != nullptr) {
+    while (begin < end && t.docs[begin] < q.d.dmin) ++begin;
+  }
+  return key_subtile(t, begin, end, k_pos);
+}
+
+// How many leading keys of t every query of the block sees (they need no element mask).
+inline std::int64_t keys_seen_by_all(const QueryBlock& q, const KeyTile& t,
+                                     const std::int64_t* k_pos) {
+  const bool one_doc = q.d.dmin == q.d.dmax;
+  std::int64_t j = 0;
+  while (j < t.n && k_pos[t.j0 + j] <= q.pmin &&
+         (t.docs == nullptr || (one_doc && t.docs[j] == q.d.dmin)))
+    ++j;
+  return j;
+}
+
+// 1 + the last key of t that a query at position qpos of document qdoc (or any of several
+// queries, given their largest position and document) may see: the keys after it are hidden
+// from that query whatever the order of positions and documents.
+inline std::int64_t key_end_for(const KeyTile& t, const std::int64_t* k_pos, std::int64_t qpos,
+                                std::int32_t qdoc) {
+  std::int64_t end = t.n;
+  while (end > 0 && (k_pos[t.j0 + end - 1] > qpos || (t.docs != nullptr && t.docs[end - 1] > qdoc)))
+    --end;
+  return end;
 }
 
 // Whether key j of tile t is hidden from a query at position qpos of document qdoc.
@@ -230,13 +275,30 @@ inline void pack_query_rows(const Geometry& G, const QueryBlock& blk, const floa
   }
 }
 
+// dst[c * ld + j] = row(j)[c] * mult for j < n, c < d: a transpose in blocks of kTilePad
+// rows, so that the source lines of a block stay in L1 and each destination run is written
+// at once (written column by column, destination rows 1 KiB apart thrashed L1's sets: the
+// key transposes took 14% of the backward at S = 1K, the query one 12% of the forward).
+template <class RowOf>
+inline void transpose_rows(std::int64_t n, std::int64_t d, RowOf row, float mult, float* dst,
+                           std::int64_t ld) {
+  for (std::int64_t j0 = 0; j0 < n; j0 += kTilePad) {
+    const std::int64_t m = std::min(kTilePad, n - j0);
+    const float* from[kTilePad];
+    for (std::int64_t jj = 0; jj < m; ++jj) from[jj] = row(j0 + jj);
+    for (std::int64_t c = 0; c < d; ++c) {
+      float* to = dst + c * ld + j0;
+      for (std::int64_t jj = 0; jj < m; ++jj) to[jj] = from[jj][c] * mult;
+    }
+  }
+}
+
 // Key-side rows ([B, kv_len, Hkv, d]) transposed to [d, np], zero columns past n.
 inline void pack_key_columns(const Geometry& G, const KeyTile& t, const float* src, float* dst) {
   const std::int64_t d = G.s.head_dim;
-  for (std::int64_t j = 0; j < t.n; ++j) {
-    const float* from = src + G.kv_offset(t.b, t.j0 + j, t.g);
-    for (std::int64_t c = 0; c < d; ++c) dst[c * t.np + j] = from[c];
-  }
+  transpose_rows(
+      t.n, d, [&](std::int64_t j) { return src + G.kv_offset(t.b, t.j0 + j, t.g); }, 1.0f, dst,
+      t.np);
   for (std::int64_t c = 0; c < d; ++c) std::fill(dst + c * t.np + t.n, dst + (c + 1) * t.np, 0.0f);
 }
 
