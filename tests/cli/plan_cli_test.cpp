@@ -351,6 +351,21 @@ TEST(PlanCli, BadDocumentsExitTwoNamingTheFlag) {
   EXPECT_EQ(r.code, 2) << r.all();
   EXPECT_THAT(r.err, HasSubstr("--documents '" + flat + "'"));
   EXPECT_THAT(r.err, HasSubstr("has no document index"));
+  // With --eos-id its documents end after each token 99 (ids 0..599: 100 + 500 tokens), as
+  // `train --eos-id` reads it; --eos-id without a file to cut is refused.
+  const CliRun cut = origami(job + "--json --documents " + flat + " --eos-id 99");
+  ASSERT_EQ(cut.code, 0) << cut.all();
+  const auto doc = nlohmann::json::parse(cut.out)["documents"];
+  EXPECT_EQ(doc["source"], flat);
+  EXPECT_GT(doc["documents_per_row"].get<double>(), 1.0);
+  for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--eos-id 99", "add --documents FILE.bin or drop --eos-id"},
+           {"--documents lognormal:1024,1 --eos-id 99", "is a length distribution"},
+           {"--documents " + flat + " --eos-id 7777", "--documents '" + flat + "'"}}) {
+    const CliRun bad = origami(job + flags);
+    EXPECT_EQ(bad.code, 2) << flags << ": " << bad.all();
+    EXPECT_THAT(bad.err, HasSubstr(says)) << flags;
+  }
   std::remove(flat.c_str());
 }
 

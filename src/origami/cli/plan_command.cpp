@@ -62,6 +62,9 @@ PlanCommand::PlanCommand(CLI::App& app) {
       "--data spec of token files with a document index (the user's own lengths); each row "
       "then counts the masked attention FLOPs and, where the sequence is split (sp, TP+SP, "
       "tsp), the ranks' attention imbalance, the slowest rank's work in the step time");
+  command_->add_option("--eos-id", eos_id_,
+                       "with --documents: the documents of flat or llm.c .bin files end after "
+                       "each token of this id, as `train --eos-id` reads them");
   command_->add_option("--layout", layout_,
                        "token layout of the sequence axis: zigzag (default), contiguous or "
                        "balanced (with --documents: chunks assigned by attention work)");
@@ -155,9 +158,14 @@ int PlanCommand::run() {
     throw ConfigError("--layout balanced balances the attention work of packed documents and "
                       "needs --documents (one causal document per row is what zigzag already "
                       "balances); add --documents or use --layout zigzag");
+  if (eos_id_ >= 0 && documents_.empty())
+    throw ConfigError(fmt::format("--eos-id {} cuts the documents of a flat .bin given to "
+                                  "--documents; add --documents FILE.bin or drop --eos-id",
+                                  eos_id_));
   if (!documents_.empty())
     work.documents =
-        std::make_shared<const plan::DocumentSample>(document_sample(documents_, seq_, layout));
+        std::make_shared<const plan::DocumentSample>(
+            document_sample(documents_, seq_, layout, eos_id_));
   std::vector<parallel::TspSchedule> schedules;
   for (std::size_t at = 0; at <= tsp_schedules_.size();) {
     const std::size_t comma = std::min(tsp_schedules_.find(',', at), tsp_schedules_.size());

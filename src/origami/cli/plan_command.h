@@ -31,6 +31,7 @@ class PlanCommand {
   std::string recompute_ = "none";
   std::string tsp_schedules_ = "broadcast-ring";  // comma list: TSP rows per schedule
   std::string documents_;           // --documents: lognormal:MEDIAN,SIGMA or a --data spec
+  std::int64_t eos_id_ = -1;         // --eos-id: the documents of a flat .bin in --documents
   std::string layout_ = "zigzag";   // --layout of the sequence axis
   std::string precision_ = "fp32";
   std::string hardware_ = "h100";

@@ -54,9 +54,11 @@ std::vector<std::vector<std::int32_t>> lognormal_rows(const std::string& spec,
                                      kLognormalSampleSeed);
 }
 
-std::vector<std::vector<std::int32_t>> data_rows(const std::string& spec, std::int64_t seq) {
+std::vector<std::vector<std::int32_t>> data_rows(const std::string& spec, std::int64_t seq,
+                                                 std::int64_t eos_id) {
   data::DataOptions options;
   options.document_masking = true;
+  options.eos_id = eos_id;
   try {
     const data::TokenDataset dataset = data::TokenDataset::open(spec, options);
     const std::int64_t n = document_sample_rows(seq);
@@ -78,7 +80,7 @@ std::int64_t document_sample_rows(std::int64_t seq) {
 }
 
 plan::DocumentSample document_sample(const std::string& spec, std::int64_t seq,
-                                     parallel::TokenLayoutKind layout) {
+                                     parallel::TokenLayoutKind layout, std::int64_t eos_id) {
   if (seq > kSampleTokens)
     throw ConfigError(fmt::format(
         "--documents samples whole rows of --seq tokens, at most {} (2^24) of them; --seq {} "
@@ -87,7 +89,12 @@ plan::DocumentSample document_sample(const std::string& spec, std::int64_t seq,
   plan::DocumentSample s;
   s.source = spec;
   s.layout = layout;
-  s.rows = spec.rfind("lognormal:", 0) == 0 ? lognormal_rows(spec, seq) : data_rows(spec, seq);
+  const bool lognormal = spec.rfind("lognormal:", 0) == 0;
+  if (lognormal && eos_id >= 0)
+    throw ConfigError(fmt::format("--eos-id {} cuts the documents of a flat .bin given to "
+                                  "--documents; '{}' is a length distribution: drop --eos-id",
+                                  eos_id, spec));
+  s.rows = lognormal ? lognormal_rows(spec, seq) : data_rows(spec, seq, eos_id);
   return s;
 }
 

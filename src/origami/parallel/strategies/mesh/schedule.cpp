@@ -27,14 +27,16 @@ std::vector<MeshTraffic> mesh_traffic(const MeshRankShapes& s, std::int64_t e,
   if (T > 1) {
     // The head's softmax statistics: (max, sum-exp) of every row gathered, the target logit
     // (on one rank, 0 elsewhere) summed.
-    const std::int64_t pairs = comm::ring_blocks_sent(2 * R * e, T), target = ring_all_reduce_sent(R, T, tp_rank, e);
+    const std::int64_t pairs = comm::ring_blocks_sent(2 * R * e, T),
+                       target = ring_all_reduce_sent(R, T, tp_rank, e);
     if (s.split_stream()) {
       // Exits reduce-scatter a [R, h] partial to the stream's [R/T, h]; entries all-gather the
       // stream's rows: forward once, backward for dY and again for the block input. Full
       // recompute re-runs each layer's forward pass.
       // An equal block of the stream each: rs and ag send the same bytes.
       const std::int64_t block = R * s.h / T * e;
-      const std::int64_t rs = comm::ring_blocks_sent(block, T), ag = comm::ring_blocks_sent(block, T);
+      const std::int64_t rs = comm::ring_blocks_sent(block, T),
+                         ag = comm::ring_blocks_sent(block, T);
       add("embedding", tp, "reduce_scatter", kFwd, kModel, 1, rs);
       add("attention", tp, "reduce_scatter", kFwd, kLayer, L, rs);
       add("mlp", tp, "reduce_scatter", kFwd, kLayer, L, rs);

@@ -42,7 +42,8 @@ std::vector<TspTraffic> tsp_traffic(const TspRankShapes& s, std::int64_t e, bool
   add("head", kTspShards, "recv", kBwd, kModel, k * (2 * D - 1), 0);
   // Each head group's K and V gathered in forward and re-gathered in backward; dK, dV
   // reduce-scattered.
-  add("attention", kTspAxis, "all_gather", kFwd, kLayer, 2 * D * L, 2 * D * L * comm::ring_blocks_sent(kv, D));
+  add("attention", kTspAxis, "all_gather", kFwd, kLayer, 2 * D * L,
+      2 * D * L * comm::ring_blocks_sent(kv, D));
   add("attention", kTspAxis, "all_gather", kBwd, kLayer, 2 * D * (rerun + L),
       2 * D * (rerun + L) * comm::ring_blocks_sent(kv, D));
   add("attention", kTspAxis, "reduce_scatter", kBwd, kLayer, 2 * D * L,
