@@ -13,6 +13,7 @@
 #include "origami/core/error.h"
 #include "origami/kernels/attention.h"
 #include "origami/plan/predict.h"
+#include "small_plan_model.h"
 
 namespace origami::plan {
 namespace {
@@ -124,23 +125,11 @@ TEST(DocumentImbalance, EqualsTheKernelsCountPerRankForEveryLayoutAndMicroBatch)
   EXPECT_EQ(one.causal_pairs_per_row, 240.0 * 241.0 / 2.0);
 }
 
-ModelConfig documents_plan_model() {
-  ModelConfig c;
-  c.vocab_size = 96;
-  c.hidden_size = 64;
-  c.intermediate_size = 128;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 4;
-  c.max_position_embeddings = 240;
-  return c;
-}
-
 // predict with packed documents: the attention FLOPs are the kernels' count of the rows (the
 // mean device's share), the imbalance is the sequence ranks', and the compute time charges the
 // slowest rank's attention; rows that split no sequence have no imbalance.
 TEST(DocumentImbalance, PredictChargesTheMaskedPairsAndTheSlowestRank) {
-  const ModelConfig m = documents_plan_model();
+  const ModelConfig m = small_plan_model(240);
   const Hardware hw = hardware_preset("cpu");
   auto sample = std::make_shared<DocumentSample>();
   sample->rows = lognormal_packed_rows(240, 8, 40.0, 1.0, 5);

@@ -11,20 +11,20 @@
 #include "origami/plan/inference.h"
 #include "origami/plan/layouts.h"
 #include "origami/plan/predict.h"
+#include "small_plan_model.h"
 
 namespace origami::plan {
 namespace {
 
-ModelConfig small_model() {
-  ModelConfig c;
-  c.vocab_size = 96;
-  c.hidden_size = 64;
-  c.intermediate_size = 128;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 4;
-  c.max_position_embeddings = 64;
-  return c;
+ModelConfig small_model() { return small_plan_model(); }
+
+// The weight-shard bytes TSP's forward moves (its shard broadcasts and ring hops).
+std::int64_t tsp_shard_forward_bytes(const Prediction& p) {
+  std::int64_t shards = 0;
+  for (const CommCost& c : p.comm)
+    if (c.op.axis == "tsp_shards" && (c.op.op == "broadcast" || c.op.op == "send"))
+      shards += c.op.forward_bytes;
+  return shards;
 }
 
 TEST(LinkClass, FollowsThePlacementInnermostFirst) {
@@ -295,11 +295,7 @@ TEST(Inference, PrefillWeightBytesAreTheTrainingForwardsLessTheHeadRing) {
     w.seq = 32;
     Mesh mesh;
     mesh.tsp = D;
-    const Prediction p = predict(m, mesh, w, hw);
-    std::int64_t shards = 0;
-    for (const CommCost& c : p.comm)
-      if (c.op.axis == "tsp_shards" && (c.op.op == "broadcast" || c.op.op == "send"))
-        shards += c.op.forward_bytes;
+    const std::int64_t shards = tsp_shard_forward_bytes(predict(m, mesh, w, hw));
     const std::int64_t head_ring = (D - 1) * (m.vocab_size / D) * m.hidden_size * 4;
     EXPECT_EQ(predict_inference(m, D, w, hw).traffic.prefill_weights, shards - head_ring)
         << "D " << D;
@@ -325,11 +321,7 @@ TEST(Inference, ReplicatedKvHeadsCacheOneHeadPerRank) {
     if (D == 1) continue;
     Mesh mesh;
     mesh.tsp = D;
-    const Prediction p = predict(m, mesh, w, hw);
-    std::int64_t shards = 0;
-    for (const CommCost& c : p.comm)
-      if (c.op.axis == "tsp_shards" && (c.op.op == "broadcast" || c.op.op == "send"))
-        shards += c.op.forward_bytes;
+    const std::int64_t shards = tsp_shard_forward_bytes(predict(m, mesh, w, hw));
     const std::int64_t head_ring = (D - 1) * (m.vocab_size / D) * m.hidden_size * 4;
     EXPECT_EQ(row.traffic.prefill_weights, shards - head_ring) << "D " << D;
   }
