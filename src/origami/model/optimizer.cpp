@@ -47,13 +47,15 @@ ModelTensors allocate_moment_slices(ModelTensors& params, const OptimizerSlices&
 AdamW::AdamW(const ModelConfig& config, MemoryTracker& tracker, kernels::AdamWHyper hyper)
     : hyper_(hyper),
       m_(allocate_model_tensors(config, tracker, MemCategory::OptimizerState)),
-      v_(allocate_model_tensors(config, tracker, MemCategory::OptimizerState)) {}
+      v_(allocate_model_tensors(config, tracker, MemCategory::OptimizerState)) {
+  slices_ = optimizer_slices(m_, 1, 0);  // whole tensors
+}
 
 AdamW::AdamW(ModelTensors& params, MemoryTracker& tracker, kernels::AdamWHyper hyper)
     : hyper_(hyper),
       m_(allocate_like(params, tracker, MemCategory::OptimizerState)),
       v_(allocate_like(params, tracker, MemCategory::OptimizerState)) {
-  slices_ = optimizer_slices(params, 1, 0);
+  slices_ = optimizer_slices(params, 1, 0);  // whole tensors
 }
 
 AdamW::AdamW(ModelTensors& params, MemoryTracker& tracker, kernels::AdamWHyper hyper,
