@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "../sanitizers.h"
 #include "ckpt_util.h"
 #include "origami/core/error.h"
 #include "origami/train/batch_size.h"
@@ -114,10 +115,12 @@ TEST(DpResume, ShardedOptimizerSavesTheUnshardedCheckpointAndReshardsAcrossDp) {
     const std::string* from;
     bool bitwise;  // the same layout as the uninterrupted run
   };
-  const Resume resumes[] = {{dp2, false, 2, &sharded_dir, true},
-                            {dp2, true, 2, &whole_dir, true},
-                            {{"single", 1, ""}, true, 2, &sharded_dir, false},
-                            {{"dp", 4, ""}, true, 1, &sharded_dir, false}};
+  std::vector<Resume> resumes = {{dp2, false, 2, &sharded_dir, true},
+                                 {dp2, true, 2, &whole_dir, true},
+                                 {{"single", 1, ""}, true, 2, &sharded_dir, false}};
+#ifndef ORIGAMI_TESTS_SANITIZED  // (the sanitized build resumes at dp 1 and 2 only)
+  resumes.push_back({{"dp", 4, ""}, true, 1, &sharded_dir, false});
+#endif
   for (const Resume& r : resumes) {
     const std::string name = r.to.name() + (r.shard ? " sharded" : " unsharded");
     TrainOptions o = options(r.to, r.shard, r.batch);
