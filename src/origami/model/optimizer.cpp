@@ -30,15 +30,19 @@ OptimizerSlices optimizer_slices(ModelTensors& tensors, int parts, int part) {
 
 namespace {
 
-// Moments of `slices.count[i]` elements per tensor, as 1-D tensors (a sharded optimizer's).
+// Moments of `slices.count[i]` elements per tensor, as 1-D tensors (a sharded optimizer's);
+// a slice that is the whole tensor (dp 1) keeps the tensor's shape.
 ModelTensors allocate_moment_slices(ModelTensors& params, const OptimizerSlices& slices,
                                     MemoryTracker& tracker) {
   ModelTensors t;
   t.layers.resize(params.layers.size());
   t.tied = params.tied;
-  std::vector<NamedTensor> dst = named_tensors(t);
-  for (std::size_t i = 0; i < dst.size(); ++i)
-    *dst[i].tensor = Tensor(tracker, MemCategory::OptimizerState, {slices.count[i]});
+  std::vector<NamedTensor> src = named_tensors(params), dst = named_tensors(t);
+  for (std::size_t i = 0; i < dst.size(); ++i) {
+    const bool whole = slices.count[i] == src[i].tensor->numel();
+    *dst[i].tensor = Tensor(tracker, MemCategory::OptimizerState,
+                            whole ? src[i].tensor->shape() : Shape{slices.count[i]});
+  }
   return t;
 }
 
