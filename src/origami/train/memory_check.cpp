@@ -31,6 +31,7 @@ void check_run_memory(const TrainOptions& o, const parallel::ParallelConfig& p, 
   w.seq = o.seq;
   w.contiguous = p.layout == parallel::TokenLayoutKind::Contiguous;
   w.recompute = parse_recompute(o.recompute);
+  w.shard_optimizer = o.shard_optimizer;
   const plan::Memory m = plan::memory_per_device(model_for_run(o.model, o.seq), p, w);
   const std::vector<std::pair<const char*, std::int64_t>> categories = {
       {"parameters", m.parameters},   {"gradients", m.gradients},
