@@ -12,7 +12,8 @@
 //       generation, without its attention, norms and sampling.
 //   decode/attention/{one_call,one_call_bf16,per_sequence}/B:B  the step's attention
 //       (kernels/decode_attention.h over an fp32 and a bf16 cache, one call for the batch, against
-//       attention_forward once per sequence), 513 cached keys,
+//       attention_forward once per sequence), 513 cached keys (and 32769 for B = 1, a cache of
+//       64 MiB in fp32 that no cache level holds),
 //       d 64, B = 1, 4, 16, 1 thread; reports microseconds of CPU time per call (the machine is
 //       shared: wall time stretches when other processes take the core).
 #include <algorithm>
@@ -151,8 +152,8 @@ double thread_cpu_seconds() {
 }
 
 void run_decode_attention(benchmark::State& state, bool one_call, bool bf16_cache,
-                          std::int64_t B) {
-  const std::int64_t slots = 640, keys = 513, H = 16, Hkv = 4, d = 64;
+                          std::int64_t B, std::int64_t keys) {
+  const std::int64_t slots = keys + 127, H = 16, Hkv = 4, d = 64;
   const auto q = random_matrix(B * H * d, 1);
   const auto k = random_matrix(B * slots * Hkv * d, 2);
   const auto v = random_matrix(B * slots * Hkv * d, 3);
@@ -225,9 +226,16 @@ void register_decode() {
       const bool bf16_cache = std::string(mode) == "one_call_bf16";
       const std::string name = fmt::format("decode/attention/{}/B:{}", mode, B);
       benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
-        run_decode_attention(st, one_call, bf16_cache, B);
+        run_decode_attention(st, one_call, bf16_cache, B, 513);
       })->Unit(benchmark::kMicrosecond);
     }
+  for (const char* mode : {"one_call", "one_call_bf16"}) {
+    const std::string name = fmt::format("decode/attention/{}/B:1/keys:32769", mode);
+    const bool bf16_cache = std::string(mode) == "one_call_bf16";
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+      run_decode_attention(st, true, bf16_cache, 1, 32769);
+    })->Unit(benchmark::kMicrosecond);
+  }
 }
 
 }  // namespace
