@@ -6,8 +6,8 @@
 //       all, a new one per call, so no cache level holds it); reports the weight bytes read per
 //       second.
 //   decode/step_products/{fp32,bf16}/rows:R/threads:T  every matrix product of one decode step
-//       of the whole model (8 layers of q, k, v, o, gate, up, down, then the LM head: 155.7 M
-//       weights, 623 MB in fp32, 311 MB in bf16) through linear_forward_skinny(_bf16); reports
+//       of the whole model (8 layers of q, k, v, o, gate, up, down, then the LM head: 122.9 M
+//       weights, 491.8 MB in fp32, 245.9 MB in bf16) through linear_forward_skinny(_bf16); reports
 //       tokens/s (R tokens per step) and weight GB/s: the bound a decode step's products put on
 //       generation, without its attention, norms and sampling.
 //   decode/attention/{one_call,one_call_bf16,per_sequence}/B:B  the step's attention
