@@ -86,6 +86,25 @@ TEST_F(GenerateCli, TspAndSingleDeviceGenerateTheSameTextAndReport) {
   EXPECT_EQ(first_line(from_hf.all()), first_line(single.all()));
 }
 
+// --precision bf16: bf16 weights and KV cache, said once on stderr; one device and TSP over 2
+// ranks print the same greedy text, as in fp32 (the library's parity: tests/infer/bf16_infer_test).
+TEST_F(GenerateCli, Bf16SaysSoOnceAndTspMatchesTheSingleDevice) {
+  const std::string common = " --prompt 'The cat' --max-new-tokens 12 --precision bf16";
+  const CliRun single = origami("generate --checkpoint " + ckpt_ + common);
+  ASSERT_EQ(single.code, 0) << single.all();
+  const CliRun tsp =
+      origami("generate --checkpoint " + ckpt_ + common + " --strategy tsp --degree 2");
+  ASSERT_EQ(tsp.code, 0) << tsp.all();
+  EXPECT_EQ(first_line(tsp.out), first_line(single.out));
+  EXPECT_EQ(first_line(single.out).size(), 7u + 12u) << single.all();
+  for (const CliRun* r : {&single, &tsp}) {
+    const std::string note = "origami: bf16: weights and KV cache held in bf16";
+    const std::size_t at = r->err.find(note);
+    ASSERT_NE(at, std::string::npos) << r->all();
+    EXPECT_EQ(r->err.find(note, at + 1), std::string::npos) << "said more than once";
+  }
+}
+
 // Decode's weight-read bandwidth beside the memory-read ceiling of as many threads (the ranks'
 // kernel threads together), measured on the first run into the cache file, read from it on the
 // next.
@@ -130,6 +149,9 @@ TEST_F(GenerateCli, RefusesBadInputWithExitCode2) {
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.all(), HasSubstr("attention heads"));
   EXPECT_THAT(r.all(), HasSubstr("the largest degree that works is 2"));
+  r = origami(ck + " --prompt abc --precision fp16");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.all(), HasSubstr("--precision fp16: use fp32 or bf16"));
   r = origami("generate --prompt abc");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.all(), HasSubstr("--checkpoint"));
