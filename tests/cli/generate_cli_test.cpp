@@ -87,7 +87,8 @@ TEST_F(GenerateCli, TspAndSingleDeviceGenerateTheSameTextAndReport) {
 }
 
 // --precision bf16: bf16 weights and KV cache, said once on stderr; one device and TSP over 2
-// ranks print the same greedy text, as in fp32 (the library's parity: tests/infer/bf16_infer_test).
+// ranks print the same greedy text, as in fp32 (the library's parity: tests/infer/bf16_infer_test);
+// and a bf16 export (every tensor bf16) that it generates from.
 TEST_F(GenerateCli, Bf16SaysSoOnceAndTspMatchesTheSingleDevice) {
   const std::string common = " --prompt 'The cat' --max-new-tokens 12 --precision bf16";
   const CliRun single = origami("generate --checkpoint " + ckpt_ + common);
@@ -103,6 +104,25 @@ TEST_F(GenerateCli, Bf16SaysSoOnceAndTspMatchesTheSingleDevice) {
     ASSERT_NE(at, std::string::npos) << r->all();
     EXPECT_EQ(r->err.find(note, at + 1), std::string::npos) << "said more than once";
   }
+  // export --dtype bf16: every tensor in bf16 (half the file), loadable by generate.
+  const std::string f32 = dir_ + "/hf_f32", b16 = dir_ + "/hf_bf16";
+  ASSERT_EQ(origami("export --checkpoint " + ckpt_ + " --out " + f32).code, 0);
+  const CliRun e = origami("export --checkpoint " + ckpt_ + " --out " + b16 + " --dtype bf16");
+  ASSERT_EQ(e.code, 0) << e.all();
+  const auto f32_bytes = std::filesystem::file_size(f32 + "/model.safetensors");
+  const auto b16_bytes = std::filesystem::file_size(b16 + "/model.safetensors");
+  EXPECT_LT(b16_bytes, f32_bytes / 2 + 4096) << f32_bytes;  // + the header
+  std::ifstream header(b16 + "/model.safetensors");
+  std::string head(4096, '\0');
+  header.read(head.data(), static_cast<std::streamsize>(head.size()));
+  EXPECT_THAT(head, HasSubstr("\"BF16\""));
+  EXPECT_THAT(head, ::testing::Not(HasSubstr("\"F32\"")));
+  const CliRun from_b16 = origami("generate --model-dir " + b16 + common);
+  ASSERT_EQ(from_b16.code, 0) << from_b16.all();
+  EXPECT_EQ(first_line(from_b16.out).size(), 7u + 12u) << from_b16.all();
+  const CliRun bad = origami("export --checkpoint " + ckpt_ + " --out " + b16 + " --dtype fp16");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.all(), HasSubstr("--dtype fp16: use fp32 or bf16"));
 }
 
 // Decode's weight-read bandwidth beside the memory-read ceiling of as many threads (the ranks'
