@@ -54,11 +54,20 @@ const float* KvCache::v(std::int64_t layer, std::int64_t seq) const {
   return float_at(v_[static_cast<std::size_t>(layer)].f32(), seq * capacity_ * width_);
 }
 
+namespace {
+// Sequence seq's rows of a bf16 layer tensor; null when unbacked (as float_at).
+bf16* kv_bf16_rows(Tensor& t, std::int64_t offset) {
+  ORIGAMI_CHECK(t.dtype() == DType::BF16, "a {} KV cache read as bf16", dtype_name(t.dtype()));
+  auto* p = static_cast<bf16*>(t.raw());
+  return p == nullptr ? nullptr : p + offset;
+}
+}  // namespace
+
 bf16* KvCache::k_bf16(std::int64_t layer, std::int64_t seq) {
-  return static_cast<bf16*>(k_[static_cast<std::size_t>(layer)].raw()) + seq * capacity_ * width_;
+  return kv_bf16_rows(k_[static_cast<std::size_t>(layer)], seq * capacity_ * width_);
 }
 bf16* KvCache::v_bf16(std::int64_t layer, std::int64_t seq) {
-  return static_cast<bf16*>(v_[static_cast<std::size_t>(layer)].raw()) + seq * capacity_ * width_;
+  return kv_bf16_rows(v_[static_cast<std::size_t>(layer)], seq * capacity_ * width_);
 }
 
 float* KvCache::prefill_k(std::int64_t layer) {
