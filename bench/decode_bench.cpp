@@ -53,9 +53,12 @@ enum class DecodeKernel { Skinny, SkinnyBf16, OneDnn };
 
 const char* decode_kernel_name(DecodeKernel k) {
   switch (k) {
-    case DecodeKernel::Skinny: return "skinny";
-    case DecodeKernel::SkinnyBf16: return "skinny_bf16";
-    case DecodeKernel::OneDnn: return "onednn";
+    case DecodeKernel::Skinny:
+      return "skinny";
+    case DecodeKernel::SkinnyBf16:
+      return "skinny_bf16";
+    case DecodeKernel::OneDnn:
+      return "onednn";
   }
   return "?";
 }
@@ -88,23 +91,21 @@ void run_decode(benchmark::State& state, DecodeKernel kernel, int threads, std::
     benchmark::ClobberMemory();
   }
   origami::kernels::set_thread_count(1);
-  state.counters["weights_GB/s"] =
-      benchmark::Counter(static_cast<double>(w_elems * w_bytes) * 1e-9,
-                         benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weights_GB/s"] = benchmark::Counter(
+      static_cast<double>(w_elems * w_bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // One decode step's products over the whole model of issue 15 (h 1024, kv 256, f 2816, 8
 // layers, vocabulary 32000), each weight its own array, read once per step from memory.
-void run_step_products(benchmark::State& state, bool bf16_weights, int threads,
-                       std::int64_t rows) {
+void run_step_products(benchmark::State& state, bool bf16_weights, int threads, std::int64_t rows) {
   struct Product {
     std::int64_t in, out;
   };
   std::vector<Product> products;
   for (int l = 0; l < 8; ++l)
-    for (Product p : {Product{1024, 1024}, Product{1024, 256}, Product{1024, 256},
-                      Product{1024, 1024}, Product{1024, 2816}, Product{1024, 2816},
-                      Product{2816, 1024}})
+    for (Product p :
+         {Product{1024, 1024}, Product{1024, 256}, Product{1024, 256}, Product{1024, 1024},
+          Product{1024, 2816}, Product{1024, 2816}, Product{2816, 1024}})
       products.push_back(p);
   products.push_back({1024, 32000});
   std::vector<std::vector<float>> w32;
@@ -138,8 +139,8 @@ void run_step_products(benchmark::State& state, bool bf16_weights, int threads,
     benchmark::ClobberMemory();
   }
   origami::kernels::set_thread_count(1);
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(rows),
-                                                  benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(rows), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["weights_GB/s"] =
       benchmark::Counter(static_cast<double>(elems * (bf16_weights ? 2 : 4)) * 1e-9,
                          benchmark::Counter::kIsIterationInvariantRate);
@@ -151,8 +152,8 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-void run_decode_attention(benchmark::State& state, bool one_call, bool bf16_cache,
-                          std::int64_t B, std::int64_t keys) {
+void run_decode_attention(benchmark::State& state, bool one_call, bool bf16_cache, std::int64_t B,
+                          std::int64_t keys) {
   const std::int64_t slots = keys + 127, H = 16, Hkv = 4, d = 64;
   const auto q = random_matrix(B * H * d, 1);
   const auto k = random_matrix(B * slots * Hkv * d, 2);
@@ -169,8 +170,7 @@ void run_decode_attention(benchmark::State& state, bool one_call, bool bf16_cach
     if (one_call && bf16_cache) {
       origami::kernels::decode_attention_bf16(
           {.batch = B, .slots = slots, .heads = H, .kv_heads = Hkv, .head_dim = d}, q.data(),
-          k16.data(), v16.data(), q_pos.data(), slot_pos.data(), visible.data(), scale,
-          out.data());
+          k16.data(), v16.data(), q_pos.data(), slot_pos.data(), visible.data(), scale, out.data());
     } else if (one_call) {
       origami::kernels::decode_attention(
           {.batch = B, .slots = slots, .heads = H, .kv_heads = Hkv, .head_dim = d}, q.data(),
@@ -202,7 +202,8 @@ void register_decode() {
   for (const Layer& l : layers)
     for (std::int64_t rows : {1, 4, 16})
       for (int threads : {1, 2})
-        for (DecodeKernel k : {DecodeKernel::Skinny, DecodeKernel::SkinnyBf16, DecodeKernel::OneDnn}) {
+        for (DecodeKernel k :
+             {DecodeKernel::Skinny, DecodeKernel::SkinnyBf16, DecodeKernel::OneDnn}) {
           const std::string name = fmt::format("decode/{}/{}/rows:{}/threads:{}",
                                                decode_kernel_name(k), l.name, rows, threads);
           benchmark::RegisterBenchmark(
@@ -216,9 +217,11 @@ void register_decode() {
       for (bool bf16_weights : {false, true}) {
         const std::string name = fmt::format("decode/step_products/{}/rows:{}/threads:{}",
                                              bf16_weights ? "bf16" : "fp32", rows, threads);
-        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
-          run_step_products(st, bf16_weights, threads, rows);
-        })->UseRealTime()->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(
+            name.c_str(),
+            [=](benchmark::State& st) { run_step_products(st, bf16_weights, threads, rows); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
       }
   for (std::int64_t B : {1, 4, 16})
     for (const char* mode : {"one_call", "one_call_bf16", "per_sequence"}) {

@@ -194,9 +194,10 @@ int speed(const std::string& prefix, std::int64_t prompt_len, std::int64_t new_t
     std::fprintf(stderr, "--precision %s: use fp32, bf16 or both\n", precision.c_str());
     return 2;
   }
-  std::printf("cpu: %s\nsimd_target: %s\nprecision: %s (fp32: f32 weights and KV cache; bf16: "
-              "bf16 weights and KV cache, fp32 activations and accumulation)\n",
-              cli::cpu_model_name().c_str(), kernels::simd_target().c_str(), precision.c_str());
+  std::printf(
+      "cpu: %s\nsimd_target: %s\nprecision: %s (fp32: f32 weights and KV cache; bf16: "
+      "bf16 weights and KV cache, fp32 activations and accumulation)\n",
+      cli::cpu_model_name().c_str(), kernels::simd_target().c_str(), precision.c_str());
   std::printf(
       "model: h %lld, %lld layers, %lld heads / %lld kv heads, f %lld, vocabulary %lld "
       "(%.1f M parameters); prompt %lld tokens, %lld decode steps\n",
@@ -213,8 +214,8 @@ int speed(const std::string& prefix, std::int64_t prompt_len, std::int64_t new_t
   std::ofstream csv(prefix + "-speed.csv");
   csv << "strategy,ranks,threads_per_rank,precision,prefill_tokens_per_s,decode_tokens_per_s,"
          "weight_read_gb_per_s,read_ceiling_gb_per_s\n";
-  std::printf("%-8s %5s %7s %9s %12s %12s %14s %16s\n", "strategy", "ranks", "threads",
-              "precision", "prefill t/s", "decode t/s", "weights GB/s", "ceiling GB/s");
+  std::printf("%-8s %5s %7s %9s %12s %12s %14s %16s\n", "strategy", "ranks", "threads", "precision",
+              "prefill t/s", "decode t/s", "weights GB/s", "ceiling GB/s");
   for (const Row& r : rows) {
     const cli::MemoryBandwidth ceiling = cli::memory_bandwidth(r.ranks * r.threads);
     double fp32_prefill = 0, fp32_decode = 0;

@@ -40,7 +40,7 @@ class InferBf16 : public ::testing::TestWithParam<int> {};
 // A bf16 weight is within 2^-9 relative of the fp32 one; the logits of this 2-layer model
 // (h 64, initializer range 0.15) move by that times a small growth. The cache's rounding (K and
 // V, 2^-9 each) is what separates bf16 decode from the fp32 engine on the rounded weights.
-constexpr double kBf16VsFp32LogitTol = 2e-2;       // ||bf16 - fp32|| / ||fp32|| per step
+constexpr double kBf16VsFp32LogitTol = 2e-2;         // ||bf16 - fp32|| / ||fp32|| per step
 constexpr double kBf16VsRoundedFp32LogitTol = 1e-2;  // decode, against the rounded weights
 
 TEST_P(InferBf16, LogitsFollowFp32AndGreedyTokensAreFp32s) {

@@ -12,10 +12,10 @@
 
 #include <gtest/gtest.h>
 
+#include "bf16_test_util.h"
 #include "origami/core/error.h"
 #include "origami/kernels/attention.h"
 #include "origami/kernels/decode_attention.h"
-#include "bf16_test_util.h"
 #include "simd_targets.h"
 #include "test_util.h"
 

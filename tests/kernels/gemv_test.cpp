@@ -9,10 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include "bf16_test_util.h"
 #include "origami/core/error.h"
 #include "origami/kernels/gemm.h"
 #include "origami/kernels/gemv.h"
-#include "bf16_test_util.h"
 #include "simd_targets.h"
 #include "test_util.h"
 

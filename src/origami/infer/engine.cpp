@@ -281,8 +281,10 @@ const Tensor& InferenceEngine::decode(const std::vector<std::int32_t>& tokens) {
     for (std::int64_t b = 0; b < B; ++b) {
       const std::int64_t slot = cache_->slot_of(pos[static_cast<std::size_t>(b)]);
       if (bf16_) {
-        kernels::convert_to_bf16(kvd, float_at(t.k.f32(), b * kvd), cache_->k_bf16(l, b) + slot * kvd);
-        kernels::convert_to_bf16(kvd, float_at(t.v.f32(), b * kvd), cache_->v_bf16(l, b) + slot * kvd);
+        kernels::convert_to_bf16(kvd, float_at(t.k.f32(), b * kvd),
+                                 cache_->k_bf16(l, b) + slot * kvd);
+        kernels::convert_to_bf16(kvd, float_at(t.v.f32(), b * kvd),
+                                 cache_->v_bf16(l, b) + slot * kvd);
       } else {
         copy_floats(float_at(cache_->k(l, b), slot * kvd), float_at(t.k.f32(), b * kvd), kvd);
         copy_floats(float_at(cache_->v(l, b), slot * kvd), float_at(t.v.f32(), b * kvd), kvd);

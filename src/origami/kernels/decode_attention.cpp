@@ -54,7 +54,7 @@ HWY_INLINE void Scores(std::int64_t d, const float* q, const KT* kj, float scale
 template <class KT>
 HWY_INLINE void Unit(const DecodeAttentionShape& s, std::int64_t b, std::int64_t g, const float* q,
                      const KT* k, const KT* v, std::int64_t q_pos, const std::int64_t* slot_pos,
-          std::int64_t visible, float scale, float* out) {
+                     std::int64_t visible, float scale, float* out) {
   const std::int64_t d = s.head_dim, rep = s.heads / s.kv_heads, kvd = s.kv_heads * d;
   const float* qg = q + (b * s.heads + g * rep) * d;  // rep rows of d
   float* og = out + (b * s.heads + g * rep) * d;
@@ -132,8 +132,7 @@ void Units(std::int64_t u0, std::int64_t u1, const DecodeAttentionShape& s, cons
 }
 void UnitsBf16(std::int64_t u0, std::int64_t u1, const DecodeAttentionShape& s, const float* q,
                const std::uint16_t* k, const std::uint16_t* v, const std::int64_t* q_pos,
-               const std::int64_t* slot_pos, const std::int64_t* visible, float scale,
-               float* out) {
+               const std::int64_t* slot_pos, const std::int64_t* visible, float scale, float* out) {
   UnitsOf(u0, u1, s, q, k, v, q_pos, slot_pos, visible, scale, out);
 }
 
@@ -149,9 +148,8 @@ HWY_EXPORT(UnitsBf16);
 // The dry run's charge and the checks of both element types; false when there is nothing to
 // compute.
 bool check_decode_attention(const DecodeAttentionShape& s, const void* q, const void* k,
-                            const void* v, const std::int64_t* q_pos,
-                            const std::int64_t* slot_pos, const std::int64_t* visible,
-                            const float* out) {
+                            const void* v, const std::int64_t* q_pos, const std::int64_t* slot_pos,
+                            const std::int64_t* visible, const float* out) {
   if (dryrun::active()) {
     // Charged as one attention_forward per sequence (one query against its visible slots),
     // which is what the planner's decode time assumes.

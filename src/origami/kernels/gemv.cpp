@@ -143,8 +143,9 @@ bool check_skinny(const char* name, std::int64_t rows, std::int64_t in, std::int
     return false;
   ORIGAMI_CHECK(rows >= 0 && in >= 0 && out >= 0, "{}: negative size rows={} in={} out={}", name,
                 rows, in, out);
-  ORIGAMI_CHECK(rows <= kSkinnyMaxRows, "{}: {} rows, more than the {} it is for (use linear_forward)",
-                name, rows, kSkinnyMaxRows);
+  ORIGAMI_CHECK(rows <= kSkinnyMaxRows,
+                "{}: {} rows, more than the {} it is for (use linear_forward)", name, rows,
+                kSkinnyMaxRows);
   if (rows == 0 || out == 0) return false;
   ORIGAMI_CHECK(y != nullptr && (in == 0 || (x != nullptr && W != nullptr)),
                 "{}: null pointer for rows={} in={} out={}", name, rows, in, out);
@@ -160,8 +161,7 @@ std::int64_t skinny_grain(std::int64_t in) {
 
 void linear_forward_skinny(std::int64_t rows, std::int64_t in, std::int64_t out, const float* x,
                            const float* W, float* y, bool accumulate) {
-  if (!gemv_simd::check_skinny("linear_forward_skinny", rows, in, out, x, W, y))
-    return;
+  if (!gemv_simd::check_skinny("linear_forward_skinny", rows, in, out, x, W, y)) return;
   detail::parallel_for(out, gemv_simd::skinny_grain(in), [=](std::int64_t j0, std::int64_t j1) {
     HWY_DYNAMIC_DISPATCH(gemv_simd::Columns)(j0, j1, rows, in, out, x, W, y, accumulate);
   });
@@ -169,8 +169,7 @@ void linear_forward_skinny(std::int64_t rows, std::int64_t in, std::int64_t out,
 
 void linear_forward_skinny_bf16(std::int64_t rows, std::int64_t in, std::int64_t out,
                                 const float* x, const bf16* W, float* y, bool accumulate) {
-  if (!gemv_simd::check_skinny("linear_forward_skinny_bf16", rows, in, out, x, W, y))
-    return;
+  if (!gemv_simd::check_skinny("linear_forward_skinny_bf16", rows, in, out, x, W, y)) return;
   const std::uint16_t* bits = bf16_bits(W);
   detail::parallel_for(out, gemv_simd::skinny_grain(in), [=](std::int64_t j0, std::int64_t j1) {
     HWY_DYNAMIC_DISPATCH(gemv_simd::ColumnsBf16)(j0, j1, rows, in, out, x, bits, y, accumulate);

@@ -33,8 +33,7 @@ void narrow_matrices_to_bf16(ModelTensors& params) {
 
 void copy_as_floats(const Tensor& t, std::int64_t first, std::int64_t n, float* out) {
   ORIGAMI_CHECK(first >= 0 && n >= 0 && first + n <= t.numel(),
-                "copy_as_floats: elements [{}, {}) of a tensor of {}", first, first + n,
-                t.numel());
+                "copy_as_floats: elements [{}, {}) of a tensor of {}", first, first + n, t.numel());
   if (!t.backed() || n == 0) return;
   if (t.dtype() == DType::BF16) {
     kernels::convert_to_float(n, static_cast<const bf16*>(t.raw()) + first, out);
