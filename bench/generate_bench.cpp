@@ -3,6 +3,7 @@
 //
 //   generate_bench [--ranks 4] [--out-prefix docs/inference] [--max-seq 2048] [--decode-steps 16]
 //   generate_bench --speed [--out-prefix docs/inference] [--prompt 512] [--new-tokens 128]
+//                  [--precision fp32|bf16|both]
 //
 // 1. Prefill memory per rank as the prompt grows (one prompt of S tokens, S = 128 .. max-seq),
 //    peak over the ranks of the tracker's peak total:
@@ -23,7 +24,9 @@
 // tokens, then new-tokens greedy decode steps (the cache holding the prompt), for single at 1
 // and 2 threads and TSP at D = 2 of 1 thread: prefill and decode tokens/s, the weight bytes
 // decode reads per second and the measured memory-read ceiling of as many threads
-// (cli/machine_peak.h), with the CPU, SIMD target and precision.  -> PREFIX-speed.csv
+// (cli/machine_peak.h), with the CPU, SIMD target and precision (fp32; bf16: bf16 weights and
+// KV cache, InferenceEngine::use_bf16; both: each row in fp32, then in bf16 with the bf16 ÷
+// fp32 ratios).  -> PREFIX-speed.csv
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -141,7 +144,7 @@ struct SpeedRun {
 // One prompt of `prompt_len` random ids prefilled (and its first token sampled), then
 // `new_tokens` greedy decode steps; wall times of rank 0 between barriers.
 SpeedRun speed_run(const ModelConfig& c, int ranks, int threads, std::int64_t prompt_len,
-                   std::int64_t new_tokens) {
+                   std::int64_t new_tokens, bool bf16) {
   std::mt19937 rng(15);
   std::uniform_int_distribution<std::int32_t> id(0, static_cast<std::int32_t>(c.vocab_size - 1));
   std::vector<std::int32_t> ids(static_cast<std::size_t>(prompt_len));
@@ -155,6 +158,7 @@ SpeedRun speed_run(const ModelConfig& c, int ranks, int threads, std::int64_t pr
       [&](comm::Communicator& world) {
         infer::InferenceEngine e(c, world, world.tracker());
         e.initialize(1);
+        if (bf16) e.use_bf16();
         const infer::SamplingOptions greedy;
         world.barrier();
         const auto t0 = std::chrono::steady_clock::now();
@@ -180,10 +184,20 @@ SpeedRun speed_run(const ModelConfig& c, int ranks, int threads, std::int64_t pr
   return run;
 }
 
-int speed(const std::string& prefix, std::int64_t prompt_len, std::int64_t new_tokens) {
+int speed(const std::string& prefix, std::int64_t prompt_len, std::int64_t new_tokens,
+          const std::string& precision) {
   const ModelConfig c = speed_model();
-  std::printf("cpu: %s\nsimd_target: %s\nprecision: f32 weights, f32 KV cache\n",
-              cli::cpu_model_name().c_str(), kernels::simd_target().c_str());
+  std::vector<bool> precisions;  // bf16 or not
+  if (precision == "fp32" || precision == "both") precisions.push_back(false);
+  if (precision == "bf16" || precision == "both") precisions.push_back(true);
+  if (precisions.empty()) {
+    std::fprintf(stderr, "--precision %s: use fp32, bf16 or both\n", precision.c_str());
+    return 2;
+  }
+  std::printf(
+      "cpu: %s\nsimd_target: %s\nprecision: %s (fp32: f32 weights and KV cache; bf16: "
+      "bf16 weights and KV cache, fp32 activations and accumulation)\n",
+      cli::cpu_model_name().c_str(), kernels::simd_target().c_str(), precision.c_str());
   std::printf(
       "model: h %lld, %lld layers, %lld heads / %lld kv heads, f %lld, vocabulary %lld "
       "(%.1f M parameters); prompt %lld tokens, %lld decode steps\n",
@@ -198,21 +212,34 @@ int speed(const std::string& prefix, std::int64_t prompt_len, std::int64_t new_t
   };
   const Row rows[] = {{"single", 1, 1}, {"single", 1, 2}, {"tsp", 2, 1}};
   std::ofstream csv(prefix + "-speed.csv");
-  csv << "strategy,ranks,threads_per_rank,prefill_tokens_per_s,decode_tokens_per_s,"
+  csv << "strategy,ranks,threads_per_rank,precision,prefill_tokens_per_s,decode_tokens_per_s,"
          "weight_read_gb_per_s,read_ceiling_gb_per_s\n";
-  std::printf("%-8s %5s %7s %12s %12s %14s %16s\n", "strategy", "ranks", "threads", "prefill t/s",
-              "decode t/s", "weights GB/s", "ceiling GB/s");
+  std::printf("%-8s %5s %7s %9s %12s %12s %14s %16s\n", "strategy", "ranks", "threads", "precision",
+              "prefill t/s", "decode t/s", "weights GB/s", "ceiling GB/s");
   for (const Row& r : rows) {
     const cli::MemoryBandwidth ceiling = cli::memory_bandwidth(r.ranks * r.threads);
-    const SpeedRun s = speed_run(c, r.ranks, r.threads, prompt_len, new_tokens);
-    const double prefill = static_cast<double>(prompt_len) / s.prefill_s;
-    const double decode = static_cast<double>(new_tokens) / s.decode_s;
-    const double gbs = static_cast<double>(s.step_weight_bytes) * decode / 1e9;
-    csv << fmt::format("{},{},{},{:.1f},{:.2f},{:.2f},{:.2f}\n", r.strategy, r.ranks, r.threads,
-                       prefill, decode, gbs, ceiling.read_gbs);
-    std::printf("%-8s %5d %7d %12.1f %12.2f %14.2f %10.2f (%.0f%%)\n", r.strategy, r.ranks,
-                r.threads, prefill, decode, gbs, ceiling.read_gbs, 100.0 * gbs / ceiling.read_gbs);
-    std::fflush(stdout);
+    double fp32_prefill = 0, fp32_decode = 0;
+    for (bool bf16 : precisions) {
+      const SpeedRun s = speed_run(c, r.ranks, r.threads, prompt_len, new_tokens, bf16);
+      const double prefill = static_cast<double>(prompt_len) / s.prefill_s;
+      const double decode = static_cast<double>(new_tokens) / s.decode_s;
+      const double gbs = static_cast<double>(s.step_weight_bytes) * decode / 1e9;
+      const char* name = bf16 ? "bf16" : "fp32";
+      csv << fmt::format("{},{},{},{},{:.1f},{:.2f},{:.2f},{:.2f}\n", r.strategy, r.ranks,
+                         r.threads, name, prefill, decode, gbs, ceiling.read_gbs);
+      std::printf("%-8s %5d %7d %9s %12.1f %12.2f %14.2f %10.2f (%.0f%%)", r.strategy, r.ranks,
+                  r.threads, name, prefill, decode, gbs, ceiling.read_gbs,
+                  100.0 * gbs / ceiling.read_gbs);
+      if (bf16 && fp32_decode > 0)
+        std::printf("  bf16/fp32: prefill %.2fx, decode %.2fx", prefill / fp32_prefill,
+                    decode / fp32_decode);
+      std::printf("\n");
+      std::fflush(stdout);
+      if (!bf16) {
+        fp32_prefill = prefill;
+        fp32_decode = decode;
+      }
+    }
   }
   return 0;
 }
@@ -224,6 +251,7 @@ int main(int argc, char** argv) {
   std::string prefix = "docs/inference";
   std::int64_t max_seq = 2048, decode_steps = 16, cap = 0, prompt_len = 512, new_tokens = 128;
   bool speed_only = false;
+  std::string precision = "fp32";
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--speed") {
@@ -248,6 +276,8 @@ int main(int argc, char** argv) {
       max_seq = std::atoll(v);
     else if (k == "--decode-steps")
       decode_steps = std::atoll(v);
+    else if (k == "--precision")
+      precision = v;
     else if (k == "--cap-mib")
       cap = std::atoll(v) << 20;
     else {
@@ -256,7 +286,7 @@ int main(int argc, char** argv) {
     }
   }
   kernels::set_thread_count(1);
-  if (speed_only) return speed(prefix, prompt_len, new_tokens);
+  if (speed_only) return speed(prefix, prompt_len, new_tokens, precision);
   const ModelConfig c = bench_model();
   // 1. Prefill memory.
   std::vector<std::int64_t> seqs;

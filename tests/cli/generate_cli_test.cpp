@@ -86,6 +86,45 @@ TEST_F(GenerateCli, TspAndSingleDeviceGenerateTheSameTextAndReport) {
   EXPECT_EQ(first_line(from_hf.all()), first_line(single.all()));
 }
 
+// --precision bf16: bf16 weights and KV cache, said once on stderr; one device and TSP over 2
+// ranks print the same greedy text, as in fp32 (the library's parity: tests/infer/bf16_infer_test);
+// and a bf16 export (every tensor bf16) that it generates from.
+TEST_F(GenerateCli, Bf16SaysSoOnceAndTspMatchesTheSingleDevice) {
+  const std::string common = " --prompt 'The cat' --max-new-tokens 12 --precision bf16";
+  const CliRun single = origami("generate --checkpoint " + ckpt_ + common);
+  ASSERT_EQ(single.code, 0) << single.all();
+  const CliRun tsp =
+      origami("generate --checkpoint " + ckpt_ + common + " --strategy tsp --degree 2");
+  ASSERT_EQ(tsp.code, 0) << tsp.all();
+  EXPECT_EQ(first_line(tsp.out), first_line(single.out));
+  EXPECT_EQ(first_line(single.out).size(), 7u + 12u) << single.all();
+  for (const CliRun* r : {&single, &tsp}) {
+    const std::string note = "origami: bf16: weights and KV cache held in bf16";
+    const std::size_t at = r->err.find(note);
+    ASSERT_NE(at, std::string::npos) << r->all();
+    EXPECT_EQ(r->err.find(note, at + 1), std::string::npos) << "said more than once";
+  }
+  // export --dtype bf16: every tensor in bf16 (half the file), loadable by generate.
+  const std::string f32 = dir_ + "/hf_f32", b16 = dir_ + "/hf_bf16";
+  ASSERT_EQ(origami("export --checkpoint " + ckpt_ + " --out " + f32).code, 0);
+  const CliRun e = origami("export --checkpoint " + ckpt_ + " --out " + b16 + " --dtype bf16");
+  ASSERT_EQ(e.code, 0) << e.all();
+  const auto f32_bytes = std::filesystem::file_size(f32 + "/model.safetensors");
+  const auto b16_bytes = std::filesystem::file_size(b16 + "/model.safetensors");
+  EXPECT_LT(b16_bytes, f32_bytes / 2 + 4096) << f32_bytes;  // + the header
+  std::ifstream header(b16 + "/model.safetensors");
+  std::string head(4096, '\0');
+  header.read(head.data(), static_cast<std::streamsize>(head.size()));
+  EXPECT_THAT(head, HasSubstr("\"BF16\""));
+  EXPECT_THAT(head, ::testing::Not(HasSubstr("\"F32\"")));
+  const CliRun from_b16 = origami("generate --model-dir " + b16 + common);
+  ASSERT_EQ(from_b16.code, 0) << from_b16.all();
+  EXPECT_EQ(first_line(from_b16.out).size(), 7u + 12u) << from_b16.all();
+  const CliRun bad = origami("export --checkpoint " + ckpt_ + " --out " + b16 + " --dtype fp16");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.all(), HasSubstr("--dtype fp16: use fp32 or bf16"));
+}
+
 // Decode's weight-read bandwidth beside the memory-read ceiling of as many threads (the ranks'
 // kernel threads together), measured on the first run into the cache file, read from it on the
 // next.
@@ -130,6 +169,9 @@ TEST_F(GenerateCli, RefusesBadInputWithExitCode2) {
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.all(), HasSubstr("attention heads"));
   EXPECT_THAT(r.all(), HasSubstr("the largest degree that works is 2"));
+  r = origami(ck + " --prompt abc --precision fp16");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.all(), HasSubstr("--precision fp16: use fp32 or bf16"));
   r = origami("generate --prompt abc");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.all(), HasSubstr("--checkpoint"));

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "bf16_test_util.h"
 #include "origami/core/error.h"
 #include "origami/kernels/attention.h"
 #include "origami/kernels/decode_attention.h"
@@ -132,6 +133,33 @@ TEST_P(DecodeAttention, AQueryThatSeesNothingGetsZerosAndThreadsDoNotChangeBits)
   const std::vector<float> again = run(c, 0.3f);
   for (std::size_t i = 0; i < one.size(); ++i)
     ASSERT_EQ(std::bit_cast<std::uint32_t>(one[i]), std::bit_cast<std::uint32_t>(again[i])) << i;
+}
+
+// A bf16 cache: keys and values widened exactly, so the reference is the float64 attention of
+// the bf16 values (the same fp32 bound as above, 1e-6 relative), and the output is bitwise the
+// fp32 kernel's on those values (one body, one order).
+TEST_P(DecodeAttention, Bf16CacheMatchesFloat64ReferenceAndTheFp32KernelBitwise) {
+  std::mt19937 rng(44);
+  struct Dims {
+    std::int64_t B, S, slots, H, Hkv, d;
+  };
+  for (const Dims& x : {Dims{1, 5, 9, 4, 4, 16}, Dims{3, 11, 77, 8, 2, 20},
+                        Dims{5, 40, 45, 6, 3, 67}, Dims{2, 1, 130, 16, 4, 64}}) {
+    Case c = make_case(rng, x.B, x.S, x.slots, x.H, x.Hkv, x.d);
+    const std::vector<bf16> k = testing::narrow(c.k), v = testing::narrow(c.v);
+    c.k = testing::widen(k);
+    c.v = testing::widen(v);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(x.d));
+    std::vector<float> got(c.q.size(), std::nanf(""));
+    decode_attention_bf16(c.s, c.q.data(), k.data(), v.data(), c.q_pos.data(), c.slot_pos.data(),
+                          c.visible.data(), scale, got.data());
+    EXPECT_TRUE(testing::RelClose(got, reference(c, scale), 1e-6))
+        << "B=" << x.B << " slots=" << x.slots << " d=" << x.d;
+    const std::vector<float> fp32 = run(c, scale);
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(fp32[i]))
+          << "B=" << x.B << " d=" << x.d << " element " << i;
+  }
 }
 
 ORIGAMI_ON_EVERY_SIMD_TARGET(DecodeAttention);

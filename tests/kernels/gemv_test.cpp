@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "bf16_test_util.h"
 #include "origami/core/error.h"
 #include "origami/kernels/gemm.h"
 #include "origami/kernels/gemv.h"
@@ -126,6 +127,39 @@ TEST_P(Gemv, BitwiseIndependentOfBatchAndThreads) {
   }
 }
 
+// bf16 weights: widened exactly, so the reference is the float64 product of x with the bf16
+// values of W and the bound is the fp32 one above (no bf16 term: the output stays fp32); and
+// the result is bitwise the fp32 kernel's on those values (the same body, the same order).
+TEST_P(Gemv, Bf16WeightsMatchFloat64ReferenceAndTheFp32KernelBitwise) {
+  std::mt19937 rng(19);
+  for (std::int64_t rows : {1, 3, 5, 16})
+    for (std::int64_t in : {1, 7, 33, 257, 1030})
+      for (std::int64_t out : {1, 3, 67, 517}) {
+        if (in * out > 100000 && rows > 3) continue;  // the float64 reference's time
+        const auto x = random_floats(rng, rows * in);
+        const std::vector<bf16> W = testing::random_bf16(rng, out * in);
+        const std::vector<float> W_values = testing::widen(W);
+        std::vector<float> y(static_cast<std::size_t>(rows * out), std::nanf(""));
+        std::vector<float> y_fp32(y.size());
+        linear_forward_skinny_bf16(rows, in, out, x.data(), W.data(), y.data());
+        linear_forward_skinny(rows, in, out, x.data(), W_values.data(), y_fp32.data());
+        EXPECT_TRUE(WithinBounds(y, reference(rows, in, out, x, W_values, nullptr)))
+            << "rows=" << rows << " in=" << in << " out=" << out;
+        for (std::size_t i = 0; i < y.size(); ++i)
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(y[i]), std::bit_cast<std::uint32_t>(y_fp32[i]))
+              << "rows=" << rows << " in=" << in << " out=" << out << " element " << i;
+      }
+  // Accumulating, on two threads.
+  const std::int64_t rows = 2, in = 45, out = 29;
+  const auto x = random_floats(rng, rows * in);
+  const std::vector<bf16> W = testing::random_bf16(rng, out * in);
+  const auto y0 = random_floats(rng, rows * out, -4.0f, 4.0f);
+  std::vector<float> y = y0;
+  testing::ThreadCountScope two(2);
+  linear_forward_skinny_bf16(rows, in, out, x.data(), W.data(), y.data(), /*accumulate=*/true);
+  EXPECT_TRUE(WithinBounds(y, reference(rows, in, out, x, testing::widen(W), &y0)));
+}
+
 ORIGAMI_ON_EVERY_SIMD_TARGET(Gemv);
 
 TEST(GemvChecks, EmptyAndOversizedBatches) {
@@ -137,6 +171,12 @@ TEST(GemvChecks, EmptyAndOversizedBatches) {
   EXPECT_THROW(linear_forward_skinny(kSkinnyMaxRows + 1, 4, 1, big.data(), big.data(), big.data()),
                Error);
   EXPECT_THROW(linear_forward_skinny(-1, 4, 1, big.data(), big.data(), big.data()), Error);
+  std::vector<bf16> big_w(big.size());
+  EXPECT_THROW(
+      linear_forward_skinny_bf16(kSkinnyMaxRows + 1, 4, 1, big.data(), big_w.data(), big.data()),
+      Error);
+  linear_forward_skinny_bf16(1, 0, 3, nullptr, nullptr, y.data());
+  EXPECT_EQ(y, std::vector<float>(3, 0.0f));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "origami/checkpoint/checkpoint.h"
 #include "origami/core/error.h"
 #include "origami/io/safetensors.h"
+#include "origami/kernels/convert.h"
 #include "origami/parallel/shard_spec.h"
 
 namespace origami::cli {
@@ -17,9 +18,17 @@ ExportCommand::ExportCommand(CLI::App& app) {
       "export", "Write a checkpoint as one Hugging Face model.safetensors + config.json");
   command_->add_option("--checkpoint", checkpoint_, "checkpoint folder (DIR/step-N)")->required();
   command_->add_option("--out", out_, "output folder")->required();
+  command_
+      ->add_option("--dtype", dtype_,
+                   "tensor dtype of model.safetensors: fp32, or bf16 (every tensor rounded to "
+                   "nearest even, as bf16 models are distributed)")
+      ->capture_default_str();
 }
 
-void export_checkpoint(const std::string& checkpoint, const std::string& out) {
+void export_checkpoint(const std::string& checkpoint, const std::string& out,
+                       const std::string& dtype) {
+  if (dtype != "fp32" && dtype != "bf16")
+    throw ConfigError(fmt::format("--dtype {}: use fp32 or bf16", dtype));
   ckpt::require_complete(checkpoint, "--checkpoint");
   const nlohmann::json index = ckpt::read_index(checkpoint);
   std::vector<std::string> warnings;
@@ -34,7 +43,18 @@ void export_checkpoint(const std::string& checkpoint, const std::string& out) {
   if (!std::filesystem::is_directory(out))
     throw ConfigError(fmt::format("cannot create the output folder {}: {}", out, ec.message()));
   io::SafetensorsWriter writer;
-  for (const NamedTensor& t : named_tensors(params)) writer.add(t.name, *t.tensor);
+  std::vector<Tensor> narrowed;  // kept alive until the write
+  narrowed.reserve(named_tensors(params).size());
+  for (const NamedTensor& t : named_tensors(params)) {
+    if (dtype == "bf16") {
+      narrowed.emplace_back(tracker, MemCategory::Parameters, DType::BF16, t.tensor->shape());
+      kernels::convert_to_bf16(t.tensor->numel(), t.tensor->f32(),
+                               static_cast<bf16*>(narrowed.back().raw()));
+      writer.add(t.name, narrowed.back());
+    } else {
+      writer.add(t.name, *t.tensor);
+    }
+  }
   writer.set_metadata("format", "pt");
   writer.write(out + "/model.safetensors");
   const std::string json = model_config_to_json(config);
@@ -43,7 +63,7 @@ void export_checkpoint(const std::string& checkpoint, const std::string& out) {
 }
 
 int ExportCommand::run() {
-  export_checkpoint(checkpoint_, out_);
+  export_checkpoint(checkpoint_, out_, dtype_);
   std::cout << fmt::format("wrote {}/model.safetensors and {}/config.json", out_, out_)
             << std::endl;
   return 0;

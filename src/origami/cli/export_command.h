@@ -18,9 +18,12 @@ class ExportCommand {
   CLI::App* command_;
   std::string checkpoint_;
   std::string out_;
+  std::string dtype_ = "fp32";
 };
 
-// Writes out/model.safetensors and out/config.json from the checkpoint folder `checkpoint`.
-void export_checkpoint(const std::string& checkpoint, const std::string& out);
+// Writes out/model.safetensors and out/config.json from the checkpoint folder `checkpoint`,
+// its tensors in `dtype`: "fp32" (as trained), or "bf16" (each rounded to nearest even).
+void export_checkpoint(const std::string& checkpoint, const std::string& out,
+                       const std::string& dtype = "fp32");
 
 }  // namespace origami::cli

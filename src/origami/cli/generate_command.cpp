@@ -104,7 +104,11 @@ GenerateCommand::GenerateCommand(CLI::App& app) {
   dry(command_->add_option("--memory-bw", memory_bw_gbps_,
                            "dry run: GB/s of one rank's memory; a GEMM or attention charges "
                            "max(FLOPs/rate, bytes read/bandwidth) (0: off)"));
-  dry(command_->add_option("--precision", precision_, "dry run: element sizes, fp32 or bf16"));
+  command_
+      ->add_option("--precision", precision_,
+                   "fp32, or bf16: bf16 weights and KV cache, fp32 accumulation (the dry run: "
+                   "its element sizes)")
+      ->capture_default_str();
   dry(command_->add_option("--json", json_path_, "dry run: write the report as JSON to this file"));
   for (CLI::Option* opt : add_link_flags(*command_, link_, "dry run: "))
     dry_options_.push_back(opt);
@@ -173,6 +177,11 @@ int GenerateCommand::run() {
   for (const std::string& path : prompt_files_) {
     options_.prompts.push_back(io::read_text_file(path, io::kPromptFileLimit, "--prompt-file"));
   }
+  options_.precision = precision_;
+  if (precision_ == "bf16")
+    std::cerr << "origami: bf16: weights and KV cache held in bf16; decode widens them to fp32 "
+                 "inside its kernels, prefill widens each shard for fp32 GEMMs (no native bf16 "
+                 "dot product is used)\n";
   const bool one = options_.prompts.size() == 1;
   // One prompt: the text streams as it becomes final; a batch: each sequence at the end.
   bool started = false;  // (the callback runs on rank 0 only: one copy of the text)

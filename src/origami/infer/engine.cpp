@@ -8,6 +8,7 @@
 
 #include "origami/core/error.h"
 #include "origami/core/float_ops.h"
+#include "origami/kernels/convert.h"
 #include "origami/kernels/decode_attention.h"
 #include "origami/kernels/embedding.h"
 #include "origami/kernels/gemm.h"
@@ -17,6 +18,7 @@
 #include "origami/kernels/swiglu.h"
 #include "origami/model/driver.h"
 #include "origami/model/weights.h"
+#include "origami/model/weights_bf16.h"
 #include "origami/parallel/strategies/tsp/tsp_ops.h"
 
 namespace origami::infer {
@@ -31,13 +33,20 @@ parallel::ParallelConfig axis_plan(int D, parallel::TokenLayoutKind layout) {
 }
 
 // y = x W^T for the decode step's B rows: the kernel that streams W once for a few rows
-// (kernels/gemv.h), oneDNN's GEMM for a batch too large for it.
+// (kernels/gemv.h), oneDNN's GEMM for a batch too large for it. A bf16 W goes through the
+// skinny kernel kSkinnyMaxRows rows at a time (exact in fp32 for any batch, so a batch still
+// decodes each sequence as it would alone; W is read once per 16 rows).
 void step_linear(std::int64_t rows, std::int64_t in, std::int64_t out, const float* x,
-                 const float* W, float* y) {
-  if (rows <= kernels::kSkinnyMaxRows) {
-    kernels::linear_forward_skinny(rows, in, out, x, W, y);
+                 const Tensor& W, float* y) {
+  if (W.dtype() == DType::BF16) {
+    const auto* w = static_cast<const bf16*>(W.raw());
+    for (std::int64_t r = 0; r < rows; r += kernels::kSkinnyMaxRows)
+      kernels::linear_forward_skinny_bf16(std::min(kernels::kSkinnyMaxRows, rows - r), in, out,
+                                          x + r * in, w, y + r * out);
+  } else if (rows <= kernels::kSkinnyMaxRows) {
+    kernels::linear_forward_skinny(rows, in, out, x, W.f32(), y);
   } else {
-    kernels::linear_forward(rows, in, out, x, W, y);
+    kernels::linear_forward(rows, in, out, x, W.f32(), y);
   }
 }
 
@@ -68,6 +77,13 @@ void InferenceEngine::initialize(std::uint64_t seed) {
   parallel::initialize_sharded(params_, specs_, config_, seed);
 }
 
+void InferenceEngine::use_bf16() {
+  narrow_matrices_to_bf16(params_);
+  bf16_ = true;
+  cache_.reset();  // a cache of an earlier prefill was fp32
+  step_ = StepBuffers();
+}
+
 VocabShard InferenceEngine::vocab() const {
   return {.first_id = rank_ * vocab_rows_, .rows = vocab_rows_, .vocab = config_.vocab_size};
 }
@@ -87,7 +103,7 @@ void InferenceEngine::head(const float* x, std::int64_t rows, float* n, float* r
     logits_ = Tensor();
     logits_ = Tensor(tracker_, MemCategory::Logits, {rows, vocab_rows_});
   }
-  step_linear(rows, h, vocab_rows_, n, params_.head().f32(), logits_.f32());
+  step_linear(rows, h, vocab_rows_, n, params_.head(), logits_.f32());
 }
 
 std::int64_t InferenceEngine::step_weight_bytes() {
@@ -95,7 +111,8 @@ std::int64_t InferenceEngine::step_weight_bytes() {
   for (const NamedTensor& t : named_tensors(params_))
     // The embedding's B rows are counted below, unless it is also the (tied) head.
     if (t.tensor != &params_.embed || config_.tie_word_embeddings) bytes += t.tensor->bytes();
-  return bytes + batch() * config_.hidden_size * static_cast<std::int64_t>(sizeof(float));
+  return bytes + batch() * config_.hidden_size *
+                     static_cast<std::int64_t>(dtype_size(params_.embed.dtype()));
 }
 
 void InferenceEngine::allocate_step_buffers() {
@@ -174,18 +191,22 @@ const Tensor& InferenceEngine::prefill(const std::vector<std::vector<std::int32_
   cache_.reset();
   step_ = StepBuffers();
   cache_ = std::make_unique<KvCache>(tracker_, c.num_hidden_layers, B,
-                                     std::max(S, longest + max_new_tokens), kvd, kv_positions);
+                                     std::max(S, longest + max_new_tokens), kvd, kv_positions,
+                                     bf16_ ? DType::BF16 : DType::F32);
 
   parallel::TspOps ops(c, *groups_, layout, params_, no_grads_, tracker_);
   ops.set_batch(&local);
   ops.set_kv_keep([this](std::int64_t l) {
+    // A bf16 cache stages one layer in fp32: the previous layer's is narrowed first.
+    if (bf16_ && l > 0) cache_->spread_prefill(l - 1);
     return std::pair{cache_->prefill_k(l), cache_->prefill_v(l)};
   });
   // The layer loop is the training forward's: the one driver (model/driver.h), saving nothing.
   // The kept K/V land in each layer's cache storage, spread to its sequences' rows after.
   ModelDriver driver(c, params_, no_grads_, ops, tracker_, Recompute::None);
   Tensor x = driver.forward_stream();
-  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) cache_->spread_prefill(l);
+  for (std::int64_t l = bf16_ ? c.num_hidden_layers - 1 : 0; l < c.num_hidden_layers; ++l)
+    cache_->spread_prefill(l);
   const std::int64_t Sl = layout.local_seq();
   ops.set_batch(nullptr);
   // Each prompt's last hidden row, broadcast by the rank holding it.
@@ -237,8 +258,8 @@ const Tensor& InferenceEngine::decode(const std::vector<std::int32_t>& tokens) {
   if (!step_.x.defined()) allocate_step_buffers();
   StepBuffers& t = step_;
   // Embedding: the owned vocabulary rows (zeros for the others), summed over the axis.
-  kernels::embedding_forward(B, h, tokens.data(), params_.embed.f32(), rank_ * vocab_rows_,
-                             vocab_rows_, t.x.f32());
+  embedding_rows_as_floats(B, h, tokens.data(), params_.embed, rank_ * vocab_rows_, vocab_rows_,
+                           t.x.f32());
   if (D_ > 1) axis_.all_reduce(t.x, t.x);
   float* x = t.x.f32();
   float* n = t.n.f32();
@@ -252,30 +273,42 @@ const Tensor& InferenceEngine::decode(const std::vector<std::int32_t>& tokens) {
     // Attention of the owned head group; the B new tokens are one "sequence" of B rows, each
     // rotated at its own position. Each projection reads its weights once for all B rows.
     kernels::rmsnorm_forward(B, h, x, L.input_norm.f32(), eps, n, t.rstd.f32());
-    step_linear(B, h, qd, n, L.wq.f32(), t.q.f32());
-    step_linear(B, h, kvd, n, L.wk.f32(), t.k.f32());
-    step_linear(B, h, kvd, n, L.wv.f32(), t.v.f32());
+    step_linear(B, h, qd, n, L.wq, t.q.f32());
+    step_linear(B, h, kvd, n, L.wk, t.k.f32());
+    step_linear(B, h, kvd, n, L.wv, t.v.f32());
     kernels::rope_forward(1, B, Hl, d, pos.data(), rope_.cos.f32(), rope_.sin.f32(), t.q.f32());
     kernels::rope_forward(1, B, Kl, d, pos.data(), rope_.cos.f32(), rope_.sin.f32(), t.k.f32());
     for (std::int64_t b = 0; b < B; ++b) {
       const std::int64_t slot = cache_->slot_of(pos[static_cast<std::size_t>(b)]);
-      copy_floats(float_at(cache_->k(l, b), slot * kvd), float_at(t.k.f32(), b * kvd), kvd);
-      copy_floats(float_at(cache_->v(l, b), slot * kvd), float_at(t.v.f32(), b * kvd), kvd);
+      if (bf16_) {
+        kernels::convert_to_bf16(kvd, float_at(t.k.f32(), b * kvd),
+                                 cache_->k_bf16(l, b) + slot * kvd);
+        kernels::convert_to_bf16(kvd, float_at(t.v.f32(), b * kvd),
+                                 cache_->v_bf16(l, b) + slot * kvd);
+      } else {
+        copy_floats(float_at(cache_->k(l, b), slot * kvd), float_at(t.k.f32(), b * kvd), kvd);
+        copy_floats(float_at(cache_->v(l, b), slot * kvd), float_at(t.v.f32(), b * kvd), kvd);
+      }
     }
     // All B queries in one call, each against its own sequence's slots.
-    kernels::decode_attention(
-        {.batch = B, .slots = cache_->capacity(), .heads = Hl, .kv_heads = Kl, .head_dim = d},
-        t.q.f32(), cache_->k(l, 0), cache_->v(l, 0), pos.data(), slot_pos, t.visible.data(), scale,
-        t.out.f32());
-    step_linear(B, qd, h, t.out.f32(), L.wo.f32(), y);
+    const kernels::DecodeAttentionShape shape{
+        .batch = B, .slots = cache_->capacity(), .heads = Hl, .kv_heads = Kl, .head_dim = d};
+    if (bf16_) {
+      kernels::decode_attention_bf16(shape, t.q.f32(), cache_->k_bf16(l, 0), cache_->v_bf16(l, 0),
+                                     pos.data(), slot_pos, t.visible.data(), scale, t.out.f32());
+    } else {
+      kernels::decode_attention(shape, t.q.f32(), cache_->k(l, 0), cache_->v(l, 0), pos.data(),
+                                slot_pos, t.visible.data(), scale, t.out.f32());
+    }
+    step_linear(B, qd, h, t.out.f32(), L.wo, y);
     if (D_ > 1) axis_.all_reduce(t.y, t.y);
     add_floats(x, y, B * h);
     // MLP on the owned F slice: SwiGLU written over the gate rows, then W_down.
     kernels::rmsnorm_forward(B, h, x, L.post_norm.f32(), eps, n, t.rstd.f32());
-    step_linear(B, h, fl, n, L.w_gate.f32(), t.gate.f32());
-    step_linear(B, h, fl, n, L.w_up.f32(), t.up.f32());
+    step_linear(B, h, fl, n, L.w_gate, t.gate.f32());
+    step_linear(B, h, fl, n, L.w_up, t.up.f32());
     kernels::swiglu_forward(B * fl, t.gate.f32(), t.up.f32(), t.gate.f32());
-    step_linear(B, fl, h, t.gate.f32(), L.w_down.f32(), y);
+    step_linear(B, fl, h, t.gate.f32(), L.w_down, y);
     if (D_ > 1) axis_.all_reduce(t.y, t.y);
     add_floats(x, y, B * h);
   }

@@ -55,6 +55,13 @@ class InferenceEngine {
   const std::vector<parallel::ShardSpec>& specs() const { return specs_; }
   // The single-device initialisation's slices (initialize_sharded).
   void initialize(std::uint64_t seed);
+  // --precision bf16, after the weights are loaded or initialised: narrows every matrix shard
+  // to bf16 (model/weights_bf16.h; norms stay fp32) and keeps later prefills' KV caches in
+  // bf16. Prefill widens the shards where the TSP forward packs them (fp32 messages and GEMMs);
+  // decode reads the bf16 weights and cache directly (kernels/gemv.h, decode_attention.h),
+  // accumulating in fp32; logits, softmax statistics and sampling stay fp32.
+  void use_bf16();
+  bool bf16() const { return bf16_; }
 
   // Collective. Prefills B prompts (ids in [0, V), 1 <= length, length + max_new_tokens <=
   // max_position_embeddings; ConfigError otherwise) and returns this rank's logits of each
@@ -103,6 +110,7 @@ class InferenceEngine {
   std::unique_ptr<KvCache> cache_;
   std::vector<std::int64_t> lengths_;
   std::int64_t prefill_len_ = 0;
+  bool bf16_ = false;
   Tensor logits_;
   StepBuffers step_;
 };

@@ -179,6 +179,9 @@ GenerateResult generate(const GenerateOptions& o,
   if (o.backend == "threads" && mpi)
     throw ConfigError("--backend threads under mpirun: drop --backend or run without mpirun");
   const parallel::TokenLayoutKind layout = parallel::parse_token_layout(o.layout);
+  if (o.precision != "fp32" && o.precision != "bf16")
+    throw ConfigError(fmt::format("--precision {}: use fp32 or bf16", o.precision));
+  const bool bf16 = o.precision == "bf16";
   const GenerationSetup setup = prepare_generation(o);
   const ModelConfig& config = setup.config;
   const std::vector<std::vector<std::int32_t>>& prompts = setup.prompts;
@@ -205,6 +208,7 @@ GenerateResult generate(const GenerateOptions& o,
     MemoryTracker& tracker = world.tracker();
     InferenceEngine e(config, world, tracker, layout);
     ckpt::load(setup.weights_dir, config, ckpt::RankState{&e.specs(), &e.params(), nullptr});
+    if (bf16) e.use_bf16();
     const auto B = static_cast<std::int64_t>(prompts.size());
     std::vector<std::vector<std::int32_t>> out(prompts.size());
     // Every rank decodes and decides stops alike (the same ids), so all stop together.

@@ -33,6 +33,7 @@ struct GenerateOptions {
   std::string layout = "zigzag";
   std::string backend = "auto";
   int threads = 1;
+  std::string precision = "fp32";  // or bf16: InferenceEngine::use_bf16
 };
 
 // Why a sequence ended.

@@ -7,11 +7,17 @@
 // kept (slot_positions), so the attention kernel masks on positions: a query at position p sees
 // exactly the slots holding 0..p, never a padded slot (padded positions are > p until a decoded
 // token overwrites them).
+//
+// In bf16 (generate --precision bf16) the keys and values are stored rounded to bf16; the
+// prefill writes each layer's gathered K/V into one fp32 staging buffer [B, S, width]
+// (MemCategory::Workspace, one layer's worth), which spread_prefill narrows into the layer's
+// slots before the next layer's gather reuses it.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "origami/core/bf16.h"
 #include "origami/core/tensor.h"
 
 namespace origami::infer {
@@ -21,8 +27,10 @@ class KvCache {
   // prefill_positions: the global position of each of the S prefill slots (a permutation of
   // 0..S-1). Allocated as MemCategory::KvCache.
   KvCache(MemoryTracker& tracker, std::int64_t layers, std::int64_t batch, std::int64_t capacity,
-          std::int64_t width, const std::vector<std::int64_t>& prefill_positions);
+          std::int64_t width, const std::vector<std::int64_t>& prefill_positions,
+          DType dtype = DType::F32);
 
+  DType dtype() const { return dtype_; }
   std::int64_t batch() const { return batch_; }
   std::int64_t capacity() const { return capacity_; }
   std::int64_t width() const { return width_; }
@@ -31,10 +39,15 @@ class KvCache {
   float* v(std::int64_t layer, std::int64_t seq);
   const float* k(std::int64_t layer, std::int64_t seq) const;
   const float* v(std::int64_t layer, std::int64_t seq) const;
+  // The same in a bf16 cache.
+  bf16* k_bf16(std::int64_t layer, std::int64_t seq);
+  bf16* v_bf16(std::int64_t layer, std::int64_t seq);
   // Where the prefill writes layer l's gathered K/V: [B, S, width] contiguous at the start of
-  // the layer's storage; spread_prefill(l) then moves each sequence to its [capacity] rows.
-  float* prefill_k(std::int64_t layer) { return k(layer, 0); }
-  float* prefill_v(std::int64_t layer) { return v(layer, 0); }
+  // the layer's storage (fp32) or in the staging buffer (bf16); spread_prefill(l) then moves
+  // (narrows) each sequence to its [capacity] rows. In bf16 it must come before the next
+  // layer's prefill_k/v.
+  float* prefill_k(std::int64_t layer);
+  float* prefill_v(std::int64_t layer);
   void spread_prefill(std::int64_t layer);
 
   std::int64_t slot_of(std::int64_t position) const;
@@ -46,7 +59,9 @@ class KvCache {
 
  private:
   std::int64_t batch_, capacity_, width_, prefill_;
+  DType dtype_;
   std::vector<Tensor> k_, v_;               // per layer [B, capacity, width]
+  Tensor stage_k_, stage_v_;                // bf16 only: one layer's prefill K/V [B, S, width]
   std::vector<std::int64_t> positions_;     // [capacity] position held by each slot
   std::vector<std::int64_t> prefill_slot_;  // [S] slot holding position p < S
 };

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "origami/core/bf16.h"
+
 namespace origami::kernels {
 
 struct DecodeAttentionShape {
@@ -26,5 +28,12 @@ inline constexpr std::int64_t kDecodeAttentionMaxRep = 64;
 void decode_attention(const DecodeAttentionShape& s, const float* q, const float* k, const float* v,
                       const std::int64_t* q_pos, const std::int64_t* slot_pos,
                       const std::int64_t* visible, float scale, float* out);
+
+// The same over a bf16 KV cache (inference's --precision bf16): keys and values widened to fp32
+// (exact) as they are read; scores, softmax statistics and out in fp32, in the same order as
+// above, so out is bitwise what decode_attention gives for the bf16 values of k and v.
+void decode_attention_bf16(const DecodeAttentionShape& s, const float* q, const bf16* k,
+                           const bf16* v, const std::int64_t* q_pos, const std::int64_t* slot_pos,
+                           const std::int64_t* visible, float scale, float* out);
 
 }  // namespace origami::kernels

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "origami/core/bf16.h"
+
 namespace origami::kernels {
 
 // Rows beyond which linear_forward_skinny is not meant to be used (its tiles keep every row of
@@ -19,5 +21,11 @@ inline constexpr std::int64_t kSkinnyMaxRows = 16;
 // bad sizes are ORIGAMI_CHECK failures (a caller's bug).
 void linear_forward_skinny(std::int64_t rows, std::int64_t in, std::int64_t out, const float* x,
                            const float* W, float* y, bool accumulate = false);
+
+// The same with bf16 weights (inference's --precision bf16): each W element widened to fp32
+// (exact) and multiplied and summed in fp32 in the same order as above, so y is what the fp32
+// kernel gives for the bf16 values of W, bitwise, at half the bytes read.
+void linear_forward_skinny_bf16(std::int64_t rows, std::int64_t in, std::int64_t out,
+                                const float* x, const bf16* W, float* y, bool accumulate = false);
 
 }  // namespace origami::kernels

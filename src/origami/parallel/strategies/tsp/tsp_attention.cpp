@@ -14,6 +14,7 @@
 
 #include "origami/core/float_ops.h"
 #include "origami/kernels/gemm.h"
+#include "origami/model/weights_bf16.h"
 #include "origami/parallel/strategies/tsp/grad_reduce.h"
 #include "origami/parallel/strategies/tsp/tsp_ops.h"
 
@@ -70,7 +71,7 @@ comm::Handle TspOps::broadcast_attention_shard(std::int64_t l, int owner, Tensor
     const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
     float* p = buf.f32();
     for (const Tensor* t : {&L.wq, &L.wk, &L.wv, &L.wo}) {
-      copy_floats(p, t->f32(), t->numel());
+      copy_as_floats(*t, 0, t->numel(), p);  // bf16 shards (inference) widened
       p += t->numel();
     }
   }

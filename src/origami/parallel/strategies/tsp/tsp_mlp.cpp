@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "origami/core/float_ops.h"
+#include "origami/model/weights_bf16.h"
 #include "origami/parallel/strategies/tsp/tsp_grad_ring.h"
 #include "origami/parallel/strategies/tsp/tsp_ops.h"
 #include "origami/parallel/strategies/tsp/weight_ring.h"
@@ -26,7 +27,7 @@ std::int64_t TspOps::mlp_floats() const { return tsp_mlp_shard_floats(rank_shape
 void TspOps::pack_mlp_shard(std::int64_t l, float* out) const {
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
   for (const Tensor* t : {&L.w_gate, &L.w_up, &L.w_down}) {
-    copy_floats(out, t->f32(), t->numel());
+    copy_as_floats(*t, 0, t->numel(), out);  // bf16 shards (inference) widened
     out += t->numel();
   }
 }

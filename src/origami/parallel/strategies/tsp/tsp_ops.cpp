@@ -6,6 +6,7 @@
 
 #include "origami/core/float_ops.h"
 #include "origami/kernels/embedding.h"
+#include "origami/model/weights_bf16.h"
 #include "origami/parallel/registry.h"
 #include "origami/parallel/strategies/tsp/tsp_ops.h"
 
@@ -76,8 +77,8 @@ void TspOps::embed_forward(float* x) {
   axis_.all_to_all(send_ids, emb_send_, emb_recv_ids_, emb_recv_);
   // Look up the requested rows of this rank's table block and send them back.
   Tensor looked(tracker_, MemCategory::CommBuffers, {std::max<std::int64_t>(n_recv, 1), h});
-  kernels::embedding_forward(n_recv, h, emb_recv_ids_.data(), params_.embed.f32(),
-                             rank_ * vocab_rows_, vocab_rows_, looked.f32());
+  embedding_rows_as_floats(n_recv, h, emb_recv_ids_.data(), params_.embed, rank_ * vocab_rows_,
+                           vocab_rows_, looked.f32());  // a bf16 table (inference) widened
   Tensor back(tracker_, MemCategory::CommBuffers, {R, h});
   std::vector<std::int64_t> send_f, recv_f;
   for (int p = 0; p < size_; ++p) {
