@@ -183,7 +183,7 @@ TEST(ModelConfig, UnknownPresetListsTheNames) {
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("'3b'"));
-    EXPECT_THAT(e.what(), HasSubstr("tiny, small, 1b, 7b, 13b, 70b"));
+    EXPECT_THAT(e.what(), HasSubstr("tiny, tiny-moe, small, 1b, 7b, 13b, 70b"));
   }
 }
 
