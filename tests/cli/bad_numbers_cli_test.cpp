@@ -50,9 +50,11 @@ TEST(BadNumbers, MixtureOfExperts) {
       {moe + "--moe-capacity-factor -1", "--moe-capacity-factor is -1"},
       {moe + "--moe-capacity-factor nan", "--moe-capacity-factor"},
       {kTrain + "--moe-capacity-factor 1.25", "dense"},
-      // No parallel layout runs experts yet: the message says what does.
-      {moe + "--strategy single", "single-device model"},
-      {moe + "--strategy tsp --degree 2", "num_local_experts is 4"},
+      // Only TSP's weight ring runs experts: the others' message says so.
+      {moe + "--strategy single", "--strategy tsp"},
+      {moe + "--strategy tp --degree 2", "num_local_experts is 4"},
+      {moe + "--strategy tsp --degree 2 --moe-capacity-factor 1.5", "--moe-capacity-factor"},
+      {moe + "--strategy tsp --degree 2 --dry-run", "the dry run"},
   });
 }
 

@@ -143,19 +143,33 @@ TEST(MoeModel, RecomputePoliciesGiveTheSameLossAuxAndGradients) {
   }
 }
 
-TEST(MoeModel, ParallelLayoutsAndInferenceRefuseItNamingWhatRunsIt) {
-  const ModelConfig c = tiny_moe(2);
-  for (const char* strategy : {"single", "tsp", "dp"}) {
-    const parallel::ParallelConfig p =
-        parallel::make_parallel_config(strategy, std::string(strategy) == "single" ? 1 : 2, "",
-                                       false, parallel::TokenLayoutKind::Zigzag);
+TEST(MoeModel, LayoutsOtherThanTspRefuseItNamingWhatRunsIt) {
+  ModelConfig c = tiny_moe(2);
+  auto plan_of = [](const char* strategy, int degree) {
+    return parallel::make_parallel_config(strategy, degree, "", false,
+                                          parallel::TokenLayoutKind::Zigzag);
+  };
+  for (const auto& [strategy, degree] :
+       std::vector<std::pair<const char*, int>>{{"single", 1}, {"dp", 2}, {"tp", 2}, {"sp", 2}}) {
+    const parallel::ParallelConfig p = plan_of(strategy, degree);
     try {
       parallel::validate_plan(p, c, 16, 1, p.world());
       FAIL() << strategy << " accepted a mixture-of-experts model";
     } catch (const ConfigError& e) {
       EXPECT_THAT(e.what(), ::testing::HasSubstr("num_local_experts is 4"));
-      EXPECT_THAT(e.what(), ::testing::HasSubstr("single-device model"));
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("--strategy tsp"));
     }
+  }
+  parallel::ParallelConfig allgather = plan_of("tsp", 2);
+  allgather.tsp_schedule = parallel::TspSchedule::Allgather;
+  EXPECT_THROW(parallel::validate_plan(allgather, c, 16, 1, 2), ConfigError);
+  EXPECT_NO_THROW(parallel::validate_plan(plan_of("tsp", 2), c, 16, 1, 2));
+  c.moe_capacity_factor = 1.25;  // the capacity: single device only
+  try {
+    parallel::validate_plan(plan_of("tsp", 2), c, 16, 1, 2);
+    FAIL() << "tsp accepted a capacity factor";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("--moe-capacity-factor"));
   }
 }
 

@@ -57,8 +57,8 @@ struct ModelConfig {
 void validate(const ModelConfig& config);
 
 // ConfigError unless `config` is dense: mixture-of-experts layers run on the single-device
-// model (LlamaModel) only so far; `what` names the refusing path ("--strategy tsp",
-// "inference") for the message.
+// model (LlamaModel) and TSP's broadcast-ring schedule only so far (docs/moe.md); `what`
+// names the refusing path ("the layout dp=2", "inference") for the message.
 void refuse_mixture_of_experts(const ModelConfig& config, const std::string& what);
 
 // "none", "linear (factor 4)", "llama3 (factor 8, low_freq_factor 1, ...)": for people.

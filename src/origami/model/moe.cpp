@@ -19,19 +19,6 @@ void moe_router_probabilities(std::int64_t experts, const float* logits, double*
   for (std::int64_t e = 0; e < experts; ++e) p[e] /= sum;
 }
 
-// The rows of n that expert e's packed assignments read, [ne, h].
-Tensor moe_gather_rows(const MoeDims& d, const MoeRouting& r, std::int64_t e, const float* n,
-                       MemoryTracker& tracker) {
-  const std::int64_t begin = r.offset[e], ne = r.offset[e + 1] - begin, h = d.hidden;
-  Tensor x(tracker, MemCategory::Workspace, {ne, h});
-  float* out = x.f32();
-  for (std::int64_t i = 0; i < ne; ++i) {
-    const float* row = n + (r.slot[begin + i] / d.top_k) * h;
-    std::copy(row, row + h, out + i * h);
-  }
-  return x;
-}
-
 // The router's logits [rows, E] into `logits` and each kept assignment's gate/up
 // pre-activations into a and u [kept, ffn]; returns the routing.
 MoeRouting moe_route_and_project(const MoeDims& d, const float* n, const MoeWeights& w,
@@ -46,6 +33,74 @@ MoeRouting moe_route_and_project(const MoeDims& d, const float* n, const MoeWeig
 }
 
 }  // namespace
+
+Tensor moe_gather_rows(const MoeDims& d, const MoeRouting& r, std::int64_t e, const float* n,
+                       MemoryTracker& tracker) {
+  const std::int64_t begin = r.offset[e], ne = r.offset[e + 1] - begin, h = d.hidden;
+  Tensor x(tracker, MemCategory::Workspace, {ne, h});
+  float* out = x.f32();
+  for (std::int64_t i = 0; i < ne; ++i) {
+    const float* row = n + (r.slot[begin + i] / d.top_k) * h;
+    std::copy(row, row + h, out + i * h);
+  }
+  return x;
+}
+
+std::vector<double> moe_probability_sums(const MoeDims& d, const float* logits) {
+  std::vector<double> p(static_cast<std::size_t>(d.experts)), sums(p.size(), 0.0);
+  for (std::int64_t t = 0; t < d.rows; ++t) {
+    moe_router_probabilities(d.experts, logits + t * d.experts, p.data());
+    for (std::size_t e = 0; e < p.size(); ++e) sums[e] += p[e];
+  }
+  return sums;
+}
+
+double moe_balance(const std::vector<std::int64_t>& chosen,
+                   const std::vector<double>& probability_sums, std::int64_t rows) {
+  const double T = static_cast<double>(rows);
+  double balance = 0;
+  for (std::size_t e = 0; e < chosen.size(); ++e)
+    balance += static_cast<double>(chosen[e]) / T * (probability_sums[e] / T);
+  return static_cast<double>(chosen.size()) * balance;
+}
+
+std::vector<double> moe_balance_probability_grad(const std::vector<std::int64_t>& chosen,
+                                                 std::int64_t rows, double balance_grad) {
+  const double T = static_cast<double>(rows), E = static_cast<double>(chosen.size());
+  std::vector<double> g(chosen.size());
+  for (std::size_t e = 0; e < chosen.size(); ++e)
+    g[e] = balance_grad * E * static_cast<double>(chosen[e]) / (T * T);
+  return g;
+}
+
+void moe_router_backward(const MoeDims& d, const MoeRouting& r, const float* logits,
+                         const std::vector<double>& dweight,
+                         const std::vector<double>& probability_grad, const float* n,
+                         const float* router, MemoryTracker& tracker, float* dn,
+                         float* grad_router) {
+  // Through the renormalisation (w_j = p_j / S, S = sum of the chosen p), the balance term
+  // and the softmax, to the router's logits.
+  const std::int64_t k = d.top_k, E = d.experts, T = d.rows;
+  Tensor dlogits(tracker, MemCategory::Workspace, {T, E});
+  std::vector<double> p(static_cast<std::size_t>(E)), dp(p.size());
+  for (std::int64_t t = 0; t < T; ++t) {
+    moe_router_probabilities(E, logits + t * E, p.data());
+    for (std::int64_t e = 0; e < E; ++e) dp[e] = probability_grad[e];
+    double sum = 0, weighted = 0;
+    for (std::int64_t j = 0; j < k; ++j) {
+      sum += p[r.expert[t * k + j]];
+      weighted += dweight[t * k + j] * p[r.expert[t * k + j]];
+    }
+    for (std::int64_t j = 0; j < k; ++j)
+      dp[r.expert[t * k + j]] += dweight[t * k + j] / sum - weighted / (sum * sum);
+    double dot = 0;
+    for (std::int64_t e = 0; e < E; ++e) dot += p[e] * dp[e];
+    for (std::int64_t e = 0; e < E; ++e)
+      dlogits.f32()[t * E + e] = static_cast<float>(p[e] * (dp[e] - dot));
+  }
+  kernels::linear_backward_weight(T, d.hidden, E, dlogits.f32(), n, grad_router);
+  kernels::linear_backward_input(T, d.hidden, E, dlogits.f32(), router, dn);
+}
 
 MoeRouting route_tokens(const MoeDims& d, const float* logits) {
   const std::int64_t T = d.rows, E = d.experts, k = d.top_k;
@@ -119,19 +174,10 @@ void moe_block_forward(const MoeDims& d, const float* n, const MoeWeights& w,
     }
   }
   if (stats == nullptr) return;
-  std::vector<double> p(static_cast<std::size_t>(d.experts)), mean_p(p.size(), 0.0);
-  for (std::int64_t t = 0; t < d.rows; ++t) {
-    moe_router_probabilities(d.experts, s.router_logits.f32() + t * d.experts, p.data());
-    for (std::size_t e = 0; e < p.size(); ++e) mean_p[e] += p[e];
-  }
-  const double rows = static_cast<double>(d.rows);
-  stats->balance = 0;
-  stats->tokens_per_expert.resize(p.size());
-  for (std::size_t e = 0; e < p.size(); ++e) {
-    stats->balance += static_cast<double>(r.chosen[e]) / rows * (mean_p[e] / rows);
+  stats->balance = moe_balance(r.chosen, moe_probability_sums(d, s.router_logits.f32()), d.rows);
+  stats->tokens_per_expert.resize(static_cast<std::size_t>(d.experts));
+  for (std::int64_t e = 0; e < d.experts; ++e)
     stats->tokens_per_expert[e] = r.offset[e + 1] - r.offset[e];
-  }
-  stats->balance *= static_cast<double>(d.experts);
   stats->dropped = r.dropped;
 }
 
@@ -190,29 +236,9 @@ void moe_block_backward(const MoeDims& d, const float* n, const MoeWeights& w, c
       for (std::int64_t c = 0; c < h; ++c) dst[c] += src[c];
     }
   }
-  // Through the renormalisation (w_j = p_j / S, S = sum of the chosen p), the balance term
-  // (d balance / d p_te = E f_e / T) and the softmax, to the router's logits.
-  Tensor dlogits(tracker, MemCategory::Workspace, {T, E});
-  std::vector<double> p(static_cast<std::size_t>(E)), dp(p.size());
-  for (std::int64_t t = 0; t < T; ++t) {
-    moe_router_probabilities(E, s.router_logits.f32() + t * E, p.data());
-    for (std::int64_t e = 0; e < E; ++e)
-      dp[e] = balance_grad * static_cast<double>(E) * static_cast<double>(r.chosen[e]) /
-              (static_cast<double>(T) * static_cast<double>(T));
-    double sum = 0, weighted = 0;
-    for (std::int64_t j = 0; j < k; ++j) {
-      sum += p[r.expert[t * k + j]];
-      weighted += dweight[t * k + j] * p[r.expert[t * k + j]];
-    }
-    for (std::int64_t j = 0; j < k; ++j)
-      dp[r.expert[t * k + j]] += dweight[t * k + j] / sum - weighted / (sum * sum);
-    double dot = 0;
-    for (std::int64_t e = 0; e < E; ++e) dot += p[e] * dp[e];
-    for (std::int64_t e = 0; e < E; ++e)
-      dlogits.f32()[t * E + e] = static_cast<float>(p[e] * (dp[e] - dot));
-  }
-  kernels::linear_backward_weight(T, h, E, dlogits.f32(), n, g.router);
-  kernels::linear_backward_input(T, h, E, dlogits.f32(), w.router, dn);
+  moe_router_backward(d, r, s.router_logits.f32(), dweight,
+                      moe_balance_probability_grad(r.chosen, T, balance_grad), n, w.router,
+                      tracker, dn, g.router);
 }
 
 }  // namespace origami

@@ -66,6 +66,27 @@ struct MoeStats {
 // in double from them).
 MoeRouting route_tokens(const MoeDims& dims, const float* logits);
 
+// The pieces a sharded schedule (TSP's expert ring) composes the same layer from.
+// The rows of n that expert e's packed assignments read, [ne, h] (Workspace).
+Tensor moe_gather_rows(const MoeDims& dims, const MoeRouting& routing, std::int64_t expert,
+                       const float* n, MemoryTracker& tracker);
+// Per expert, the sum over the block's rows of p_e (the numerator of P_e).
+std::vector<double> moe_probability_sums(const MoeDims& dims, const float* logits);
+// balance = E * sum_e (chosen_e / rows) * (probability_sums_e / rows), over `rows` tokens.
+double moe_balance(const std::vector<std::int64_t>& chosen,
+                   const std::vector<double>& probability_sums, std::int64_t rows);
+// d(loss)/d(p_te), the same for every token: balance_grad * E * chosen_e / rows^2.
+std::vector<double> moe_balance_probability_grad(const std::vector<std::int64_t>& chosen,
+                                                 std::int64_t rows, double balance_grad);
+// The router's backward: from dweight (d loss / d routing weight of each slot, [rows, k]) and
+// probability_grad (moe_balance_probability_grad) through the renormalisation and the softmax
+// to the logits; dn += dlogits Wr, grad_router += dlogits^T n.
+void moe_router_backward(const MoeDims& dims, const MoeRouting& routing, const float* logits,
+                         const std::vector<double>& dweight,
+                         const std::vector<double>& probability_grad, const float* n,
+                         const float* router, MemoryTracker& tracker, float* dn,
+                         float* grad_router);
+
 // y[rows, h] += the layer's output; saved receives the logits and every kept assignment's
 // gate/up pre-activations (Activations), stats (optional) the balance and counts.
 void moe_block_forward(const MoeDims& dims, const float* n, const MoeWeights& w,
