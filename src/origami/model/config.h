@@ -75,9 +75,9 @@ ModelConfig load_model_config(const std::string& path, std::vector<std::string>*
 // The config.json text of a configuration (Hugging Face field names, model_type "llama").
 std::string model_config_to_json(const ModelConfig& config);
 
-// Built-in presets: "tiny" (tests), "tiny-moe" (tiny with 4 experts, top-2), "small" (h 256, 4 layers, 4 heads, intermediate 688,
-// vocab 256: the default job), "1b", "7b", "13b", "70b" (grouped-query). ConfigError listing
-// the names on an unknown one.
+// Built-in presets: "tiny" (tests), "tiny-moe" (tiny's attention, 4 experts of width 64,
+// top-2), "small" (h 256, 4 layers, 4 heads, intermediate 688, vocab 256: the default job),
+// "1b", "7b", "13b", "70b" (grouped-query). ConfigError listing the names on an unknown one.
 ModelConfig model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 

@@ -1,5 +1,6 @@
 #include "origami/model/moe.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "origami/kernels/gemm.h"

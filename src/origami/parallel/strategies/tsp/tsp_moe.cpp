@@ -92,7 +92,8 @@ void TspOps::moe_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) 
   s.a = Tensor(tracker_, MemCategory::Activations, {size_, kept, ffn});
   s.u = Tensor(tracker_, MemCategory::Activations, {size_, kept, ffn});
   std::vector<Tensor> rows_of_expert;
-  for (std::int64_t e = 0; e < E; ++e) rows_of_expert.push_back(moe_gather_rows(d, r, e, n, tracker_));
+  for (std::int64_t e = 0; e < E; ++e)
+    rows_of_expert.push_back(moe_gather_rows(d, r, e, n, tracker_));
   const std::int64_t F = moe_floats();
   WeightRing ring(bcast_, F, tracker_);
   pack_moe_shard(l, ring.weights());
