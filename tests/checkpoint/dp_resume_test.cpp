@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "../sanitizers.h"
 #include "ckpt_util.h"
 #include "origami/core/error.h"
 #include "origami/train/batch_size.h"
@@ -75,6 +76,88 @@ TEST(DpResume, AnotherDpKeepsTheGlobalBatchAndTheDataCursor) {
   EXPECT_NEAR(rc.steps[0].loss, ra.steps[3].loss, 2e-5 * std::abs(ra.steps[3].loss));
   std::filesystem::remove_all(a);
   std::filesystem::remove_all(c);
+}
+
+// --shard-optimizer (ZeRO-1) saves the unsharded checkpoint: the moments are gathered over dp
+// before writing. A dp 2 run saves bitwise what the unsharded dp 2 run saves; its checkpoint
+// resumes unsharded at dp 2 (bitwise the uninterrupted run), on one device and sharded at dp 4
+// (float32 rounding of the other layout), and an unsharded checkpoint resumes sharded.
+TEST(DpResume, ShardedOptimizerSavesTheUnshardedCheckpointAndReshardsAcrossDp) {
+  auto options = [](const Layout& l, bool shard, std::int64_t batch) {
+    TrainOptions o = tiny_options(l, 4);
+    o.batch = batch;
+    o.batch_fixed = true;  // global batch 4: grad-accum follows dp
+    o.grad_accum = 4 / (batch * (l.degree > 1 ? l.degree : 1));
+    o.shard_optimizer = shard;
+    return o;
+  };
+  const Layout dp2{"dp", 2, ""};
+  const std::string whole_dir = fresh_dir("zero1_whole"), sharded_dir = fresh_dir("zero1_sharded");
+  TrainOptions ow = options(dp2, false, 2);
+  ow.checkpoint.save_dir = whole_dir;
+  ow.checkpoint.save_every = 2;
+  const TrainResult whole = quiet_train(ow);
+  TrainOptions os = options(dp2, true, 2);
+  os.checkpoint.save_dir = sharded_dir;
+  os.checkpoint.save_every = 2;
+  std::vector<std::string> lines;
+  const TrainResult sharded = quiet_train(os, &lines);
+  EXPECT_TRUE(said(lines, "AdamW state sharded over dp 2"));
+  ASSERT_EQ(whole.steps.size(), 4u);
+  ASSERT_EQ(sharded.steps.size(), 4u);
+  for (std::size_t k = 0; k < 4; ++k) EXPECT_EQ(sharded.steps[k].loss, whole.steps[k].loss) << k;
+  expect_same_tensors(ckpt::checkpoint_dir(whole_dir, 2), ckpt::checkpoint_dir(sharded_dir, 2));
+
+  struct Resume {
+    Layout to;
+    bool shard;
+    std::int64_t batch;
+    const std::string* from;
+    bool bitwise;  // the same layout as the uninterrupted run
+  };
+  std::vector<Resume> resumes = {{dp2, false, 2, &sharded_dir, true},
+                                 {dp2, true, 2, &whole_dir, true},
+                                 {{"single", 1, ""}, true, 2, &sharded_dir, false}};
+#ifndef ORIGAMI_TESTS_SANITIZED  // (the sanitized build resumes at dp 1 and 2 only)
+  resumes.push_back({{"dp", 4, ""}, true, 1, &sharded_dir, false});
+#endif
+  for (const Resume& r : resumes) {
+    const std::string name = r.to.name() + (r.shard ? " sharded" : " unsharded");
+    TrainOptions o = options(r.to, r.shard, r.batch);
+    o.checkpoint.resume = ckpt::checkpoint_dir(*r.from, 2);
+    const std::string out = fresh_dir("zero1_resumed");
+    o.checkpoint.save_dir = out;
+    const TrainResult res = quiet_train(o);
+    ASSERT_EQ(res.steps.size(), 2u) << name;
+    for (std::size_t k = 0; k < 2; ++k) {
+      const double want = whole.steps[2 + k].loss;
+      if (r.bitwise)
+        EXPECT_EQ(res.steps[k].loss, want) << name << " step " << 3 + k;
+      else
+        EXPECT_NEAR(res.steps[k].loss, want, 2e-5 * std::abs(want)) << name << " step " << 3 + k;
+    }
+    if (r.bitwise)
+      expect_same_tensors(ckpt::checkpoint_dir(whole_dir, 4), ckpt::checkpoint_dir(out, 4));
+    std::filesystem::remove_all(out);
+  }
+  std::filesystem::remove_all(whole_dir);
+  std::filesystem::remove_all(sharded_dir);
+}
+
+// At dp 1 there is nothing to shard over: the flag changes nothing, and the run says so once.
+TEST(DpResume, ShardOptimizerAtDpOneSaysItChangesNothing) {
+  TrainOptions o = tiny_options({"tsp", 2, ""}, 1);
+  o.shard_optimizer = true;
+  std::vector<std::string> lines;
+  const TrainResult flagged = quiet_train(o, &lines);
+  o.shard_optimizer = false;
+  const TrainResult plain = quiet_train(o);
+  int said_once = 0;
+  for (const std::string& s : lines) said_once += s.find("changes nothing at dp 1") != std::string::npos;
+  EXPECT_EQ(said_once, 1);
+  ASSERT_EQ(flagged.steps.size(), 1u);
+  EXPECT_EQ(flagged.steps[0].loss, plain.steps[0].loss);
+  EXPECT_EQ(flagged.memory.peak, plain.memory.peak);
 }
 
 // What cannot keep the global batch is refused before any work, saying why and what works.

@@ -53,6 +53,7 @@ struct Case {
   int steps = 0;             // AdamW steps compared after the gradient check
   double max_grad_norm = 0;  // clipping threshold in the steps (0: none)
   bool packed = false;       // rows of packed documents (packed_lengths)
+  bool shard_optimizer = false;  // the steps' AdamW state sharded over dp (ZeRO-1)
   // Mixture of experts: every router weight 0, so that by the tie rule (docs/models.md)
   // every token picks experts 0 .. k-1 in the first step and the others receive none.
   bool zero_router = false;
@@ -236,7 +237,7 @@ inline Result run_parallel(const Case& c, const Data& d, comm::Communicator& wor
   }
   r.memory = tracker.stats();
   if (c.steps > 0) {
-    AdamW opt(model.params(), tracker, test_hyper());
+    AdamW opt = parallel::make_rank_optimizer(model, tracker, test_hyper(), c.shard_optimizer);
     for (int s = 1; s <= c.steps; ++s) {
       const parallel::ParallelStepStats st = parallel::parallel_train_step(
           model, opt, local_micro(s), test_hyper().lr, c.max_grad_norm);

@@ -171,11 +171,21 @@ std::string save(comm::Communicator* world, const std::string& save_dir, std::in
     return true;
   };
 
+  // A sharded optimizer (ZeRO-1) holds 1/dp of each moment: gathered over dp here, so the
+  // checkpoint is the unsharded one and any layout, sharded or not, reads it
+  // (docs/checkpoints.md, "Sharded optimizer").
+  std::vector<std::vector<Tensor>> gathered(3);
+  if (st.optimizer->sharded())
+    for (int kind = 1; kind < 3; ++kind)
+      gathered[static_cast<std::size_t>(kind)] =
+          st.optimizer->gather_moment(kind - 1, *st.params, *st.params->embed.tracker());
   io::SafetensorsWriter writer;
   nlohmann::json sums = nlohmann::json::object();
   bool any = false;
   for (int kind = 0; kind < 3; ++kind) {
-    const std::vector<Tensor*> t = kind_tensors(st, kind);
+    std::vector<Tensor*> t = kind_tensors(st, kind);
+    if (!gathered[static_cast<std::size_t>(kind)].empty())
+      for (std::size_t i = 0; i < t.size(); ++i) t[i] = &gathered[static_cast<std::size_t>(kind)][i];
     for (std::size_t i = 0; i < n; ++i) {
       if (!writer_of(rank, i)) continue;
       const Block b = block_at(rank, i);
@@ -565,13 +575,18 @@ nlohmann::json load(const std::string& dir, const ModelConfig& config, const Ran
   const std::vector<parallel::ShardSpec>& specs = *st.specs;
   const int kinds = st.optimizer != nullptr ? 3 : 1;
   std::vector<std::vector<Tensor>> fresh(static_cast<std::size_t>(kinds));
+  // A sharded optimizer reads the rank's whole blocks as a transient (Workspace) and keeps
+  // its slices of them (AdamW::adopt_moments).
+  const bool sliced = st.optimizer != nullptr && st.optimizer->sharded();
   for (int kind = 0; kind < kinds; ++kind) {
     const std::vector<Tensor*> cur = kind_tensors(st, kind);
     ORIGAMI_CHECK(cur.size() == specs.size(), "specs and tensors differ in number");
     for (std::size_t i = 0; i < specs.size(); ++i)
       fresh[static_cast<std::size_t>(kind)].push_back(
           reader.read(kKinds[kind] + specs[i].name, specs[i], *cur[i]->tracker(),
-                      kind == 0 ? MemCategory::Parameters : MemCategory::OptimizerState));
+                      kind == 0  ? MemCategory::Parameters
+                      : sliced   ? MemCategory::Workspace
+                                 : MemCategory::OptimizerState));
   }
   std::int64_t steps = 0;
   if (st.optimizer != nullptr) {
@@ -579,12 +594,12 @@ nlohmann::json load(const std::string& dir, const ModelConfig& config, const Ran
     if (steps < 0) throw Error(fmt::format("{}: negative optimizer step count", dir));
   }
   // Everything read and verified: swap it in.
-  for (int kind = 0; kind < kinds; ++kind) {
-    const std::vector<Tensor*> cur = kind_tensors(st, kind);
-    for (std::size_t i = 0; i < specs.size(); ++i)
-      std::swap(*cur[i], fresh[static_cast<std::size_t>(kind)][i]);
+  const std::vector<Tensor*> cur = kind_tensors(st, 0);
+  for (std::size_t i = 0; i < specs.size(); ++i) std::swap(*cur[i], fresh[0][i]);
+  if (st.optimizer != nullptr) {
+    st.optimizer->adopt_moments(fresh[1], fresh[2]);
+    st.optimizer->restore_steps_taken(steps);
   }
-  if (st.optimizer != nullptr) st.optimizer->restore_steps_taken(steps);
   return index;
 }
 

@@ -52,6 +52,8 @@ PlanCommand::PlanCommand(CLI::App& app) {
                        "devices per node (default: the hardware preset's)");
   command_->add_option("--precision", precision_, "fp32 | bf16 (core/precision.h; default fp32)");
   command_->add_option("--recompute", recompute_, "none | mlp | full (default none)");
+  command_->add_flag("--shard-optimizer", shard_optimizer_,
+                     "AdamW's state split over dp (ZeRO-1, as train --shard-optimizer)");
   command_->add_option("--tsp-schedules", tsp_schedules_,
                        "TSP rows for each of these schedules, comma-separated: broadcast-ring "
                        "(default), allgather (e.g. broadcast-ring,allgather: both side by side)");
@@ -148,6 +150,7 @@ int PlanCommand::run() {
   work.seq = seq_;
   work.recompute = plan::parse_recompute(recompute_);
   work.set_precision(precision);
+  work.shard_optimizer = shard_optimizer_;
   plan::check_countable(model, work);  // --seq 2^62 overflowed every byte count
   const parallel::TokenLayoutKind layout = parallel::parse_token_layout(layout_);
   if (layout == parallel::TokenLayoutKind::Full)
@@ -177,7 +180,7 @@ int PlanCommand::run() {
                     grad_accum_, world_,
                     precision, recompute_, hw,
                     plan::plan_rows(model, world_, work, hw, schedules), {}, {},
-                    {}, global_batch_, {}, work.documents};
+                    {}, global_batch_, {}, work.documents, shard_optimizer_};
   std::vector<plan::PlanRow>& rows = report.rows;
   // The longest sequence each layout fits; per strategy family, the best of its layouts.
   auto& longest = report.longest;

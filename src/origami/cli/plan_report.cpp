@@ -123,6 +123,7 @@ nlohmann::json plan_json(const PlanReport& p) {
                      {"devices_per_node", p.hw.devices_per_node},
                      {"precision", p.precision.name},
                      {"recompute", p.recompute},
+                     {"shard_optimizer", p.shard_optimizer},
                      {"hardware", p.hw.name},
                      {"memory_per_device", p.hw.memory_bytes}};
   nlohmann::json js = nlohmann::json::array();
@@ -180,6 +181,13 @@ void print_plan_table(std::ostream& out, const PlanReport& p) {
       p.grad_accum, p.world, p.hw.devices_per_node, p.precision.name, p.recompute, p.hw.name,
       gib(p.hw.memory_bytes),
       p.hw.flops_per_s(p.precision) / 1e12, gib(p.hw.runtime_overhead_bytes));
+  // The convention of the optim column (core/precision.h, model/optimizer.h).
+  out << fmt::format(
+      "optim = AdamW's two moments{} per parameter of the device's shards, {}\n",
+      p.precision.master > 0 ? " and the fp32 master copy" : "",
+      p.shard_optimizer ? "sharded over dp (--shard-optimizer, ZeRO-1: dp rank 0's slice, "
+                          "1/dp rounded up per tensor)"
+                        : "whole on every dp rank (--shard-optimizer splits it over dp)");
   const bool documents = p.documents != nullptr;  // then two columns more
   if (documents)
     out << fmt::format(

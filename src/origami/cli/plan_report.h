@@ -37,6 +37,7 @@ struct PlanReport {
   std::int64_t global_batch = 0;  // > 0: fixed instead of the micro-batch (per row: Prediction)
   std::string advice;  // when no layout runs or fits: what to change (else empty)
   std::shared_ptr<const plan::DocumentSample> documents;  // --documents (else null)
+  bool shard_optimizer = false;  // --shard-optimizer: optim is each dp rank's 1/dp slice
 };
 
 nlohmann::json plan_json(const PlanReport& p);

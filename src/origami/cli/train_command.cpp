@@ -145,6 +145,10 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->capture_default_str();
   command_->add_option("--recompute", o.recompute, "none, mlp (gate/up recomputed) or full (each "
                        "layer's forward re-run in backward)")->capture_default_str();
+  command_->add_flag("--shard-optimizer", o.shard_optimizer,
+                     "split AdamW's state over the dp axis (ZeRO-1): gradients reduce-scattered, "
+                     "each rank steps its slice, parameters all-gathered; no effect at dp 1 "
+                     "(also for --dry-run)");
   command_->add_option("--backend", o.backend, "threads (in-process ranks) or mpi (under mpirun; "
                        "chosen automatically there)")->capture_default_str();
   // Checkpoints (docs/checkpoints.md).
@@ -200,6 +204,7 @@ int TrainCommand::run_dry() {
   d.grad_accum = o.grad_accum;
   d.steps = steps_option_->count() > 0 ? o.steps : 1;
   d.recompute = o.recompute;
+  d.shard_optimizer = o.shard_optimizer;
   d.precision = Precision::parse(precision_);
   if (!(flops_rate_gflops_ > 0))
     throw ConfigError(fmt::format("--flops-rate must be > 0 GFLOP/s, got {}", flops_rate_gflops_));
@@ -220,9 +225,13 @@ int TrainCommand::run_dry() {
   }
   std::cout << fmt::format(
       "dry run: {} parameters, {} on {} simulated ranks, {} x {} tokens per replica x {} "
-      "micro-batches, recompute {}, precision {}, {:.4g} GFLOP/s per rank, {}\n",
+      "micro-batches, recompute {}, precision {}{}, {:.4g} GFLOP/s per rank, {}\n",
       o.model.num_parameters(), plan.describe(), plan.world(), d.batch, d.seq, d.grad_accum,
-      d.recompute, d.precision.name, flops_rate_gflops_, dry_run_links(link_));
+      d.recompute, d.precision.name,
+      !d.shard_optimizer ? ""
+      : plan.dp > 1      ? ", optimizer state sharded over dp"
+                         : ", --shard-optimizer changes nothing at dp 1",
+      flops_rate_gflops_, dry_run_links(link_));
   const DryRunReport r = dry_run(o.model, plan, d);
   std::cout << r.summary();
   if (!json_path_.empty()) write_json_file(json_path_, r.to_json());

@@ -41,8 +41,10 @@ void run_rank(const ModelConfig& model, const parallel::ParallelConfig& plan,
   parallel::ParallelGroups groups(world, plan);
   parallel::RankModel rank_model(model, groups, o.seq, parse_recompute(o.recompute), tracker,
                                  o.seed);
-  AdamW optimizer(rank_model.params(), tracker,
-                  {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f});
+  AdamW optimizer = parallel::make_rank_optimizer(
+      rank_model, tracker,
+      {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f},
+      o.shard_optimizer);
   // o.batch is each data-parallel replica's micro-batch: replica p reads rows
   // [p * batch, (p + 1) * batch) of the job's micro-batch of batch x dp sequences.
   const int P = groups.dp().size(), p = groups.dp().rank();

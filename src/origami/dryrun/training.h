@@ -37,6 +37,7 @@ struct DryRunOptions {
   std::int64_t grad_accum = 1;     // micro-batches per optimizer step
   std::int64_t steps = 1;          // optimizer steps; the report's step time is the last one's
   std::string recompute = "none";  // none | mlp | full
+  bool shard_optimizer = false;    // AdamW's state over dp (ZeRO-1, model/optimizer.h)
   Precision precision = Precision::fp32();
   double flop_rate = 100e12;  // FLOP/s of one rank (gemm and attention FLOPs are charged)
   // Bytes/s of one rank's memory; 0 (default): off, kernels charge FLOPs only. When set, a GEMM

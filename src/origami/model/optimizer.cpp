@@ -5,18 +5,70 @@
 #include <fmt/format.h>
 
 #include "origami/core/error.h"
+#include "origami/core/float_ops.h"
 
 namespace origami {
+
+std::int64_t OptimizerSlices::elements() const {
+  std::int64_t n = 0;
+  for (const std::int64_t c : count) n += c;
+  return n;
+}
+
+OptimizerSlices optimizer_slices(ModelTensors& tensors, int parts, int part) {
+  ORIGAMI_CHECK(parts >= 1 && part >= 0 && part < parts, "slice {} of {}", part, parts);
+  OptimizerSlices s;
+  for (const NamedTensor& t : named_tensors(tensors)) {
+    const std::vector<std::int64_t> blocks = comm::balanced_counts(t.tensor->numel(), parts);
+    std::int64_t off = 0;
+    for (int i = 0; i < part; ++i) off += blocks[static_cast<std::size_t>(i)];
+    s.offset.push_back(off);
+    s.count.push_back(blocks[static_cast<std::size_t>(part)]);
+  }
+  return s;
+}
+
+namespace {
+
+// Moments of `slices.count[i]` elements per tensor, as 1-D tensors (a sharded optimizer's);
+// a slice that is the whole tensor (dp 1) keeps the tensor's shape.
+ModelTensors allocate_moment_slices(ModelTensors& params, const OptimizerSlices& slices,
+                                    MemoryTracker& tracker) {
+  ModelTensors t;
+  t.layers.resize(params.layers.size());
+  t.tied = params.tied;
+  std::vector<NamedTensor> src = named_tensors(params), dst = named_tensors(t);
+  for (std::size_t i = 0; i < dst.size(); ++i) {
+    const bool whole = slices.count[i] == src[i].tensor->numel();
+    *dst[i].tensor = Tensor(tracker, MemCategory::OptimizerState,
+                            whole ? src[i].tensor->shape() : Shape{slices.count[i]});
+  }
+  return t;
+}
+
+}  // namespace
 
 AdamW::AdamW(const ModelConfig& config, MemoryTracker& tracker, kernels::AdamWHyper hyper)
     : hyper_(hyper),
       m_(allocate_model_tensors(config, tracker, MemCategory::OptimizerState)),
-      v_(allocate_model_tensors(config, tracker, MemCategory::OptimizerState)) {}
+      v_(allocate_model_tensors(config, tracker, MemCategory::OptimizerState)) {
+  slices_ = optimizer_slices(m_, 1, 0);  // whole tensors
+}
 
 AdamW::AdamW(ModelTensors& params, MemoryTracker& tracker, kernels::AdamWHyper hyper)
     : hyper_(hyper),
       m_(allocate_like(params, tracker, MemCategory::OptimizerState)),
-      v_(allocate_like(params, tracker, MemCategory::OptimizerState)) {}
+      v_(allocate_like(params, tracker, MemCategory::OptimizerState)) {
+  slices_ = optimizer_slices(params, 1, 0);  // whole tensors
+}
+
+AdamW::AdamW(ModelTensors& params, MemoryTracker& tracker, kernels::AdamWHyper hyper,
+             comm::Communicator dp)
+    : hyper_(hyper),
+      dp_(std::move(dp)),
+      slices_(optimizer_slices(params, dp_.size(), dp_.rank())),
+      m_(allocate_moment_slices(params, slices_, tracker)),
+      v_(allocate_moment_slices(params, slices_, tracker)) {}
 
 void AdamW::step(ModelTensors& params, ModelTensors& grads, float lr) {
   ++step_;
@@ -28,8 +80,56 @@ void AdamW::step(ModelTensors& params, ModelTensors& grads, float lr) {
     kernels::AdamWHyper hyper = hyper_;
     hyper.lr = lr;
     if (p[i].is_norm) hyper.weight_decay = 0.0f;
-    kernels::adamw_step(p[i].tensor->numel(), p[i].tensor->f32(), g[i].tensor->f32(),
-                        m[i].tensor->f32(), v[i].tensor->f32(), hyper, step_);
+    const std::int64_t off = slices_.offset[i];
+    kernels::adamw_step(slices_.count[i], float_at(p[i].tensor->f32(), off),
+                        float_at(g[i].tensor->f32(), off), m[i].tensor->f32(),
+                        v[i].tensor->f32(), hyper, step_);
+  }
+  if (!sharded()) return;
+  // Every dp rank updated its own slice: gather them, in place, into the full parameters.
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    Tensor& t = *p[i].tensor;
+    const comm::ConstBuffer mine(float_at(t.f32(), slices_.offset[i]), slices_.count[i],
+                                 DType::F32);
+    dp_.all_gatherv(mine, t, comm::balanced_counts(t.numel(), dp_.size()));
+  }
+}
+
+std::vector<Tensor> AdamW::gather_moment(int which, ModelTensors& like,
+                                         MemoryTracker& tracker) {
+  ORIGAMI_CHECK(which == 0 || which == 1, "AdamW has two moments, not {}", which);
+  std::vector<NamedTensor> shapes = named_tensors(like);
+  std::vector<NamedTensor> held = named_tensors(which == 0 ? m_ : v_);
+  std::vector<Tensor> out;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    Tensor full(tracker, MemCategory::Workspace, shapes[i].tensor->shape());
+    if (sharded())
+      dp_.all_gatherv(*held[i].tensor, full, comm::balanced_counts(full.numel(), dp_.size()));
+    else
+      full.copy_from(*held[i].tensor);
+    out.push_back(std::move(full));
+  }
+  return out;
+}
+
+void AdamW::adopt_moments(std::vector<Tensor>& first, std::vector<Tensor>& second) {
+  std::vector<NamedTensor> m = named_tensors(m_), v = named_tensors(v_);
+  ORIGAMI_CHECK(first.size() == m.size() && second.size() == m.size(),
+                "{} and {} moments for {} tensors", first.size(), second.size(), m.size());
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    if (!sharded()) {
+      std::swap(*m[i].tensor, first[i]);
+      std::swap(*v[i].tensor, second[i]);
+      continue;
+    }
+    for (auto [held, full] : {std::pair{m[i].tensor, &first[i]}, std::pair{v[i].tensor, &second[i]}}) {
+      ORIGAMI_CHECK(full->numel() >= slices_.offset[i] + slices_.count[i],
+                    "a moment of {} elements for a slice ending at {}", full->numel(),
+                    slices_.offset[i] + slices_.count[i]);
+      Tensor slice(*held->tracker(), MemCategory::OptimizerState, {slices_.count[i]});
+      copy_floats(slice.f32(), float_at(full->f32(), slices_.offset[i]), slices_.count[i]);
+      std::swap(*held, slice);
+    }
   }
 }
 
@@ -45,6 +145,18 @@ float clip_gradients(ModelTensors& grads, double norm, double max_norm) {
   if (coef < 1.0f) {
     for (const NamedTensor& g : named_tensors(grads))
       kernels::scale_inplace(g.tensor->numel(), g.tensor->f32(), coef);
+  }
+  return coef;
+}
+
+float clip_gradients(ModelTensors& grads, double norm, double max_norm,
+                     const OptimizerSlices& slices) {
+  const float coef = kernels::clip_coefficient(norm, max_norm);
+  if (coef < 1.0f) {
+    std::vector<NamedTensor> g = named_tensors(grads);
+    for (std::size_t i = 0; i < g.size(); ++i)
+      kernels::scale_inplace(slices.count[i], float_at(g[i].tensor->f32(), slices.offset[i]),
+                             coef);
   }
   return coef;
 }

@@ -8,6 +8,7 @@
 
 #include "origami/parallel/registry.h"
 
+#include "origami/core/float_ops.h"
 #include "origami/kernels/optimizer.h"
 
 namespace origami::parallel {
@@ -104,25 +105,47 @@ double RankModel::global_loss_sum(double local) {
   return v[0];
 }
 
-void RankModel::reduce_gradients() {
+void RankModel::reduce_gradients(const OptimizerSlices* dp_slices) {
   std::vector<NamedTensor> g = named_tensors(grads_);
   for (std::size_t i = 0; i < g.size(); ++i) {
     Tensor& t = *g[i].tensor;
     // The groups are stated per tensor by assign_reduction_axes (registry.h).
-    for (const std::string& axis : specs_[i].grad_sum_axes) groups_.axis(axis).all_reduce(t, t);
+    bool scattered = false;  // dp done as a reduce-scatter: later axes reduce the slice only
+    for (const std::string& axis : specs_[i].grad_sum_axes) {
+      comm::Communicator& c = groups_.axis(axis);
+      if (dp_slices == nullptr) {
+        c.all_reduce(t, t);
+        continue;
+      }
+      const comm::Buffer slice(float_at(t.f32(), dp_slices->offset[i]), dp_slices->count[i],
+                               DType::F32);
+      if (axis == "dp") {
+        c.reduce_scatter(t, slice);  // in place: the output is this rank's block of t
+        scattered = true;
+      } else {
+        c.all_reduce(scattered ? slice : comm::Buffer(t), scattered ? slice : comm::Buffer(t));
+      }
+    }
   }
 }
 
-double RankModel::grad_norm() {
+double RankModel::grad_norm(const OptimizerSlices* dp_slices) {
   // Squares grouped by the axes they are summed over (assign_reduction_axes): sharded tensors
   // over their weight axis, replicated ones (RMSNorm weights) over nothing, i.e. counted once.
+  // Sharded optimizer: each dp rank adds its slices' squares, summed over dp as well.
   std::map<std::vector<std::string>, double> squares;
   std::vector<NamedTensor> g = named_tensors(grads_);
+  const bool sliced = dp_slices != nullptr && groups_.dp().size() > 1;
   // A kv block held by several replicas adds its squares on the first of them only.
-  for (std::size_t i = 0; i < g.size(); ++i)
-    squares[specs_[i].norm_sum_axes] +=
-        specs_[i].norm_counted ? kernels::sum_of_squares(g[i].tensor->numel(), g[i].tensor->f32())
-                               : 0.0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    std::vector<std::string> axes = specs_[i].norm_sum_axes;
+    if (sliced) axes.push_back("dp");
+    const std::int64_t off = dp_slices != nullptr ? dp_slices->offset[i] : 0;
+    const std::int64_t n = dp_slices != nullptr ? dp_slices->count[i] : g[i].tensor->numel();
+    squares[axes] += specs_[i].norm_counted
+                         ? kernels::sum_of_squares(n, float_at(g[i].tensor->f32(), off))
+                         : 0.0;
+  }
   double total = 0;
   for (auto& [axes, sq] : squares) {
     std::vector<double> v{sq};

@@ -6,6 +6,9 @@
 //   weight gradients                 each tensor's grad_sum_axes
 //   gradient norm                    squares summed over each tensor's norm_sum_axes (its
 //                                    weight axis if sharded; replicated tensors counted once)
+// With the optimizer sharded over dp (ZeRO-1, model/optimizer.h), the dp sum of the gradients
+// is a reduce-scatter that leaves each dp rank its optimizer slice, and the norm sums the
+// slices' squares over dp too (each element counted once).
 // The optimizer step over these operations is train/rank_step.h's.
 #pragma once
 
@@ -14,6 +17,7 @@
 
 #include "origami/model/driver.h"
 #include "origami/model/llama.h"
+#include "origami/model/optimizer.h"
 #include "origami/parallel/strategies/mesh/mesh_ops.h"
 
 namespace origami::parallel {
@@ -51,10 +55,14 @@ class RankModel {
   std::int64_t global_unmasked(const std::vector<LocalBatch>& micro);
   // Collective: a rank's local loss sum added over sp x dp.
   double global_loss_sum(double local);
-  // Collective: the gradient reductions after the last micro-batch.
-  void reduce_gradients();
-  // Collective: the global gradient norm (after reduce_gradients).
-  double grad_norm();
+  // Collective: the gradient reductions after the last micro-batch. With `dp_slices` (a
+  // sharded optimizer's slices, AdamW::slices), the dp reduction is an in-place reduce-scatter
+  // over dp (the same ring, blocks and order of additions as the all-reduce's first half, so
+  // the slice is bitwise what the all-reduce gives) and the axes listed after dp reduce the
+  // slice only; outside its slice a gradient then holds partial sums.
+  void reduce_gradients(const OptimizerSlices* dp_slices = nullptr);
+  // Collective: the global gradient norm (after reduce_gradients, with the same slices).
+  double grad_norm(const OptimizerSlices* dp_slices = nullptr);
 
   // Collective over tp: every tensor of `tensors` (params, grads or a moment) gathered full.
   std::vector<Tensor> gather(ModelTensors& tensors, MemoryTracker& into);

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "origami/comm/collectives/bytes_sent.h"
+#include "origami/comm/communicator.h"
 #include "origami/core/error.h"
 #include "origami/parallel/strategies/mesh/schedule.h"
 #include "origami/parallel/strategies/tsp_allgather/schedule.h"
@@ -131,6 +132,11 @@ Memory memory_per_device(const ModelConfig& m, const Mesh& mesh, const Workload&
   mem.parameters = elems * w.elem.param;
   mem.gradients = elems * w.elem.grad;
   mem.optimizer = elems * (2 * w.elem.optimizer + w.elem.master);  // moments + master copy
+  if (w.shard_optimizer && mesh.dp > 1) {  // dp rank 0's slices (the largest when uneven)
+    std::int64_t slices = 0;
+    for (const auto& [n, norm] : rank_tensors(s)) slices += comm::balanced_counts(n, mesh.dp)[0];
+    mem.optimizer = slices * (2 * w.elem.optimizer + w.elem.master);
+  }
 
   // What one layer saves (driver.h): input and post-attention residual [Rs, h], two rstd [Rs];
   // attention q, out [Rb, H/T·d], k, v [Rb, Kv/T·d], lse [Rb·H/T]; MLP gate/up [Rb, f/T].
@@ -262,7 +268,8 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
 }
 
 std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& mesh,
-                                            const ElementSizes& elem, int axis_rank) {
+                                            const ElementSizes& elem, int axis_rank,
+                                            bool shard_optimizer) {
   Workload w;
   w.batch = 1;
   w.seq = 2 * mesh.sp * mesh.tp * mesh.tsp;  // shapes of the weights only: any valid workload
@@ -270,13 +277,28 @@ std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& me
   Ledger out;
   // The gradients are fp32 tensors: their messages count at the communication size, as every
   // fp32 message (bf16: 2 bytes; the dry run's profile, docs/planner.md "Dry run").
+  const bool sharded = shard_optimizer && mesh.dp > 1;
+  // The rank's dp slice of an n-element tensor (dp rank axis_rank % dp).
+  const auto slice = [&](std::int64_t n) {
+    return sharded ? comm::balanced_counts(n, mesh.dp)[static_cast<std::size_t>(axis_rank % mesh.dp)] : n;
+  };
   for (const auto& [n, norm] : rank_tensors(s)) {
     if (norm && mesh.tsp > 1)
       out.add("tsp", "all_reduce", all_reduce_sent(n, mesh.tsp, axis_rank, elem.comm));
     if (mesh.sp > 1) out.add("sp", "all_reduce", all_reduce_sent(n, mesh.sp, axis_rank, elem.comm));
-    if (mesh.dp > 1) out.add("dp", "all_reduce", all_reduce_sent(n, mesh.dp, axis_rank, elem.comm));
+    if (sharded) {
+      // The ring's halves: the reduce-scatter sends every block but the rank's, the
+      // all-gather every block but the next rank's.
+      const std::vector<std::int64_t> b = comm::balanced_counts(n, mesh.dp);
+      const int r = axis_rank % mesh.dp;
+      out.add("dp", "reduce_scatter", (n - b[static_cast<std::size_t>(r)]) * elem.comm);
+      out.add("dp", "all_gather",
+              (n - b[static_cast<std::size_t>((r + 1) % mesh.dp)]) * elem.comm);
+    } else if (mesh.dp > 1) {
+      out.add("dp", "all_reduce", all_reduce_sent(n, mesh.dp, axis_rank, elem.comm));
+    }
     if (norm && mesh.sequence_parallel && mesh.tp > 1)
-      out.add("tp", "all_reduce", all_reduce_sent(n, mesh.tp, axis_rank, elem.comm));
+      out.add("tp", "all_reduce", all_reduce_sent(slice(n), mesh.tp, axis_rank, elem.comm));
   }
   // More weight-axis ranks than kv heads: each layer's k and v blocks are held by `replicas`
   // consecutive ranks, whose gradients are summed over that group (assign_reduction_axes).
@@ -284,11 +306,11 @@ std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& me
   if (replicas > 1)
     for (std::int64_t i = 0; i < 2 * s.L; ++i)
       out.add(mesh.tsp > 1 ? "tsp-kv" : "tp-kv", "all_reduce",
-              all_reduce_sent(s.kvd * s.h, replicas, axis_rank % replicas, elem.comm));
+              all_reduce_sent(slice(s.kvd * s.h), replicas, axis_rank % replicas, elem.comm));
   return out.take();
 }
 
-std::vector<CommOp> comm_step_scalars(const Mesh& mesh, int axis_rank) {
+std::vector<CommOp> comm_step_scalars(const Mesh& mesh, int axis_rank, bool shard_optimizer) {
   Ledger out;
   const auto scalars = [&](const char* axis, int n, int calls) {
     for (int i = 0; i < calls && n > 1; ++i)
@@ -298,6 +320,9 @@ std::vector<CommOp> comm_step_scalars(const Mesh& mesh, int axis_rank) {
   scalars(tsp ? "tsp" : "sp", tsp ? mesh.tsp : mesh.sp, 2);  // label count, loss sum
   scalars("dp", mesh.dp, 2);
   scalars(tsp ? "tsp" : "tp", tsp ? mesh.tsp : mesh.tp, 1);  // the sharded weights' squares
+  // Sharded optimizer: the squares of the slices, each group (the weight-sharded tensors', the
+  // replicated ones') summed over dp too.
+  if (shard_optimizer) scalars("dp", mesh.dp, (tsp ? mesh.tsp : mesh.tp) > 1 ? 2 : 1);
   return out.take();
 }
 

@@ -53,6 +53,10 @@ struct Workload {
                            // (S % 2·degree); the costs are the same
   Recompute recompute = Recompute::None;
   ElementSizes elem;
+  // --shard-optimizer (ZeRO-1, model/optimizer.h): each dp rank holds the optimizer state
+  // (moments and master copy) of its comm::balanced_counts slice of every tensor, the dp
+  // gradient reduction is a reduce-scatter and the parameters are all-gathered over dp.
+  bool shard_optimizer = false;
   // Packed documents under document masking (`origami plan --documents`; rows of S = seq):
   // attention's products count the sample rows' visible pairs, and the step time the slowest
   // rank's share of them under the sample's layout (predict.h). Null: one causal document per
@@ -119,14 +123,20 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
 // dp, and the RMSNorm weights over tp under TP-SP; under TSP the norms over tsp, everything
 // over dp; with kv heads replicated, the k/v gradients over their kv-replica group, axis
 // "tp-kv" or "tsp-kv", whose rank is axis_rank % replicas).
+// With shard_optimizer (dp > 1): the dp all-reduce becomes a reduce-scatter (its first half)
+// and an all-gather of the updated parameters; the reductions after dp (TP-SP's norms over
+// tp, the kv-replica groups) move the rank's dp slice only.
 std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& mesh,
-                                            const ElementSizes& elem, int axis_rank = 0);
+                                            const ElementSizes& elem, int axis_rank = 0,
+                                            bool shard_optimizer = false);
 
 // The step's scalar all-reduces (8-byte F64/I64 values whatever the profile): the label count
 // and the loss sum over the sequence axis (sp, or tsp) then dp (RankModel::global_unmasked,
 // global_loss_sum), and the sharded weights' squared norm over the axis they are split on (tp
 // or tsp; RankModel::grad_norm). Once per step, after the gradient reductions.
-std::vector<CommOp> comm_step_scalars(const Mesh& mesh, int axis_rank = 0);
+// With shard_optimizer (dp > 1) every group of squares is summed over dp as well.
+std::vector<CommOp> comm_step_scalars(const Mesh& mesh, int axis_rank = 0,
+                                      bool shard_optimizer = false);
 
 // Model FLOPs of one forward+backward of `batch` sequences of `seq` tokens (docs/flops.md:
 // 6·P·T + 3.5·4·d·H·B·S(S+1)/2·L), the whole job's, not per device.

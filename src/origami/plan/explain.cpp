@@ -93,8 +93,9 @@ std::string NoFitAdvice::sentence(int world, std::int64_t seq, const Hardware& h
     s += fmt::format(
         "; its parameters, gradients and optimizer state alone need {}, and no layout shards "
         "the weights more than {} ways (the largest degree the heads, kv heads and MLP width "
-        "allow among these devices): they fit only sharded further, by pipeline stages or by "
-        "optimizer sharding over dp, which Origami does not have yet",
+        "allow among these devices): they fit only sharded further, by pipeline stages (which "
+        "Origami does not have yet) or by optimizer sharding over dp (--shard-optimizer, on a "
+        "layout with dp > 1)",
         gib(states_bytes), widest_weight_sharding);
   if (remedies.empty()) return s + "; none of --recompute full, --precision bf16, up to 8x the "
                                    "devices or a shorter --seq makes one fit";

@@ -250,8 +250,8 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& worklo
   add(comm_per_micro_batch(m, l, w), false);
   // Once per step: the weight gradients' all-reduces and the scalars', one row per axis and
   // operation (they are the same collective on the same communicator).
-  std::vector<CommOp> step = comm_gradient_reduction(m, l, w.elem);
-  for (const CommOp& scalar : comm_step_scalars(l)) {
+  std::vector<CommOp> step = comm_gradient_reduction(m, l, w.elem, 0, w.shard_optimizer);
+  for (const CommOp& scalar : comm_step_scalars(l, 0, w.shard_optimizer)) {
     const auto same = std::find_if(step.begin(), step.end(), [&](const CommOp& o) {
       return o.axis == scalar.axis && o.op == scalar.op;
     });

@@ -31,6 +31,7 @@ void check_run_memory(const TrainOptions& o, const parallel::ParallelConfig& p, 
   w.seq = o.seq;
   w.contiguous = p.layout == parallel::TokenLayoutKind::Contiguous;
   w.recompute = parse_recompute(o.recompute);
+  w.shard_optimizer = o.shard_optimizer;
   // The planner has no expert model (docs/moe.md): a mixture of experts is estimated as the
   // dense model holding the same expert weights (intermediate_size E x f), which bounds its
   // saved activations (E x f per token against at most k x f) and its weights but for the

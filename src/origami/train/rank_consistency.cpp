@@ -64,6 +64,7 @@ std::vector<std::pair<std::string, std::string>> agreed_fields(const TrainOption
           {"--tsp-schedule", o.tsp_schedule},
           {"--layout", o.layout},
           {"--recompute", o.recompute},
+          {"--shard-optimizer", o.shard_optimizer ? "on" : "off"},
           {"--save-dir", o.checkpoint.save_dir},
           {"--save-every", std::to_string(o.checkpoint.save_every)},
           {"--resume", o.checkpoint.resume},

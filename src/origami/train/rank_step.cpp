@@ -4,6 +4,13 @@
 
 namespace origami::parallel {
 
+AdamW make_rank_optimizer(RankModel& model, MemoryTracker& tracker, kernels::AdamWHyper hyper,
+                          bool shard_optimizer) {
+  if (shard_optimizer && model.groups().dp().size() > 1)
+    return AdamW(model.params(), tracker, hyper, model.groups().dp());
+  return AdamW(model.params(), tracker, hyper);
+}
+
 ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
                                       const std::vector<LocalBatch>& micro, float lr,
                                       double max_grad_norm) {
@@ -19,14 +26,21 @@ ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
     local += model.run(b, true, scale, aux_weight).sum;
     aux += aux_weight * model.router_aux_loss();
   }
-  model.reduce_gradients();
+  // A sharded optimizer (ZeRO-1) owns one slice of each tensor over dp: the dp reduction
+  // leaves each rank that slice, the norm and clipping read the slices, and AdamW::step
+  // all-gathers the updated parameters over dp.
+  const OptimizerSlices* slices = optimizer.sharded() ? &optimizer.slices() : nullptr;
+  model.reduce_gradients(slices);
   const double sum = model.global_loss_sum(local);  // collective: every rank calls it
   s.loss = (s.unmasked > 0 ? sum / static_cast<double>(s.unmasked) : 0.0) + aux;
-  s.grad_norm = model.grad_norm();
+  s.grad_norm = model.grad_norm(slices);
   // Loss and norm are global (all-reduced): every rank stops here together.
   check_step_finite(optimizer.steps_taken() + 1, s.loss, s.grad_norm);
   s.clip_coefficient =
-      max_grad_norm > 0 ? clip_gradients(model.grads(), s.grad_norm, max_grad_norm) : 1.0f;
+      max_grad_norm <= 0 ? 1.0f
+      : slices != nullptr
+          ? clip_gradients(model.grads(), s.grad_norm, max_grad_norm, *slices)
+          : clip_gradients(model.grads(), s.grad_norm, max_grad_norm);
   optimizer.step(model.params(), model.grads(), lr);
   return s;
 }

@@ -17,9 +17,15 @@ struct ParallelStepStats {
   float clip_coefficient = 1;
 };
 
+// The optimizer of a rank: AdamW over its shards, with `shard_optimizer` (--shard-optimizer,
+// ZeRO-1) sharded over the dp axis (model/optimizer.h); at dp 1 there is nothing to shard and
+// the optimizer is the unsharded one.
+AdamW make_rank_optimizer(RankModel& model, MemoryTracker& tracker, kernels::AdamWHyper hyper,
+                          bool shard_optimizer);
+
 // One optimizer step over this rank's micro-batches: zero grads, forward+backward each,
 // reduce gradients, clip by the global norm (max_grad_norm <= 0: no clipping), AdamW on the
-// rank's shards.
+// rank's shards (sharded over dp: reduce-scatter, norm and AdamW on the slices, all-gather).
 ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
                                       const std::vector<LocalBatch>& micro, float lr,
                                       double max_grad_norm);

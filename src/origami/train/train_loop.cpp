@@ -124,12 +124,13 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   parallel::ParallelGroups groups(world, sh.plan);
   parallel::RankModel model(model_for_run(o.model, o.seq), groups, o.seq,
                             parse_recompute(o.recompute), tracker, o.seed);
-  AdamW optimizer(model.params(), tracker,
-                  {.lr = o.lr,
-                   .beta1 = o.beta1,
-                   .beta2 = o.beta2,
-                   .eps = 1e-8f,
-                   .weight_decay = o.weight_decay});
+  AdamW optimizer = parallel::make_rank_optimizer(model, tracker,
+                                                  {.lr = o.lr,
+                                                   .beta1 = o.beta1,
+                                                   .beta2 = o.beta2,
+                                                   .eps = 1e-8f,
+                                                   .weight_decay = o.weight_decay},
+                                                  o.shard_optimizer);
   // Every rank reads its part of the same global batches, on a background thread: o.batch is
   // each data-parallel replica's micro-batch, so micro-batch m is the sampler's batch of
   // B x P sequences (what one device running B x P sequences per micro-batch reads) and
@@ -162,6 +163,14 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     log(fmt::format("parallel: {} on {} ranks ({}), recompute {}", sh.plan.describe(),
                     world.size(), world.transport().name(), o.recompute));
   if (o.link.enabled) log(o.link.describe());
+  if (o.shard_optimizer)
+    log(optimizer.sharded()
+            ? fmt::format("optimizer: AdamW state sharded over dp {} (this rank's moments: {} "
+                          "of {} elements)",
+                          P, optimizer.slices().elements(),
+                          optimizer_slices(model.params(), 1, 0).elements())
+            : std::string("optimizer: --shard-optimizer changes nothing at dp 1 (no data "
+                          "parallelism to shard over): the AdamW state is whole"));
   for (std::int64_t step = done + 1; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     std::vector<parallel::LocalBatch> micro;

@@ -87,6 +87,10 @@ struct TrainOptions {
   std::string layout = "zigzag";
   std::string tsp_schedule = "broadcast-ring";  // TSP only: broadcast-ring or allgather
   std::string recompute = "none";
+  // --shard-optimizer (ZeRO-1, model/optimizer.h): AdamW's state split over the dp axis, the
+  // dp gradient reduction a reduce-scatter, the parameters all-gathered after the step. At
+  // dp 1 it changes nothing (the run says so once).
+  bool shard_optimizer = false;
   std::string backend = "auto";
   // A parallel run's link model (comm/link_model.h): when enabled, each message completes no
   // earlier than alpha + bytes / beta after it was posted, so communication and its overlap

@@ -67,6 +67,10 @@ std::vector<Case> cases() {
   add("tsp4_zigzag_steps", mha, tsp(1, 4, parallel::TokenLayoutKind::Zigzag), Recompute::Mlp, 5);
   // Micro-batch 1 per replica (batch 2 over dp 2), five AdamW steps.
   add("dp2xtsp2", gqa, tsp(2, 2, parallel::TokenLayoutKind::Contiguous), Recompute::None, 5);
+  // The optimizer state sharded over dp (--shard-optimizer): its reduce-scatter and
+  // all-gathers over MPI, against one device (world 2).
+  add("dp2_zero1_steps", gqa, plan(2, 1, 1), Recompute::None, 5);
+  v.back().shard_optimizer = true;
   // Kv heads replicated over 2 ranks (2 kv heads, degree 4): the kv-replica groups over MPI.
   add("tp4_kvrep2_steps", gqa, plan(1, 4, 1), Recompute::None, 5);
   add("tsp4_kvrep2_steps", gqa, tsp(1, 4, parallel::TokenLayoutKind::Zigzag), Recompute::Full, 5);
