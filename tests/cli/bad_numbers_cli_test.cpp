@@ -43,6 +43,21 @@ TEST(BadNumbers, TrainFlags) {
   });
 }
 
+TEST(BadNumbers, MixtureOfExperts) {
+  const std::string moe = "train --model tiny-moe --seq 16 --batch 2 --steps 1 --threads 1 ";
+  expect_refused({
+      {moe + "--moe-capacity-factor 0", "--moe-capacity-factor is 0"},
+      {moe + "--moe-capacity-factor -1", "--moe-capacity-factor is -1"},
+      {moe + "--moe-capacity-factor nan", "--moe-capacity-factor"},
+      {kTrain + "--moe-capacity-factor 1.25", "dense"},
+      // Only TSP's weight ring runs experts: the others' message says so.
+      {moe + "--strategy single", "--strategy tsp"},
+      {moe + "--strategy tp --degree 2", "num_local_experts is 4"},
+      {moe + "--strategy tsp --degree 2 --moe-capacity-factor 1.5", "--moe-capacity-factor"},
+      {moe + "--strategy tsp --degree 2 --dry-run", "the dry run"},
+  });
+}
+
 TEST(BadNumbers, MemoryCapSizes) {
   // Were a cap of -9223372036854775808 B (an unchecked cast) or of 0 B.
   expect_refused({{kTrain + "--memory-cap 1e20GiB", "1e20GiB"},

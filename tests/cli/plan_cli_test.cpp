@@ -154,7 +154,7 @@ TEST(PlanCli, JsonToAFileAndPlot) {
 TEST(PlanCli, BadInputExitsTwoWithAMessage) {
   CliRun r = origami("plan --model nope --seq 8 --devices 2");
   EXPECT_EQ(r.code, 2);
-  EXPECT_THAT(r.err, HasSubstr("tiny, small, 1b, 7b, 13b, 70b"));
+  EXPECT_THAT(r.err, HasSubstr("tiny, tiny-moe, small, 1b, 7b, 13b, 70b"));
   r = origami("plan --model small --seq 8 --devices 2 --recompute some");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("none, mlp or full"));

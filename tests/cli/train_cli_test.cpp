@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_run.h"
+#include "origami/io/safetensors.h"
 
 namespace {
 
@@ -141,6 +142,38 @@ TEST_F(TrainCli, RefusesBadRunOptionsAndDataClearly) {
 
   r = origami("train --model tiny --no-such-flag");
   EXPECT_EQ(r.code, 2) << r.all();
+}
+
+// A mixture-of-experts model (docs/moe.md) from the command line: TSP 2 and dp 2 x TSP 2
+// train to the same losses, a checkpoint exports as Mixtral's tensors, inspect describes
+// it, and training starts again from the exported folder.
+TEST_F(TrainCli, AMixtureOfExpertsTrainsUnderTspExportsAsMixtralAndReimports) {
+  const std::string run = "train --model tiny-moe --steps 2 --seq 16 --log-every 1 --threads 1";
+  const std::string save = " --save-dir " + dir_ + "/moe_run";
+  const CliRun tsp = origami(run + " --batch 2 --strategy tsp --degree 2" + save);
+  ASSERT_EQ(tsp.code, 0) << tsp.all();
+  const std::vector<std::string> want = origami::cli_test::losses(tsp.all());
+  ASSERT_EQ(want.size(), 2u) << tsp.all();
+  const CliRun dp = origami(run + " --batch 1 --mesh dp=2,tsp=2");
+  ASSERT_EQ(dp.code, 0) << dp.all();
+  EXPECT_EQ(origami::cli_test::losses(dp.all()), want) << dp.all();
+
+  const std::string out = dir_ + "/moe_export";
+  const CliRun e =
+      origami("export --checkpoint " + dir_ + "/moe_run/step-00000002 --out " + out);
+  ASSERT_EQ(e.code, 0) << e.all();
+  const auto f = origami::io::SafetensorsFile::open(out + "/model.safetensors");
+  EXPECT_EQ(f.entry("model.layers.1.block_sparse_moe.gate.weight").shape,
+            (origami::Shape{4, 64}));
+  EXPECT_EQ(f.entry("model.layers.1.block_sparse_moe.experts.3.w2.weight").shape,
+            (origami::Shape{64, 64}));
+  const CliRun i = origami("inspect --model-dir " + out);
+  EXPECT_EQ(i.code, 0) << i.all();
+  EXPECT_THAT(i.out, HasSubstr("mixture of experts: 4 experts of ffn 64, 2 per token"));
+  const CliRun again = origami("train --init-from " + out + " --config " + out +
+                               "/config.json --steps 1 --seq 16 --batch 2 --threads 1 "
+                               "--strategy tsp --degree 2");
+  EXPECT_EQ(again.code, 0) << again.all();
 }
 
 TEST_F(TrainCli, MemoryCapStopsTheRunWithTheCategoryNamed) {

@@ -100,6 +100,11 @@ TEST(ModelConfig, RoundTripsEveryPresetThroughJson) {
     EXPECT_EQ(q.rms_norm_eps, p.rms_norm_eps) << name;  // bit-exact double round trip
     EXPECT_EQ(q.max_position_embeddings, p.max_position_embeddings) << name;
     EXPECT_EQ(q.initializer_range, p.initializer_range) << name;
+    EXPECT_EQ(q.num_local_experts, p.num_local_experts) << name;
+    if (p.is_moe()) {
+      EXPECT_EQ(q.num_experts_per_tok, p.num_experts_per_tok) << name;
+      EXPECT_EQ(q.router_aux_loss_coef, p.router_aux_loss_coef) << name;
+    }
     // Our own output carries only informational fields beyond the supported ones.
     ASSERT_EQ(warnings.size(), 1u) << name;
     EXPECT_THAT(warnings[0], HasSubstr("informational"));
@@ -127,13 +132,58 @@ TEST(ModelConfig, PresetsMatchPublishedParameterCounts) {
   for (const auto& name : model_preset_names()) EXPECT_NO_THROW(validate(model_preset(name)));
 }
 
+// Mixtral-8x7B-v0.1's config.json (its fields as published; sliding_window is null there).
+json mixtral_json() {
+  return json::parse(R"({
+    "architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+    "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "num_local_experts": 8, "num_experts_per_tok": 2, "router_aux_loss_coef": 0.02,
+    "output_router_logits": false, "rope_theta": 1e6, "rms_norm_eps": 1e-5,
+    "max_position_embeddings": 32768, "tie_word_embeddings": false, "hidden_act": "silu",
+    "router_jitter_noise": 0.0
+  })");
+}
+
+TEST(ModelConfig, ReadsMixtralsExpertsAndCountsTheirParameters) {
+  std::vector<std::string> warnings;
+  const ModelConfig c = parse_model_config(mixtral_json().dump(), &warnings);
+  EXPECT_TRUE(c.is_moe());
+  EXPECT_EQ(c.num_local_experts, 8);
+  EXPECT_EQ(c.num_experts_per_tok, 2);
+  EXPECT_EQ(c.router_aux_loss_coef, 0.02);
+  EXPECT_EQ(c.moe_capacity_factor, 0.0);  // dropless unless --moe-capacity-factor says
+  // Mixtral-8x7B's published count: 46,702,792,704 (8 experts and a router per layer).
+  EXPECT_EQ(c.num_parameters(), 46702792704);
+  ASSERT_EQ(warnings.size(), 1u);  // informational only (architectures, output_router_logits)
+  EXPECT_THAT(warnings[0], HasSubstr("output_router_logits"));
+  // Absent: a dense model; the tiny-moe preset by hand.
+  EXPECT_FALSE(parse_model_config(base_json().dump(), nullptr).is_moe());
+  const std::int64_t V = 256, h = 64, f = 64, kv = 32, L = 2, E = 4;
+  EXPECT_EQ(model_preset("tiny-moe").num_parameters(),
+            2 * V * h + L * (2 * h * h + 2 * h * kv + E * 3 * h * f + E * h + 2 * h) + h);
+}
+
+TEST(ModelConfig, RefusesImpossibleExpertSettingsNamingTheField) {
+  expect_refused(with(mixtral_json(), "num_experts_per_tok", 9),
+                 {"num_experts_per_tok is 9", "[1, 8]"});
+  expect_refused(with(mixtral_json(), "num_experts_per_tok", 0), {"num_experts_per_tok is 0"});
+  expect_refused(with(mixtral_json(), "num_local_experts", -2), {"num_local_experts is -2"});
+  expect_refused(with(mixtral_json(), "router_aux_loss_coef", -1), {"router_aux_loss_coef"});
+  expect_refused(with(mixtral_json(), "router_jitter_noise", 0.01), {"router_jitter_noise"});
+  expect_refused(with(mixtral_json(), "num_local_experts", "8"), {"num_local_experts must be"});
+  ModelConfig c = model_preset("tiny-moe");
+  c.moe_capacity_factor = -0.5;
+  EXPECT_THROW(validate(c), ConfigError);
+}
+
 TEST(ModelConfig, UnknownPresetListsTheNames) {
   try {
     model_preset("3b");
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("'3b'"));
-    EXPECT_THAT(e.what(), HasSubstr("tiny, small, 1b, 7b, 13b, 70b"));
+    EXPECT_THAT(e.what(), HasSubstr("tiny, tiny-moe, small, 1b, 7b, 13b, 70b"));
   }
 }
 

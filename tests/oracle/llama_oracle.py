@@ -14,9 +14,11 @@ Inputs
                                 intermediate_size, num_hidden_layers, num_attention_heads,
                                 num_key_value_heads, rope_theta, rms_norm_eps, head_dim,
                                 rope_scaling of rope_type linear or llama3,
-                                tie_word_embeddings). Fields that change the model and are
-                                not implemented (other rope_scaling types, attention/mlp
-                                bias, hidden_act other than silu) are refused.
+                                tie_word_embeddings; Mixtral's num_local_experts,
+                                num_experts_per_tok, router_aux_loss_coef). Fields that
+                                change the model and are not implemented (other rope_scaling
+                                types, attention/mlp bias, hidden_act other than silu,
+                                router_jitter_noise other than 0) are refused.
   --weights model.safetensors   Hugging Face tensor names, any float dtype (F32/BF16/F64),
                                 converted to float64:
                                   model.embed_tokens.weight                 [V, h]
@@ -29,6 +31,10 @@ Inputs
                                   model.layers.N.mlp.gate_proj.weight       [f, h]
                                   model.layers.N.mlp.up_proj.weight         [f, h]
                                   model.layers.N.mlp.down_proj.weight       [h, f]
+                                (with num_local_experts E, instead of the three mlp.*:
+                                  model.layers.N.block_sparse_moe.gate.weight [E, h]
+                                  model.layers.N.block_sparse_moe.experts.M.w1.weight [f, h]
+                                  ... .experts.M.w3.weight [f, h], .w2.weight [h, f])
                                   model.norm.weight                         [h]
                                   lm_head.weight                            [V, h]
                                 (none when tie_word_embeddings is true: the head is
@@ -47,6 +53,8 @@ Inputs
                                 document's last token is ignored (it would be the next
                                 document's first token).
   --out out.safetensors         written atomically (temporary file + rename).
+  --moe-capacity-factor c       (mixture of experts) c > 0: the capacity rule below; 0
+                                (default): dropless.
 
 The model
   x = embed[ids]; per layer: x += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))
@@ -65,6 +73,18 @@ The model
   query i iff j <= i and both are in one document (block-diagonal causal).
   Loss: mean cross-entropy over tokens whose label is not -100; exactly 0 (with all-zero
   gradients, never NaN) when every label is -100.
+  Mixture of experts (num_local_experts E, num_experts_per_tok k), written from the rules of
+  docs/models.md, with dense masks over all B*S tokens: router probabilities
+  softmax(n @ gate.T); the k experts of each token by a STABLE descending sort of the
+  logits (equal logits: the lower expert index first); a dense [tokens, E] mask of the
+  chosen; routing weights = probabilities * mask / their sum; with --moe-capacity-factor c
+  > 0, C = ceil(c * tokens * k / E) and an expert keeps the first C of its assignments in
+  the order (choice rank, token), found by a cumulative sum over that order (a dropped
+  assignment's weight becomes 0, the others are not renormalised again); every expert
+  runs on every token (SwiGLU, w1 gate, w3 up, w2 down) and its output is weighted by the
+  masked weights. The loss adds router_aux_loss_coef x the mean over layers of
+  E * sum_e f_e P_e, f_e the fraction of the tokens whose chosen set holds e (drops
+  included; no gradient), P_e the mean probability of e.
 
 Outputs (all F64)
   loss                 [] the loss of the first batch at the given weights
@@ -239,6 +259,20 @@ def check_config(c, where="config"):
     if not isinstance(tied, bool):
         raise InputError(f"{where}: tie_word_embeddings must be true or false, got {tied!r}")
     cfg["tie_word_embeddings"] = tied
+    experts = c.get("num_local_experts")
+    if experts is not None:
+        if isinstance(experts, bool) or not isinstance(experts, int) or experts <= 0:
+            raise InputError(f"{where}: num_local_experts must be a positive integer, "
+                             f"got {experts!r}")
+        top = c.get("num_experts_per_tok", 2)
+        if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= experts:
+            raise InputError(f"{where}: num_experts_per_tok must be in [1, {experts}], "
+                             f"got {top!r}")
+        cfg["experts"] = {"E": experts, "k": top,
+                          "coef": float(c.get("router_aux_loss_coef", 0.001)),
+                          "capacity_factor": 0.0}
+        if float(c.get("router_jitter_noise", 0.0)) != 0.0:
+            raise InputError(f"{where}: router_jitter_noise is not implemented")
     if c.get("attention_bias", False) or c.get("mlp_bias", False):
         raise InputError(f"{where}: biases are not implemented")
     if c.get("hidden_act", "silu") != "silu":
@@ -303,6 +337,15 @@ def parameter_shapes(cfg):
         shapes[p + "self_attn.v_proj.weight"] = (kvd, h)
         shapes[p + "self_attn.o_proj.weight"] = (h, qd)
         shapes[p + "post_attention_layernorm.weight"] = (h,)
+        if "experts" in cfg:
+            E = cfg["experts"]["E"]
+            shapes[p + "block_sparse_moe.gate.weight"] = (E, h)
+            for m in range(E):
+                q = f"{p}block_sparse_moe.experts.{m}."
+                shapes[q + "w1.weight"] = (f, h)
+                shapes[q + "w3.weight"] = (f, h)
+                shapes[q + "w2.weight"] = (h, f)
+            continue
         shapes[p + "mlp.gate_proj.weight"] = (f, h)
         shapes[p + "mlp.up_proj.weight"] = (f, h)
         shapes[p + "mlp.down_proj.weight"] = (h, f)
@@ -410,6 +453,33 @@ def attention(q, k, v, q_pos, k_pos, documents=None):
     return torch.softmax(scores, dim=-1) @ v
 
 
+def sparse_moe(n, params, p, moe):
+    """Mixtral's sparse MLP on n [B, S, h] with dense masks; returns (output, balance)."""
+    B, S, h = n.shape
+    x = n.reshape(B * S, h)
+    T, E, k = x.shape[0], moe["E"], moe["k"]
+    logits = x @ params[p + "block_sparse_moe.gate.weight"].T            # [T, E]
+    probs = torch.softmax(logits, dim=-1)
+    order = torch.sort(logits.detach(), dim=-1, descending=True, stable=True).indices[:, :k]
+    chosen = torch.zeros(T, E, dtype=F64).scatter(1, order, 1.0)        # [T, E] 0/1
+    weights = probs * chosen / (probs * chosen).sum(dim=-1, keepdim=True)
+    if moe["capacity_factor"] > 0:
+        capacity = math.ceil(moe["capacity_factor"] * T * k / E)
+        slots = torch.nn.functional.one_hot(order, E).to(F64)            # [T, k, E]
+        queue = slots.transpose(0, 1).reshape(k * T, E)                  # choice rank, token
+        place = torch.cumsum(queue, dim=0) * queue                       # 1-based, per expert
+        kept = ((place >= 1) & (place <= capacity)).to(F64)
+        weights = weights * kept.reshape(k, T, E).sum(dim=0)
+    out = torch.zeros_like(x)
+    for m in range(E):
+        q = f"{p}block_sparse_moe.experts.{m}."
+        gate, up = x @ params[q + "w1.weight"].T, x @ params[q + "w3.weight"].T
+        y = (torch.nn.functional.silu(gate) * up) @ params[q + "w2.weight"].T
+        out = out + weights[:, m:m + 1] * y
+    balance = E * (chosen.mean(dim=0) * probs.mean(dim=0)).sum()
+    return out.reshape(B, S, h), balance
+
+
 def forward_loss(params, cfg, ids, labels, ends=None):
     B, S = ids.shape
     h, H, Hkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
@@ -421,6 +491,7 @@ def forward_loss(params, cfg, ids, labels, ends=None):
         documents, rope_pos = packed_documents(ends)
         labels = labels.masked_fill(ends == 1, IGNORE)
     x = params["model.embed_tokens.weight"][ids]                         # [B, S, h]
+    balances = []
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         n = rms_norm(x, params[p + "input_layernorm.weight"], eps)
@@ -432,6 +503,11 @@ def forward_loss(params, cfg, ids, labels, ends=None):
         o = o.transpose(1, 2).reshape(B, S, H * d)
         x = x + o @ params[p + "self_attn.o_proj.weight"].T
         n = rms_norm(x, params[p + "post_attention_layernorm.weight"], eps)
+        if "experts" in cfg:
+            y, balance = sparse_moe(n, params, p, cfg["experts"])
+            x = x + y
+            balances.append(balance)
+            continue
         gate = n @ params[p + "mlp.gate_proj.weight"].T
         up = n @ params[p + "mlp.up_proj.weight"].T
         x = x + (torch.nn.functional.silu(gate) * up) @ params[p + "mlp.down_proj.weight"].T
@@ -442,11 +518,12 @@ def forward_loss(params, cfg, ids, labels, ends=None):
     flat = labels.reshape(-1)
     mask = flat != IGNORE
     count = int(mask.sum())
+    aux = cfg["experts"]["coef"] * sum(balances) / len(balances) if balances else 0.0
     if count == 0:
-        return (logits * 0).sum()  # 0, with zero gradients flowing to every parameter
+        return (logits * 0).sum() + aux  # 0, with zero gradients flowing to every parameter
     lse = torch.logsumexp(logits[mask], dim=-1)
     target = logits[mask].gather(1, flat[mask][:, None]).squeeze(1)
-    return (lse - target).sum() / count
+    return (lse - target).sum() / count + aux
 
 
 # ------------------------------------------------------------------------------------------
@@ -459,6 +536,10 @@ def gradients(params):
 
 def run(args):
     cfg = load_config(args.config)
+    if args.moe_capacity_factor != 0:
+        if "experts" not in cfg or args.moe_capacity_factor < 0:
+            raise InputError("--moe-capacity-factor needs num_local_experts and a value > 0")
+        cfg["experts"]["capacity_factor"] = args.moe_capacity_factor
     params = load_parameters(args.weights, cfg)
     batches = [load_batch(b, cfg) for b in args.batch]
     out = {}
@@ -665,6 +746,45 @@ def self_test():
     _check("packed row = its documents run alone", abs(packed - alone) < 1e-12 * abs(alone),
            f"{packed:.6f} vs {alone:.6f}")
 
+    # Mixture of experts: the routing against a loop over tokens (ties to the lower index,
+    # capacity in (choice rank, token) order), and every gradient by finite differences.
+    moe = {"E": 4, "k": 2, "coef": 0.5, "capacity_factor": 0.75}
+    moe_cfg = dict(cfg, experts=moe, num_hidden_layers=1)
+    moe_params = _random_params(moe_cfg, gen)
+    with torch.no_grad():
+        xt = torch.randn(1, 6, 8, dtype=F64, generator=gen)
+        gate = moe_params["model.layers.0.block_sparse_moe.gate.weight"]
+        gate[1] = gate[0]  # experts 0 and 1 tie on every token: 0 must win
+        got, _ = sparse_moe(xt, moe_params, "model.layers.0.", moe)
+        want = torch.zeros(6, 8, dtype=F64)
+        taken = [0] * 4
+        picks = []
+        for t in range(6):
+            lg = [float(xt[0, t] @ gate[e]) for e in range(4)]
+            best = sorted(range(4), key=lambda e: (-lg[e], e))[:2]
+            _check("tie goes to the lower expert", 1 not in best or 0 in best)
+            z = sum(math.exp(lg[e]) for e in best)
+            picks.append([(e, math.exp(lg[e]) / z) for e in best])
+        for j in range(2):
+            for t in range(6):
+                e, w = picks[t][j]
+                taken[e] += 1
+                if taken[e] <= math.ceil(0.75 * 6 * 2 / 4):
+                    q = f"model.layers.0.block_sparse_moe.experts.{e}."
+                    xv = xt[0, t]
+                    a, u = xv @ moe_params[q + "w1.weight"].T, xv @ moe_params[q + "w3.weight"].T
+                    want[t] += w * ((a * torch.sigmoid(a) * u) @ moe_params[q + "w2.weight"].T)
+        _check("moe routing and capacity vs a loop over tokens",
+               torch.allclose(got[0], want, rtol=0, atol=1e-13) and max(taken) > 3,
+               f"max err {(got[0] - want).abs().max().item():.2e}")
+    moe_params = _random_params(moe_cfg, gen)  # untied: finite differences must not flip
+    moe_names = list(moe_params)
+    ok = torch.autograd.gradcheck(
+        lambda *t: forward_loss(dict(zip(moe_names, t)), moe_cfg, ids, labels),
+        tuple(p.detach().clone().requires_grad_(True) for p in moe_params.values()),
+        eps=1e-6, atol=1e-7, rtol=1e-5)
+    _check("gradcheck of every parameter, mixture of experts (top-2, capacity, aux loss)", ok)
+
     # All labels masked: loss exactly 0 and every gradient exactly zero.
     for p in params.values():
         p.grad = None
@@ -713,6 +833,7 @@ def main(argv=None):
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--max-grad-norm", type=float, default=0.0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--moe-capacity-factor", type=float, default=0.0)
     args = ap.parse_args(argv)
     torch.set_num_threads(max(1, args.threads))
     if args.self_test:

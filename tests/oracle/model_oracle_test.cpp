@@ -1,8 +1,10 @@
 // The single-device model against the independent PyTorch implementation (llama_oracle.py,
 // float64): loss and every parameter gradient (per tensor ||a-b||/||b|| <= 1e-5), and the
 // parameters after three AdamW steps with clipping and weight decay (per tensor <= 1e-4);
-// plain, GQA, rope scaling, explicit head_dim and tied embeddings; and rows of packed
-// documents (loss and gradients).
+// plain, GQA, rope scaling, explicit head_dim and tied embeddings, mixture-of-experts MLPs
+// (E 4 and 8, top-1 and top-2, dropless and with a capacity that drops; the router's
+// gradient and the auxiliary loss included); and rows of packed documents (loss and
+// gradients).
 #include <unistd.h>
 
 #include <algorithm>
@@ -80,6 +82,16 @@ ModelConfig with_head_dim(ModelConfig c, std::int64_t head_dim) {
   c.explicit_head_dim = head_dim;
   return c;
 }
+// Mixtral-style experts; a load-balancing coefficient far above the default 1e-3 so that
+// its gradient is a visible part of the router's; capacity > 0 drops assignments.
+ModelConfig with_experts(ModelConfig c, std::int64_t experts, std::int64_t top_k,
+                         double capacity = 0) {
+  c.num_local_experts = experts;
+  c.num_experts_per_tok = top_k;
+  c.router_aux_loss_coef = 0.3;
+  c.moe_capacity_factor = capacity;
+  return c;
+}
 
 class ModelOracle : public ::testing::TestWithParam<Case> {
  protected:
@@ -136,22 +148,27 @@ TEST_P(ModelOracle, LossAndEveryGradientMatchPyTorch) {
   const TokenBatch batch{c.batch, c.seq, ids_.data(), labels_.data()};
   const std::int64_t unmasked = count_unmasked(batch);
   const LossResult loss = model.forward_backward(batch, 1.0 / static_cast<double>(unmasked));
+  // A capacity case means to drop; a dense model has no auxiliary loss.
+  EXPECT_EQ(loss.dropped > 0, c.config.moe_capacity_factor > 0) << loss.dropped;
+  EXPECT_EQ(loss.aux > 0, c.config.is_moe()) << loss.aux;
 
   ASSERT_NO_FATAL_FAILURE(run_oracle({.config = dir_ + "/config.json",
                                       .weights = dir_ + "/model.safetensors",
                                       .batches = {dir_ + "/batch.safetensors"},
-                                      .out = dir_ + "/out.safetensors"}));
+                                      .out = dir_ + "/out.safetensors",
+                                      .moe_capacity_factor = c.config.moe_capacity_factor}));
   const auto out = io::SafetensorsFile::open(dir_ + "/out.safetensors");
   const double ref_loss = out.read_as_f64("loss").at(0);
-  EXPECT_LE(std::abs(loss.mean() - ref_loss) / std::abs(ref_loss), 1e-5)
-      << "loss " << loss.mean() << " vs " << ref_loss;
+  const double total = loss.mean() + loss.aux;
+  EXPECT_LE(std::abs(total - ref_loss) / std::abs(ref_loss), 1e-5)
+      << "loss " << total << " vs " << ref_loss;
   double worst = 0;
   for (const NamedTensor& g : named_tensors(model.grads())) {
     const double err = relative_error(*g.tensor, out.read_as_f64(g.name));
     EXPECT_LE(err, 1e-5) << g.name;
     worst = std::max(worst, err);
   }
-  std::cout << "largest gradient error " << worst << ", loss " << loss.mean() << "\n";
+  std::cout << "largest gradient error " << worst << ", loss " << total << "\n";
 }
 
 TEST_P(ModelOracle, ThreeAdamWStepsMatchPyTorch) {
@@ -186,7 +203,8 @@ TEST_P(ModelOracle, ThreeAdamWStepsMatchPyTorch) {
                                       .beta2 = hyper.beta2,
                                       .eps = hyper.eps,
                                       .weight_decay = hyper.weight_decay,
-                                      .max_grad_norm = max_norm}));
+                                      .max_grad_norm = max_norm,
+                                      .moe_capacity_factor = c.config.moe_capacity_factor}));
   const auto out = io::SafetensorsFile::open(dir_ + "/out.safetensors");
   const std::vector<double> ref_losses = out.read_as_f64("losses");
   ASSERT_EQ(ref_losses.size(), 3u);
@@ -220,7 +238,15 @@ INSTANTIATE_TEST_SUITE_P(
         // (the oracle: one leaf tensor used twice); with llama3 scaling as Llama 3.2 has both.
         Case{"tied", with_tied_embeddings(make_config(97, 64, 160, 2, 4, 2)), 2, 37, 1e-3f},
         Case{"tied_llama3",
-             with_tied_embeddings(with_llama3_rope(make_config(256, 48, 96, 2, 3, 3))), 3, 16}),
+             with_tied_embeddings(with_llama3_rope(make_config(256, 48, 96, 2, 3, 3))), 3, 16},
+        // Mixture of experts: top-1 and top-2 over 4 and 8 experts, two with a capacity
+        // factor that drops assignments (GQA, odd vocabularies and lengths).
+        Case{"moe_e4_top1", with_experts(make_config(97, 32, 40, 2, 4, 2), 4, 1), 2, 19},
+        Case{"moe_e4_top2_capacity", with_experts(make_config(97, 32, 40, 2, 4, 2), 4, 2, 1.0),
+             2, 19},
+        Case{"moe_e8_top1_capacity", with_experts(make_config(61, 32, 24, 2, 4, 2), 8, 1, 1.25),
+             2, 23},
+        Case{"moe_e8_top2", with_experts(make_config(61, 32, 24, 2, 4, 2), 8, 2), 2, 23}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 // Packed documents: consecutive rows of S tokens cut from one stream of documents (lengths

@@ -81,6 +81,7 @@ struct OracleRun {
   int steps = 0;                     // AdamW steps (0: loss and gradients only)
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   double max_grad_norm = 0.0;  // > 0: clip_grad_norm_ before each step
+  double moe_capacity_factor = 0.0;  // > 0: the mixture of experts' capacity (0: dropless)
 };
 
 inline std::string oracle_command(const OracleRun& r) {
@@ -88,6 +89,8 @@ inline std::string oracle_command(const OracleRun& r) {
       fmt::format("{} {} --config {} --weights {} --out {}", kPython, shell_quote(script_path()),
                   shell_quote(r.config), shell_quote(r.weights), shell_quote(r.out));
   for (const auto& b : r.batches) cmd += " --batch " + shell_quote(b);
+  if (r.moe_capacity_factor > 0)
+    cmd += fmt::format(" --moe-capacity-factor {}", r.moe_capacity_factor);
   if (r.steps > 0)
     cmd += fmt::format(
         " --steps {} --lr {} --beta1 {} --beta2 {} --eps {} --weight-decay {} "
@@ -157,6 +160,16 @@ inline std::vector<std::pair<std::string, Shape>> hf_parameter_shapes(const Mode
     out.push_back({p + "self_attn.v_proj.weight", {kv, h}});
     out.push_back({p + "self_attn.o_proj.weight", {h, q}});
     out.push_back({p + "post_attention_layernorm.weight", {h}});
+    if (c.is_moe()) {  // Mixtral's names (weights.h)
+      out.push_back({p + "block_sparse_moe.gate.weight", {c.num_local_experts, h}});
+      for (std::int64_t e = 0; e < c.num_local_experts; ++e) {
+        const std::string q = fmt::format("{}block_sparse_moe.experts.{}.", p, e);
+        out.push_back({q + "w1.weight", {f, h}});
+        out.push_back({q + "w3.weight", {f, h}});
+        out.push_back({q + "w2.weight", {h, f}});
+      }
+      continue;
+    }
     out.push_back({p + "mlp.gate_proj.weight", {f, h}});
     out.push_back({p + "mlp.up_proj.weight", {f, h}});
     out.push_back({p + "mlp.down_proj.weight", {h, f}});

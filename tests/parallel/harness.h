@@ -54,7 +54,16 @@ struct Case {
   double max_grad_norm = 0;  // clipping threshold in the steps (0: none)
   bool packed = false;       // rows of packed documents (packed_lengths)
   bool shard_optimizer = false;  // the steps' AdamW state sharded over dp (ZeRO-1)
+  // Mixture of experts: every router weight 0, so that by the tie rule (docs/models.md)
+  // every token picks experts 0 .. k-1 in the first step and the others receive none.
+  bool zero_router = false;
 };
+
+// Applies Case::zero_router to a model's (or a rank's) parameters.
+inline void zero_routers(const Case& c, ModelTensors& params) {
+  if (!c.zero_router) return;
+  for (LayerTensors& L : params.layers) L.router.zero();
+}
 
 // The documents of packed row r of a case (they sum to seq): a one-token document, documents
 // shorter than a rank's chunk, and ones that cross chunks and ranks, the pattern shifted per
@@ -149,15 +158,20 @@ constexpr std::uint64_t kSeed = 1234;
 inline Result run_single(const Case& c, const Data& d) {
   MemoryTracker tracker("single");
   LlamaModel model(c.model, tracker, kSeed);
+  zero_routers(c, model.params());
   Result r;
   std::vector<TokenBatch> micro;
   for (int m = 0; m < c.micro; ++m) micro.push_back(micro_batch(c, d, 0, m));
   std::int64_t count = 0;
   for (const TokenBatch& b : micro) count += count_unmasked(b);
   const double scale = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
-  double sum = 0;
-  for (const TokenBatch& b : micro) sum += model.forward_backward(b, scale).sum;
-  r.loss = count > 0 ? sum / static_cast<double>(count) : 0.0;
+  double sum = 0, aux = 0;  // aux: a mixture of experts' load-balancing loss
+  for (const TokenBatch& b : micro) {
+    const LossResult lr = model.forward_backward(b, scale, 1.0 / c.micro);
+    sum += lr.sum;
+    aux += lr.aux / c.micro;
+  }
+  r.loss = (count > 0 ? sum / static_cast<double>(count) : 0.0) + aux;
   r.grad_norm = global_grad_norm(model.grads());
   for (NamedTensor& g : named_tensors(model.grads())) {
     r.names.push_back(g.name);
@@ -184,6 +198,7 @@ inline Result run_parallel(const Case& c, const Data& d, comm::Communicator& wor
   parallel::ParallelGroups groups(world, c.plan);
   MemoryTracker& tracker = world.tracker();
   parallel::RankModel model(c.model, groups, c.seq, c.recompute, tracker, kSeed);
+  zero_routers(c, model.params());
   const int P = groups.dp().size(), p = groups.dp().rank();
   auto local_micro = [&](int set) {
     std::vector<parallel::LocalBatch> out;
@@ -207,11 +222,14 @@ inline Result run_parallel(const Case& c, const Data& d, comm::Communicator& wor
     const std::int64_t count = model.global_unmasked(micro);
     const double scale = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
     zero_tensors(model.grads());
-    double local = 0;
-    for (const parallel::LocalBatch& b : micro) local += model.run(b, true, scale).sum;
+    double local = 0, aux = 0;
+    for (const parallel::LocalBatch& b : micro) {
+      local += model.run(b, true, scale, 1.0 / c.micro).sum;
+      aux += model.router_aux_loss() / c.micro;
+    }
     model.reduce_gradients();
     const double sum = model.global_loss_sum(local);
-    r.loss = count > 0 ? sum / static_cast<double>(count) : 0.0;
+    r.loss = (count > 0 ? sum / static_cast<double>(count) : 0.0) + aux;
     r.grad_norm = model.grad_norm();
     MemoryTracker scratch("gather");
     for (Tensor& t : model.gather(model.grads(), scratch)) r.grads.push_back(to_vector(t));

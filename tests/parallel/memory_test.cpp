@@ -75,6 +75,31 @@ TEST_P(ShardedMemory, HoldsOneDthOfParametersGradientsAndOptimizerState) {
   }
 }
 
+// Mixture of experts under TSP's weight ring (docs/moe.md): every expert's w1/w3/w2 is
+// sharded 1/D like the dense MLP, the router [E, h] replicated like the norms.
+TEST(MoeMemory, TspHoldsOneDthOfEveryExpertAndTheWholeRouter) {
+  ModelConfig m = make_model(128, 64, 128, 4, 4);
+  m.num_local_experts = 4;
+  m.num_experts_per_tok = 2;
+  const std::int64_t L = m.num_hidden_layers, h = m.hidden_size;
+  const std::int64_t norms = (2 * L + 1) * h * 4, routers = L * m.num_local_experts * h * 4;
+  const std::int64_t total = m.num_parameters() * 4;
+  const std::int64_t experts = L * m.num_local_experts * 3 * h * m.intermediate_size * 4;
+  for (int D : {2, 4}) {
+    const Measured s = measure(m, strategy_at("tsp", D), Recompute::None, 2, 16);
+    EXPECT_EQ(s.params, (total - norms - routers) / D + norms + routers) << "D=" << D;
+    EXPECT_EQ(s.grads, (total - norms - routers) / D + norms + routers) << "D=" << D;
+    // The expert bytes on the rank: everything else is known exactly (the other matrices
+    // 1/D, norms and routers whole).
+    const std::int64_t rank_experts = s.params - (total - norms - routers - experts) / D -
+                                      norms - routers;
+    std::printf("  tsp D=%d: expert weights per rank %lld B of %lld (x D = %.3f)\n", D,
+                static_cast<long long>(rank_experts), static_cast<long long>(experts),
+                double(rank_experts) * D / double(experts));
+    EXPECT_EQ(rank_experts * D, experts) << "D=" << D;
+  }
+}
+
 TEST_P(ReplicatedMemory, HoldsEveryParameter) {
   const ModelConfig m = make_model(128, 64, 128, 4, 4);
   const Measured one = measure(m, {}, Recompute::None, 4, 16);

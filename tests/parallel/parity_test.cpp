@@ -14,7 +14,8 @@
 //     each recompute policy x strategy, TP+SP meshes and dp x strategy; vocabularies not
 //     divisible by the degree (97 at 2, 4, 8; 100 at 3, 8); tied embeddings under every
 //     registered strategy (and TP+SP, dp x tsp, TSP at 3 and 8); TSP's allgather schedule in
-//     both sweeps and a few chosen cases (contiguous, accumulation, dp, tied).
+//     both sweeps and a few chosen cases (contiguous, accumulation, dp, tied); mixture-of-
+//     experts models under TSP (moe_*: D 2, 3, 4, dp x tsp, forced routing).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -78,6 +79,15 @@ ModelConfig headdim_narrow() {
 ModelConfig headdim_hidden60() {
   ModelConfig m = make_model(97, 60, 96, 4, 2);
   m.explicit_head_dim = 16;
+  return m;
+}
+
+// Mixture of experts (docs/moe.md): the model's attention, `experts` SwiGLU experts of its
+// MLP width, top-k, a balancing coefficient large enough that its gradient shows.
+ModelConfig with_experts(ModelConfig m, std::int64_t experts, std::int64_t top_k) {
+  m.num_local_experts = experts;
+  m.num_experts_per_tok = top_k;
+  m.router_aux_loss_coef = 0.1;
   return m;
 }
 
@@ -285,6 +295,20 @@ std::vector<Case> matrix() {
   add("tied_tsp3_contiguous_mlp", tied(six()), tsp(1, 3, kContig), Recompute::Mlp);
   add("tied_tsp8", tied(eight()), tsp(1, 8), Recompute::None, 2, 1, 32);
   add("tied_tsp2_full_accum", tied(gqa()), tsp(1, 2), Recompute::Full, 2, 2);
+  // Mixture of experts under TSP's weight ring: every expert's shard rings as the dense
+  // MLP's, at D = 2, 3 (5 experts: the ring takes any E), 4; top-1 and top-2; every recompute
+  // policy; gradient accumulation (the auxiliary loss per micro-batch); dp x tsp (the balance
+  // over the job's micro-batch); and a zero router (every token picks experts 0 .. k-1: all
+  // the same expert at k = 1, experts without a token at k = 2).
+  add("moe_tsp2", with_experts(gqa(), 4, 2), tsp(1, 2));
+  add("moe_tsp3_e5_mlp", with_experts(six(), 5, 2), tsp(1, 3), Recompute::Mlp);
+  add("moe_tsp4_e8_top1_full", with_experts(gqa(), 8, 1), tsp(1, 4), Recompute::Full);
+  add("moe_tsp2_accum", with_experts(gqa(), 4, 2), tsp(1, 2, kContig), Recompute::None, 2, 2);
+  add("moe_dp2xtsp2", with_experts(gqa(), 4, 2), tsp(2, 2));
+  add("moe_tsp2_one_expert", with_experts(gqa(), 4, 1), tsp(1, 2));
+  v.back().zero_router = true;
+  add("moe_tsp4_idle_experts", with_experts(gqa(), 4, 2), tsp(1, 4));
+  v.back().zero_router = true;
   return v;
 }
 
@@ -326,7 +350,13 @@ std::vector<Case> step_cases() {
                                                     "tied_dp2xtsp2",
                                                     "registry_tsp_allgather4_none",
                                                     "registry_headdim_tsp2",
-                                                    "headdim_tp2xsp2"};
+                                                    "headdim_tp2xsp2",
+                                                    // Not the zero-router cases: their
+                                                    // exact ties survive an update only up
+                                                    // to rounding, which then routes apart.
+                                                    "moe_tsp2",    "moe_dp2xtsp2",
+                                                    "moe_tsp3_e5_mlp",
+                                                    "moe_tsp4_e8_top1_full"};
     if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
     c.steps = 5;
     c.max_grad_norm = 1.0;

@@ -39,8 +39,10 @@ struct Measured {
   std::vector<std::int64_t> forward_peak;    // CommBuffers peak of a forward alone
 };
 
-Measured measure(int D, Recompute recompute) {
-  const ModelConfig model = model_for(D);
+// `experts` > 0: model_for(D) with that many experts, top-2 (a mixture of experts).
+Measured measure(int D, Recompute recompute, std::int64_t experts = 0) {
+  ModelConfig model = model_for(D);
+  model.num_local_experts = experts;
   const parallel::ParallelConfig p = make_tsp_plan(1, D);
   Case c;
   c.model = model;
@@ -142,6 +144,32 @@ TEST(TspCommunication, BytesPerRankEqualTheScheduleFormula) {
         EXPECT_EQ(m.grads[k].op("reduce").calls, kL * D);
         EXPECT_EQ(m.axis[k].op("all_reduce").calls, 0);  // no activation all-reduce anywhere
         EXPECT_EQ(m.left_in_flight[k], -1);  // the last prefetch is never issued
+      }
+    }
+  }
+}
+
+// docs/moe.md "Bytes per rank per layer": every expert's shard rides the dense MLP's ring, so
+// the hops carry M_E = E x M per layer; the only other traffic MoE adds is the balance's
+// all-reduce of 2E doubles on the axis, once per layer and forward pass.
+TEST(TspCommunication, MixtureOfExpertsRingBytesEqualTheFormula) {
+  constexpr std::int64_t kExperts = 3;  // not a multiple of D: the ring takes any E
+  for (int D : {2, 4}) {
+    for (Recompute r : {Recompute::None, Recompute::Full}) {
+      const Measured m = measure(D, r, kExperts);
+      const auto [R, kvd, A, M, W] = sizes_for(D);
+      const std::int64_t fwd = r == Recompute::Full ? 2 : 1;  // forward passes per layer
+      const std::int64_t ME = kExperts * M;
+      for (int rank = 0; rank < D; ++rank) {
+        SCOPED_TRACE(testing::Message() << "D=" << D << " recompute " << recompute_name(r)
+                                        << " rank " << rank);
+        const auto k = static_cast<std::size_t>(rank);
+        EXPECT_EQ(m.shards[k].op("send").bytes_sent,
+                  (fwd * kL * (D - 1) * ME + kL * (2 * D - 1) * ME + (D - 1) * W +
+                   (2 * D - 1) * W) *
+                      4);
+        EXPECT_EQ(m.axis[k].op("all_reduce").calls, fwd * kL);
+        EXPECT_EQ(m.left_in_flight[k], -1);
       }
     }
   }

@@ -96,7 +96,8 @@ GenerateCommand::GenerateCommand(CLI::App& app) {
     dry_options_.push_back(opt->capture_default_str());
   };
   dry(command_->add_option("--model", preset_,
-                           "dry run: built-in model preset (tiny, small, 1b, 7b, 13b, 70b)"));
+                           "dry run: built-in model preset (tiny, tiny-moe, small, 1b, 7b, "
+                           "13b, 70b)"));
   dry(command_->add_option("--prompt-tokens", prompt_tokens_, "dry run: tokens per prompt"));
   dry(command_->add_option("--batch", batch_, "dry run: prompts"));
   dry(command_->add_option("--flops-rate", flops_rate_gflops_,

@@ -28,6 +28,12 @@ int InspectCommand::run() {
         "positions {}\n",
         c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.num_key_value_heads,
         c.head_dim(), c.intermediate_size, c.vocab_size, c.max_position_embeddings);
+    if (c.is_moe())
+      out += fmt::format(
+          "  mixture of experts: {} experts of ffn {}, {} per token, router_aux_loss_coef {} "
+          "(trains on one device and under --strategy tsp; docs/moe.md)\n",
+          c.num_local_experts, c.intermediate_size, c.num_experts_per_tok,
+          c.router_aux_loss_coef);
     out += fmt::format("  rope: theta {}, scaling {}\n", c.rope_theta, describe(c.rope_scaling));
     out += fmt::format("  embeddings: {}\n", c.tie_word_embeddings
                                                 ? "tied (one table: embedding and LM head)"

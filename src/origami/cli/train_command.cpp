@@ -61,8 +61,14 @@ TrainCommand::TrainCommand(CLI::App& app) {
   o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   command_->add_option("--config", config_path_, "Hugging Face Llama config.json")
       ->check(CLI::ExistingFile);
-  command_->add_option("--model", preset_, "built-in model preset (tiny, small, 1b, 7b, 13b, 70b)")
+  command_
+      ->add_option("--model", preset_,
+                   "built-in model preset (tiny, tiny-moe, small, 1b, 7b, 13b, 70b)")
       ->capture_default_str();
+  moe_capacity_option_ = command_->add_option(
+      "--moe-capacity-factor", moe_capacity_factor_,
+      "mixture of experts: each expert takes at most ceil(factor x tokens x k / E) of a "
+      "micro-batch's assignments, the rest dropped and counted (> 0; default: dropless)");
   command_->add_option("--data", o.data_path,
                        "PATH[:WEIGHT][,PATH[:WEIGHT]...]: Origami token file prefixes, Megatron "
                        ".bin/.idx prefixes, flat or llm.c .bin files, or text files (byte "
@@ -278,6 +284,17 @@ int TrainCommand::run() {
   options_.model = config_path_.empty() ? model_preset(preset_)
                                         : load_model_config(config_path_, &warnings);
   for (const std::string& w : warnings) std::cerr << "origami: warning: " << w << "\n";
+  if (moe_capacity_option_->count() > 0) {
+    if (!(moe_capacity_factor_ > 0) || !std::isfinite(moe_capacity_factor_))
+      throw ConfigError(fmt::format("--moe-capacity-factor is {}; it must be a finite number > 0 "
+                                    "(e.g. 1.25), or absent: dropless",
+                                    moe_capacity_factor_));
+    if (!options_.model.is_moe())
+      throw ConfigError("--moe-capacity-factor applies to a mixture-of-experts model "
+                        "(num_local_experts in config.json, or --model tiny-moe); this one is "
+                        "dense: drop the flag");
+    options_.model.moe_capacity_factor = moe_capacity_factor_;
+  }
   if (!memory_cap_.empty()) options_.memory_cap = parse_bytes(memory_cap_);
   options_.batch_fixed = batch_option_->count() > 0;
   options_.grad_accum_fixed = grad_accum_option_->count() > 0;

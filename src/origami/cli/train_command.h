@@ -22,6 +22,8 @@ class TrainCommand {
   TrainOptions options_;
   std::string config_path_;
   std::string preset_ = "small";
+  double moe_capacity_factor_ = 0;  // --moe-capacity-factor (ModelConfig::moe_capacity_factor)
+  CLI::Option* moe_capacity_option_ = nullptr;
   std::string memory_cap_;
   // Whether the user chose a strategy (else TSP over 4 ranks is the default: see run()).
   CLI::Option* strategy_option_ = nullptr;

@@ -64,6 +64,7 @@ void run_rank(const ModelConfig& model, const InferDryRunOptions& o,
 InferDryRunReport infer_dry_run(const ModelConfig& model, int degree,
                                 const InferDryRunOptions& o) {
   validate(model);
+  refuse_mixture_of_experts(model, "inference");
   if (degree < 1) throw ConfigError(fmt::format("--degree {} must be >= 1", degree));
   if (o.prompt_tokens < 1 || o.batch < 1)
     throw ConfigError(fmt::format("--prompt-tokens {} and --batch {} must be >= 1",

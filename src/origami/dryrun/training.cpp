@@ -91,6 +91,7 @@ DryRunReport dry_run(const ModelConfig& model, const parallel::ParallelConfig& p
     throw ConfigError("a computed (execute) run is fp32 only: the kernels compute in fp32");
   parse_recompute(o.recompute);
   const int world = plan.world();
+  refuse_mixture_of_experts(model, "the dry run");  // its expected-routing model: not built
   parallel::validate_plan(plan, model, o.seq, o.batch, world);
   check_dry_run_host_memory(o.seq, o.batch, world);  // --seq 2^30: refused at once
   DryRunMachine machine{.precision = o.precision,

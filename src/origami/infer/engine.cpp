@@ -58,6 +58,7 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, comm::Communicator w
       tracker_(tracker),
       layout_kind_(layout),
       D_(world.size()) {
+  refuse_mixture_of_experts(config_, "inference");
   if (layout == parallel::TokenLayoutKind::Balanced)
     throw ConfigError("--layout balanced balances packed training documents; a prompt is one "
                       "causal sequence: use --layout zigzag or contiguous");

@@ -130,8 +130,9 @@ struct MlpGrads {
 };
 // Saved for backward: the gate and up pre-activations (silu(a)*u is recomputed).
 struct MlpSaved {
-  Tensor a;  // [rows, ffn]
+  Tensor a;  // [rows, ffn]; a mixture-of-experts layer: every kept assignment's row (moe.h)
   Tensor u;  // [rows, ffn]
+  Tensor router_logits;  // mixture of experts only: [rows, E] (the routing is redone from it)
 };
 // The same rows held elsewhere (TSP writes each MLP shard's into its slot of the layer's
 // saved tensors): the forward writes them, the backward reads them in place.

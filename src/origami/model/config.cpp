@@ -56,15 +56,20 @@ std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what) {
 // Fields Origami reads into ModelConfig.
 constexpr const char* kIntFields[] = {
     "vocab_size",          "hidden_size",         "intermediate_size",      "num_hidden_layers",
-    "num_attention_heads", "num_key_value_heads", "max_position_embeddings"};
-constexpr const char* kFloatFields[] = {"rope_theta", "rms_norm_eps", "initializer_range"};
+    "num_attention_heads", "num_key_value_heads", "max_position_embeddings",
+    "num_local_experts",   "num_experts_per_tok"};
+constexpr const char* kFloatFields[] = {"rope_theta", "rms_norm_eps", "initializer_range",
+                                        "router_aux_loss_coef"};
 // Fields required in a config.json: without them the file does not describe a model.
 constexpr const char* kRequired[] = {"vocab_size", "hidden_size", "intermediate_size",
                                      "num_hidden_layers", "num_attention_heads"};
 // Fields that only describe the file or the tokenizer; they do not change the computation.
 constexpr const char* kInformational[] = {"architectures",        "model_type",   "torch_dtype",
                                           "bos_token_id",         "eos_token_id", "pad_token_id",
-                                          "transformers_version", "use_cache",    "_name_or_path"};
+                                          "transformers_version", "use_cache",    "_name_or_path",
+                                          // Mixtral: whether HF returns the router logits;
+                                          // Origami always adds the auxiliary loss
+                                          "output_router_logits"};
 
 template <std::size_t N>
 bool contains(const char* const (&list)[N], const std::string& key) {
@@ -159,11 +164,17 @@ void check_meaningful(const std::string& key, const json& v) {
     const double p = get_number(v, key);
     if (p != 0.0)
       refuse(fmt::format("attention_dropout is {}; Origami has no dropout: set it to 0", p));
+  } else if (key == "router_jitter_noise") {
+    const double p = get_number(v, key);
+    if (p != 0.0)
+      refuse(fmt::format("router_jitter_noise is {}; Origami's router is deterministic: set it "
+                         "to 0", p));
   }
 }
 
-constexpr const char* kMeaningful[] = {"attention_bias", "mlp_bias", "hidden_act",
-                                       "pretraining_tp", "attention_dropout"};
+constexpr const char* kMeaningful[] = {"attention_bias",      "mlp_bias",      "hidden_act",
+                                       "pretraining_tp",      "attention_dropout",
+                                       "router_jitter_noise"};
 
 // rope_scaling: null, or {"rope_type" (or the older "type"): "default" | "linear" | "llama3",
 // and that type's numbers}. Every field is required, as transformers requires it; a field
@@ -233,12 +244,15 @@ std::int64_t& int_field(ModelConfig& c, const std::string& key) {
   if (key == "num_hidden_layers") return c.num_hidden_layers;
   if (key == "num_attention_heads") return c.num_attention_heads;
   if (key == "num_key_value_heads") return c.num_key_value_heads;
+  if (key == "num_local_experts") return c.num_local_experts;
+  if (key == "num_experts_per_tok") return c.num_experts_per_tok;
   return c.max_position_embeddings;
 }
 
 double& float_field(ModelConfig& c, const std::string& key) {
   if (key == "rope_theta") return c.rope_theta;
   if (key == "rms_norm_eps") return c.rms_norm_eps;
+  if (key == "router_aux_loss_coef") return c.router_aux_loss_coef;
   return c.initializer_range;
 }
 
@@ -251,7 +265,13 @@ std::int64_t ModelConfig::num_parameters() const {
   std::int64_t layer = checked_mul(h, qd, "q_proj");                   // q_proj
   layer = checked_add(layer, checked_mul(h, qd, "o_proj"), "o_proj");  // o_proj
   layer = checked_add(layer, checked_mul(2 * h, kv_dim(), "k/v_proj"), "k/v_proj");
-  layer = checked_add(layer, checked_mul(3 * h, intermediate_size, "mlp"), "mlp");
+  const std::int64_t mlp = checked_mul(3 * h, intermediate_size, "mlp");
+  if (is_moe()) {  // E experts and the router [E, h]
+    layer = checked_add(layer, checked_mul(num_local_experts, mlp, "experts"), "experts");
+    layer = checked_add(layer, checked_mul(num_local_experts, h, "router"), "router");
+  } else {
+    layer = checked_add(layer, mlp, "mlp");
+  }
   layer = checked_add(layer, 2 * h, "norms");  // input and post-attention RMSNorm
   std::int64_t total = checked_mul(layer, num_hidden_layers, "layers");
   const std::int64_t tables = tie_word_embeddings ? 1 : 2;  // tied: one table serves both
@@ -327,7 +347,35 @@ void validate(const ModelConfig& c) {
         fmt::format("initializer_range is {}; it must be a positive finite number (e.g. "
                     "0.02)",
                     c.initializer_range));
+  if (c.num_local_experts < 0)
+    refuse(fmt::format("num_local_experts is {}; it must be positive (or absent: a dense MLP)",
+                       c.num_local_experts));
+  if (c.is_moe()) {
+    check_positive("num_local_experts", c.num_local_experts);
+    if (c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_local_experts)
+      refuse(fmt::format("num_experts_per_tok is {}; each token picks between 1 and "
+                         "num_local_experts = {} experts: choose a value in [1, {}]",
+                         c.num_experts_per_tok, c.num_local_experts, c.num_local_experts));
+    if (!(std::isfinite(c.router_aux_loss_coef) && c.router_aux_loss_coef >= 0))
+      refuse(fmt::format("router_aux_loss_coef is {}; it must be a finite number >= 0 (e.g. "
+                         "0.001; 0: no load-balancing loss)",
+                         c.router_aux_loss_coef));
+    if (!(std::isfinite(c.moe_capacity_factor) && c.moe_capacity_factor >= 0))
+      refuse(fmt::format("--moe-capacity-factor is {}; it must be a finite number > 0 (e.g. "
+                         "1.25), or absent: dropless",
+                         c.moe_capacity_factor));
+  }
   (void)c.num_parameters();  // refuses sizes whose parameter count overflows
+}
+
+void refuse_mixture_of_experts(const ModelConfig& c, const std::string& what) {
+  if (!c.is_moe()) return;
+  throw ConfigError(fmt::format(
+      "num_local_experts is {}: mixture-of-experts layers run on the single-device model "
+      "(LlamaModel, as the model and oracle tests use it) and under --strategy tsp --degree 2 "
+      "or more (its broadcast-ring schedule: the experts' weight ring, with dp) only so far; "
+      "{} does not support them yet: use --strategy tsp, or a dense model",
+      c.num_local_experts, what));
 }
 
 ModelConfig parse_model_config(const std::string& json_text, std::vector<std::string>* warnings) {
@@ -438,8 +486,8 @@ ModelConfig load_model_config(const std::string& path, std::vector<std::string>*
 
 std::string model_config_to_json(const ModelConfig& c) {
   nlohmann::ordered_json j;
-  j["architectures"] = {"LlamaForCausalLM"};
-  j["model_type"] = "llama";
+  j["architectures"] = {c.is_moe() ? "MixtralForCausalLM" : "LlamaForCausalLM"};
+  j["model_type"] = c.is_moe() ? "mixtral" : "llama";
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;
   j["intermediate_size"] = c.intermediate_size;
@@ -472,6 +520,12 @@ std::string model_config_to_json(const ModelConfig& c) {
   j["attention_bias"] = false;
   j["mlp_bias"] = false;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (c.is_moe()) {
+    j["num_local_experts"] = c.num_local_experts;
+    j["num_experts_per_tok"] = c.num_experts_per_tok;
+    j["router_aux_loss_coef"] = c.router_aux_loss_coef;
+    j["router_jitter_noise"] = 0.0;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -493,10 +547,18 @@ ModelConfig make(std::int64_t vocab, std::int64_t h, std::int64_t inter, std::in
   return c;
 }
 
+ModelConfig with_experts(ModelConfig c, std::int64_t experts, std::int64_t per_token) {
+  c.num_local_experts = experts;
+  c.num_experts_per_tok = per_token;
+  return c;
+}
+
 const std::map<std::string, ModelConfig>& presets() {
   static const std::map<std::string, ModelConfig> table = {
       // Unit tests: grouped-query (4 heads over 2 KV heads), byte vocabulary.
       {"tiny", make(256, 64, 160, 2, 4, 2, 10000.0, 1e-5, 4096)},
+      // Unit tests of the mixture-of-experts MLP: tiny's shape, 4 experts of width 64, top-2.
+      {"tiny-moe", with_experts(make(256, 64, 64, 2, 4, 2, 10000.0, 1e-5, 4096), 4, 2)},
       // The default training job: ModelConfig's own defaults.
       {"small", ModelConfig{}},
       // Llama-3.2-1B-like (its rope_scaling and tied embeddings left out: plain RoPE, untied).
@@ -522,7 +584,7 @@ ModelConfig model_preset(const std::string& name) {
 
 std::vector<std::string> model_preset_names() {
   // In size order, not alphabetical: that is how a user reads the list.
-  return {"tiny", "small", "1b", "7b", "13b", "70b"};
+  return {"tiny", "tiny-moe", "small", "1b", "7b", "13b", "70b"};
 }
 
 }  // namespace origami

@@ -29,7 +29,18 @@ struct ModelConfig {
   // tie_word_embeddings): the model holds model.embed_tokens.weight only and the head reads it
   // (ModelTensors::head(), docs/models.md "Tied embeddings").
   bool tie_word_embeddings = false;
+  // Mixture-of-experts MLP (Mixtral's config.json names; docs/models.md "Mixture of experts"):
+  // num_local_experts E > 0 replaces every layer's gated MLP by a router [E, h] and E SwiGLU
+  // experts of intermediate_size each, of which each token uses num_experts_per_tok (k).
+  // 0: the dense MLP. The auxiliary load-balancing loss is added with router_aux_loss_coef.
+  std::int64_t num_local_experts = 0;
+  std::int64_t num_experts_per_tok = 2;  // Hugging Face's MixtralConfig default
+  double router_aux_loss_coef = 0.001;   // likewise
+  // Not part of config.json (--moe-capacity-factor): each expert takes at most
+  // ceil(factor * tokens * k / E) of a micro-batch's assignments; 0: dropless.
+  double moe_capacity_factor = 0;
 
+  bool is_moe() const { return num_local_experts > 0; }
   std::int64_t head_dim() const {
     return explicit_head_dim > 0 ? explicit_head_dim : hidden_size / num_attention_heads;
   }
@@ -41,8 +52,14 @@ struct ModelConfig {
 
 // Refuses (ConfigError naming the field and what to change) a configuration that cannot work:
 // non-positive sizes, hidden_size % heads (unless head_dim is explicit), heads % kv heads, odd
-// head_dim (RoPE), eps <= 0, a rope_scaling whose numbers cannot be used.
+// head_dim (RoPE), eps <= 0, a rope_scaling whose numbers cannot be used, num_experts_per_tok
+// outside [1, num_local_experts], a negative router_aux_loss_coef or capacity factor.
 void validate(const ModelConfig& config);
+
+// ConfigError unless `config` is dense: mixture-of-experts layers run on the single-device
+// model (LlamaModel) and TSP's broadcast-ring schedule only so far (docs/moe.md); `what`
+// names the refusing path ("the layout dp=2", "inference") for the message.
+void refuse_mixture_of_experts(const ModelConfig& config, const std::string& what);
 
 // "none", "linear (factor 4)", "llama3 (factor 8, low_freq_factor 1, ...)": for people.
 std::string describe(const RopeScaling& scaling);
@@ -58,9 +75,9 @@ ModelConfig load_model_config(const std::string& path, std::vector<std::string>*
 // The config.json text of a configuration (Hugging Face field names, model_type "llama").
 std::string model_config_to_json(const ModelConfig& config);
 
-// Built-in presets: "tiny" (tests), "small" (h 256, 4 layers, 4 heads, intermediate 688,
-// vocab 256: the default job), "1b", "7b", "13b", "70b" (grouped-query). ConfigError listing
-// the names on an unknown one.
+// Built-in presets: "tiny" (tests), "tiny-moe" (tiny's attention, 4 experts of width 64,
+// top-2), "small" (h 256, 4 layers, 4 heads, intermediate 688, vocab 256: the default job),
+// "1b", "7b", "13b", "70b" (grouped-query). ConfigError listing the names on an unknown one.
 ModelConfig model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 

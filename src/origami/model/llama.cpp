@@ -66,25 +66,32 @@ void LlamaModel::check_batch(const TokenBatch& b) const {
   check_documents(b, config_.max_position_embeddings);
 }
 
-LossResult LlamaModel::forward_backward(const TokenBatch& batch, double grad_scale) {
-  return run(batch, grad_scale, true);
+LossResult LlamaModel::forward_backward(const TokenBatch& batch, double grad_scale,
+                                        double aux_weight) {
+  return run(batch, grad_scale, aux_weight, true);
 }
 
-LossResult LlamaModel::forward(const TokenBatch& batch) { return run(batch, 0.0, false); }
+LossResult LlamaModel::forward(const TokenBatch& batch) { return run(batch, 0.0, 0.0, false); }
 
-LossResult LlamaModel::run(const TokenBatch& batch, double grad_scale, bool backward) {
+LossResult LlamaModel::run(const TokenBatch& batch, double grad_scale, double aux_weight,
+                           bool backward) {
   check_batch(batch);
   ops_.set_batch(batch.batch, batch.seq, batch.input_ids, batch.labels, batch.documents,
                  batch.positions);
+  ops_.set_aux_weight(aux_weight);
   const kernels::LossSum loss = driver_.run(backward, grad_scale);
-  return {loss.sum, loss.count};
+  return {loss.sum, loss.count, ops_.router_aux_loss(), ops_.dropped_assignments()};
 }
 
 double training_flops(const ModelConfig& c, std::int64_t batch, std::int64_t seq) {
   const double h = static_cast<double>(c.hidden_size), f = static_cast<double>(c.intermediate_size);
   const double qd = static_cast<double>(c.num_attention_heads * c.head_dim());
   const double kvd = static_cast<double>(c.kv_dim());
-  const double per_layer_matrix = h * qd + 2 * h * kvd + qd * h + 3 * h * f;
+  // A mixture-of-experts layer touches k experts and its router per token.
+  const double mlp = c.is_moe() ? static_cast<double>(c.num_experts_per_tok) * 3 * h * f +
+                                      h * static_cast<double>(c.num_local_experts)
+                                : 3 * h * f;
+  const double per_layer_matrix = h * qd + 2 * h * kvd + qd * h + mlp;
   const double matrix_params = static_cast<double>(c.num_hidden_layers) * per_layer_matrix +
                                h * static_cast<double>(c.vocab_size);  // LM head (not the lookup)
   const double tokens = static_cast<double>(batch * seq);

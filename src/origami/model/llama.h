@@ -42,6 +42,10 @@ void check_documents(const TokenBatch& batch, std::int64_t max_positions);
 struct LossResult {
   double sum = 0;
   std::int64_t count = 0;
+  // Mixture of experts: this micro-batch's load-balancing loss (SingleOps::router_aux_loss;
+  // the step adds aux_weight x this to its mean) and the assignments the capacity dropped.
+  double aux = 0;
+  std::int64_t dropped = 0;
   double mean() const { return count > 0 ? sum / static_cast<double>(count) : 0.0; }
 };
 
@@ -61,13 +65,16 @@ class LlamaModel {
 
   // Forward and backward of one micro-batch. Gradients accumulate into grads(); the gradient of
   // the loss sum is multiplied by grad_scale (1 / unmasked labels of the whole step, so that
-  // micro-batches add up to the gradient of the step's mean loss).
-  LossResult forward_backward(const TokenBatch& batch, double grad_scale);
+  // micro-batches add up to the gradient of the step's mean loss). A mixture-of-experts
+  // model's auxiliary loss enters the step's loss as aux_weight x LossResult::aux, and its
+  // gradient likewise: 1 / micro-batches (docs/models.md "Mixture of experts").
+  LossResult forward_backward(const TokenBatch& batch, double grad_scale,
+                              double aux_weight = 1.0);
   // Forward only (evaluation); nothing is saved.
   LossResult forward(const TokenBatch& batch);
 
  private:
-  LossResult run(const TokenBatch& batch, double grad_scale, bool backward);
+  LossResult run(const TokenBatch& batch, double grad_scale, double aux_weight, bool backward);
   void check_batch(const TokenBatch& batch) const;
 
   ModelConfig config_;

@@ -20,6 +20,18 @@ MlpWeights mlp_weights(const LayerTensors& L) {
 MlpGrads mlp_grads(LayerTensors& G) {
   return {G.w_gate.f32(), G.w_up.f32(), G.w_down.f32()};
 }
+MoeWeights moe_weights(const LayerTensors& L) {
+  MoeWeights w{L.router.f32(), {}};
+  for (const ExpertTensors& e : L.experts)
+    w.experts.push_back({e.w_gate.f32(), e.w_up.f32(), e.w_down.f32()});
+  return w;
+}
+MoeGrads moe_grads(LayerTensors& G) {
+  MoeGrads g{G.router.f32(), {}};
+  for (ExpertTensors& e : G.experts)
+    g.experts.push_back({e.w_gate.f32(), e.w_up.f32(), e.w_down.f32()});
+  return g;
+}
 }  // namespace
 
 SingleOps::SingleOps(const ModelConfig& config, ModelTensors& params, ModelTensors& grads,
@@ -28,7 +40,21 @@ SingleOps::SingleOps(const ModelConfig& config, ModelTensors& params, ModelTenso
       params_(params),
       grads_(grads),
       tracker_(tracker),
-      rope_(make_rope_tables(config, tracker)) {}
+      rope_(make_rope_tables(config, tracker)),
+      balance_(static_cast<std::size_t>(config.num_hidden_layers), 0.0),
+      dropped_(static_cast<std::size_t>(config.num_hidden_layers), 0) {}
+
+double SingleOps::router_aux_loss() const {
+  if (!config_.is_moe()) return 0.0;
+  double sum = 0;
+  for (double b : balance_) sum += b;
+  return config_.router_aux_loss_coef * sum / static_cast<double>(balance_.size());
+}
+std::int64_t SingleOps::dropped_assignments() const {
+  std::int64_t sum = 0;
+  for (std::int64_t d : dropped_) sum += d;
+  return sum;
+}
 
 void SingleOps::set_batch(std::int64_t batch, std::int64_t seq, const std::int32_t* ids,
                           const std::int32_t* labels, const std::int32_t* documents,
@@ -50,6 +76,14 @@ AttentionDims SingleOps::attention_dims() const {
           .kv_heads = config_.num_key_value_heads,
           .head_dim = config_.head_dim(),
           .documents = documents_};
+}
+MoeDims SingleOps::moe_dims() const {
+  return {.rows = batch_ * seq_,
+          .hidden = config_.hidden_size,
+          .ffn = config_.intermediate_size,
+          .experts = config_.num_local_experts,
+          .top_k = config_.num_experts_per_tok,
+          .capacity_factor = config_.moe_capacity_factor};
 }
 MlpDims SingleOps::mlp_dims() const {
   return {.rows = batch_ * seq_, .hidden = config_.hidden_size, .ffn = config_.intermediate_size};
@@ -79,11 +113,30 @@ void SingleOps::attention_backward(std::int64_t l, const float* n, const Attenti
 }
 
 void SingleOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) {
+  if (config_.is_moe()) {
+    MoeStats stats;
+    moe_block_forward(moe_dims(), n, moe_weights(params_.layers[static_cast<std::size_t>(l)]),
+                      tracker_, s, x, &stats);
+    balance_[static_cast<std::size_t>(l)] = stats.balance;
+    dropped_[static_cast<std::size_t>(l)] = stats.dropped;
+    return;
+  }
   mlp_block_forward(mlp_dims(), n, mlp_weights(params_.layers[static_cast<std::size_t>(l)]),
                     tracker_, s, x);
 }
 void SingleOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dx,
                              float* dn) {
+  if (config_.is_moe()) {
+    const MoeWeights w = moe_weights(params_.layers[static_cast<std::size_t>(l)]);
+    if (!s.router_logits.defined()) moe_block_recompute(moe_dims(), n, w, tracker_, s);
+    // The loss holds coef x aux_weight x (mean over layers of each layer's balance).
+    const double balance_grad = config_.router_aux_loss_coef * aux_weight_ /
+                                static_cast<double>(config_.num_hidden_layers);
+    moe_block_backward(moe_dims(), n, w, s, dx, balance_grad, tracker_, dn,
+                       moe_grads(grads_.layers[static_cast<std::size_t>(l)]));
+    s = MlpSaved();
+    return;
+  }
   const MlpWeights w = mlp_weights(params_.layers[static_cast<std::size_t>(l)]);
   if (!s.a.defined()) mlp_block_recompute(mlp_dims(), n, w, tracker_, s);
   mlp_block_backward(mlp_dims(), n, w, s, dx, tracker_, dn,

@@ -6,6 +6,7 @@
 
 #include "origami/model/block_ops.h"
 #include "origami/model/config.h"
+#include "origami/model/moe.h"
 #include "origami/model/weights.h"
 
 namespace origami {
@@ -20,6 +21,15 @@ class SingleOps final : public BlockOps {
   void set_batch(std::int64_t batch, std::int64_t seq, const std::int32_t* ids,
                  const std::int32_t* labels, const std::int32_t* documents = nullptr,
                  const std::int64_t* positions = nullptr);
+
+  // Mixture of experts (config.is_moe()): this micro-batch's share of the step's auxiliary
+  // loss (1 / micro-batches of the step), which scales its gradient.
+  void set_aux_weight(double weight) { aux_weight_ = weight; }
+  // The last forward's load-balancing loss: router_aux_loss_coef x the mean over the layers of
+  // each layer's balance (moe.h) over this micro-batch's tokens, unweighted; 0 for a dense
+  // model. And the assignments the capacity dropped, over all layers.
+  double router_aux_loss() const;
+  std::int64_t dropped_assignments() const;
 
   std::int64_t stream_rows() const override { return batch_ * seq_; }
   void embed_forward(float* x) override;
@@ -37,6 +47,7 @@ class SingleOps final : public BlockOps {
  private:
   AttentionDims attention_dims() const;
   MlpDims mlp_dims() const;
+  MoeDims moe_dims() const;
 
   const ModelConfig& config_;
   ModelTensors& params_;
@@ -51,6 +62,10 @@ class SingleOps final : public BlockOps {
   // LM head state between forward and backward (the logits become dlogits in place).
   Tensor logits_, lse_;
   const float* head_input_ = nullptr;
+  // Per layer, set (not added) by each forward, so a recomputed forward counts once.
+  std::vector<double> balance_;
+  std::vector<std::int64_t> dropped_;
+  double aux_weight_ = 1.0;
 };
 
 }  // namespace origami

@@ -22,9 +22,19 @@ ModelTensors allocate_model_tensors(const ModelConfig& c, MemoryTracker& tracker
     L.wv = make({kvd, h});
     L.wo = make({h, qd});
     L.post_norm = make({h});
-    L.w_gate = make({f, h});
-    L.w_up = make({f, h});
-    L.w_down = make({h, f});
+    if (c.is_moe()) {
+      L.router = make({c.num_local_experts, h});
+      L.experts.resize(static_cast<std::size_t>(c.num_local_experts));
+      for (ExpertTensors& e : L.experts) {
+        e.w_gate = make({f, h});
+        e.w_up = make({f, h});
+        e.w_down = make({h, f});
+      }
+    } else {
+      L.w_gate = make({f, h});
+      L.w_up = make({f, h});
+      L.w_down = make({h, f});
+    }
     t.layers.push_back(std::move(L));
   }
   t.final_norm = make({h});
@@ -45,9 +55,19 @@ std::vector<NamedTensor> named_tensors(ModelTensors& t) {
     out.push_back({p + "self_attn.v_proj.weight", &L.wv, false});
     out.push_back({p + "self_attn.o_proj.weight", &L.wo, false});
     out.push_back({p + "post_attention_layernorm.weight", &L.post_norm, true});
-    out.push_back({p + "mlp.gate_proj.weight", &L.w_gate, false});
-    out.push_back({p + "mlp.up_proj.weight", &L.w_up, false});
-    out.push_back({p + "mlp.down_proj.weight", &L.w_down, false});
+    if (L.experts.empty()) {
+      out.push_back({p + "mlp.gate_proj.weight", &L.w_gate, false});
+      out.push_back({p + "mlp.up_proj.weight", &L.w_up, false});
+      out.push_back({p + "mlp.down_proj.weight", &L.w_down, false});
+      continue;
+    }
+    out.push_back({p + "block_sparse_moe.gate.weight", &L.router, false});
+    for (std::size_t e = 0; e < L.experts.size(); ++e) {
+      const std::string q = fmt::format("{}block_sparse_moe.experts.{}.", p, e);
+      out.push_back({q + "w1.weight", &L.experts[e].w_gate, false});
+      out.push_back({q + "w3.weight", &L.experts[e].w_up, false});
+      out.push_back({q + "w2.weight", &L.experts[e].w_down, false});
+    }
   }
   out.push_back({"model.norm.weight", &t.final_norm, true});
   if (!t.tied) out.push_back({"lm_head.weight", &t.lm_head, false});
@@ -57,6 +77,8 @@ std::vector<NamedTensor> named_tensors(ModelTensors& t) {
 ModelTensors allocate_like(ModelTensors& like, MemoryTracker& tracker, MemCategory category) {
   ModelTensors t;
   t.layers.resize(like.layers.size());
+  for (std::size_t l = 0; l < like.layers.size(); ++l)
+    t.layers[l].experts.resize(like.layers[l].experts.size());
   t.tied = like.tied;
   std::vector<NamedTensor> src = named_tensors(like), dst = named_tensors(t);
   for (std::size_t i = 0; i < src.size(); ++i)

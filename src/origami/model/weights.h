@@ -11,6 +11,14 @@
 
 namespace origami {
 
+// One SwiGLU expert of a mixture-of-experts layer (the dense MLP's three matrices, Mixtral's
+// w1 = gate, w3 = up, w2 = down).
+struct ExpertTensors {
+  Tensor w_gate;  // [f, h]
+  Tensor w_up;    // [f, h]
+  Tensor w_down;  // [h, f]
+};
+
 struct LayerTensors {
   Tensor input_norm;  // [h]
   Tensor wq;          // [H*d, h]   (nn.Linear layout: [out, in])
@@ -21,6 +29,10 @@ struct LayerTensors {
   Tensor w_gate;      // [f, h]
   Tensor w_up;        // [f, h]
   Tensor w_down;      // [h, f]
+  // Mixture of experts (ModelConfig::is_moe()): the router and the E experts replace the
+  // dense w_gate, w_up and w_down, which are then left undefined.
+  Tensor router;  // [E, h]
+  std::vector<ExpertTensors> experts;
 };
 
 // One set of model-shaped tensors: the parameters, or their gradients, or an optimizer moment.
@@ -54,7 +66,10 @@ ModelTensors allocate_model_tensors(const ModelConfig& config, MemoryTracker& tr
 ModelTensors allocate_like(ModelTensors& like, MemoryTracker& tracker, MemCategory category);
 
 // Every tensor in a fixed order (embedding, layers in order, final norm, head; no head when
-// tied: the shared table is listed, stepped, reduced and saved once, as embed_tokens).
+// tied: the shared table is listed, stepped, reduced and saved once, as embed_tokens). A
+// mixture-of-experts layer lists, after its post-attention norm, Mixtral's names:
+// block_sparse_moe.gate.weight (the router), then experts.M.w1 / w3 / w2 (gate / up / down)
+// for M = 0 .. E-1.
 std::vector<NamedTensor> named_tensors(ModelTensors& tensors);
 
 // Deterministic initialisation: matrices ~ N(0, initializer_range^2) keyed by (seed, name,

@@ -78,8 +78,10 @@ LocalBatch RankModel::localize(const TokenBatch& b) const {
   return local;
 }
 
-kernels::LossSum RankModel::run(const LocalBatch& batch, bool backward, double grad_scale) {
+kernels::LossSum RankModel::run(const LocalBatch& batch, bool backward, double grad_scale,
+                                double aux_weight) {
   ops_->set_batch(&batch);
+  ops_->set_aux_weight(aux_weight);
   const kernels::LossSum loss = driver_.run(backward, grad_scale);
   ops_->set_batch(nullptr);
   return loss;

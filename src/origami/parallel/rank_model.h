@@ -44,8 +44,12 @@ class RankModel {
   // balanced layout by the micro-batch's own assignment, which the LocalBatch carries.
   LocalBatch localize(const TokenBatch& sequences) const;
 
-  // Forward (+ backward) of one micro-batch; returns the rank's local loss sum and count.
-  kernels::LossSum run(const LocalBatch& batch, bool backward, double grad_scale);
+  // Forward (+ backward) of one micro-batch; returns the rank's local loss sum and count. A
+  // mixture of experts' auxiliary loss enters the step as aux_weight x router_aux_loss()
+  // (the same on every rank; 1 / micro-batches: docs/moe.md), its gradient likewise.
+  kernels::LossSum run(const LocalBatch& batch, bool backward, double grad_scale,
+                       double aux_weight = 1.0);
+  double router_aux_loss() const { return ops_->router_aux_loss(); }
 
   // Collective: unmasked labels of these micro-batches over the whole step (sp x dp).
   std::int64_t global_unmasked(const std::vector<LocalBatch>& micro);

@@ -196,6 +196,15 @@ std::vector<ParallelConfig> enumerate_meshes(int world) {
 void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64_t seq,
                    std::int64_t micro_batch, int world_size) {
   validate(model);
+  if (model.is_moe()) {  // experts: TSP's weight ring (tsp_moe.cpp), with dp
+    if (!p.is_tsp() || p.tsp_schedule != TspSchedule::BroadcastRing)
+      refuse_mixture_of_experts(model, fmt::format("the layout {}", p.mesh_spec()));
+    if (model.moe_capacity_factor > 0)
+      throw ConfigError(fmt::format(
+          "--moe-capacity-factor {} under {}: the capacity's priority order spans the whole "
+          "micro-batch, which TSP does not coordinate yet; drop the flag (dropless)",
+          model.moe_capacity_factor, p.mesh_spec()));
+  }
   for (const int d : {p.dp, p.tp, p.sp, p.tsp})
     if (d < 1) throw ConfigError(fmt::format("every mesh degree must be >= 1 ({})", p.mesh_spec()));
   if (micro_batch < 1)
@@ -249,6 +258,8 @@ void assign_reduction_axes(const ParallelConfig& p, std::vector<ShardSpec>& spec
 
 Strategy make_strategy(const ModelConfig& config, ParallelGroups& groups) {
   validate(config);
+  if (!groups.plan().is_tsp() || groups.plan().tsp_schedule != TspSchedule::BroadcastRing)
+    refuse_mixture_of_experts(config, fmt::format("the layout {}", groups.plan().mesh_spec()));
   if (!groups.plan().is_tsp()) return mesh_strategy(config, groups);
   if (groups.plan().tsp_schedule == TspSchedule::Allgather)
     return tsp_allgather_strategy(config, groups);

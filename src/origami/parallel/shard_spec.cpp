@@ -52,6 +52,18 @@ std::vector<ShardSpec> make_shard_specs(const ModelConfig& c, int tp, int t) {
     kv_rows(p + "self_attn.v_proj.weight");
     cols(p + "self_attn.o_proj.weight", h, qd);
     norm(p + "post_attention_layernorm.weight");
+    if (c.is_moe()) {  // the router replicated; each expert sharded as the dense MLP
+      const std::int64_t E = c.num_local_experts;
+      specs.push_back({p + "block_sparse_moe.gate.weight", {E, h}, {E, h}, {0, 0}, -1, 1, false,
+                       {}, {}});
+      for (std::int64_t e = 0; e < E; ++e) {
+        const std::string q = fmt::format("{}block_sparse_moe.experts.{}.", p, e);
+        rows(q + "w1.weight", f, h);
+        rows(q + "w3.weight", f, h);
+        cols(q + "w2.weight", h, f);
+      }
+      continue;
+    }
     rows(p + "mlp.gate_proj.weight", f, h);
     rows(p + "mlp.up_proj.weight", f, h);
     cols(p + "mlp.down_proj.weight", h, f);
@@ -65,6 +77,7 @@ ModelTensors allocate_sharded(const ModelConfig& c, const std::vector<ShardSpec>
                               MemoryTracker& tracker, MemCategory category) {
   ModelTensors t;
   t.layers.resize(static_cast<std::size_t>(c.num_hidden_layers));
+  for (LayerTensors& L : t.layers) L.experts.resize(static_cast<std::size_t>(c.num_local_experts));
   t.tied = c.tie_word_embeddings;
   std::vector<NamedTensor> named = named_tensors(t);
   ORIGAMI_CHECK(named.size() == specs.size(), "{} shard specs for {} model tensors", specs.size(),

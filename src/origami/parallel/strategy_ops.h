@@ -45,6 +45,11 @@ class StrategyOps : public BlockOps {
   // The micro-batch the next driver run works on (nullptr between runs); the caller keeps it
   // alive until then.
   virtual void set_batch(const LocalBatch* batch) = 0;
+  // Mixture of experts (docs/moe.md): this micro-batch's share of the step's auxiliary loss
+  // (1 / micro-batches), and the last forward's auxiliary loss, the same number on every rank
+  // (its counts reduced over the job's micro-batch). A strategy without experts keeps these.
+  virtual void set_aux_weight(double /*weight*/) {}
+  virtual double router_aux_loss() const { return 0.0; }
 };
 
 // A strategy for RankModel: the rank's shard specs (in named_tensors() order, with their

@@ -68,6 +68,7 @@ void check_layout(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
   Mesh plan = mesh;
   plan.layout = w.contiguous ? parallel::TokenLayoutKind::Contiguous
                              : parallel::TokenLayoutKind::Zigzag;
+  refuse_mixture_of_experts(m, "the planner");  // its expert traffic model: not built
   parallel::validate_plan(plan, m, w.seq, w.batch, plan.world());
 }
 

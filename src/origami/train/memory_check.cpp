@@ -32,7 +32,16 @@ void check_run_memory(const TrainOptions& o, const parallel::ParallelConfig& p, 
   w.contiguous = p.layout == parallel::TokenLayoutKind::Contiguous;
   w.recompute = parse_recompute(o.recompute);
   w.shard_optimizer = o.shard_optimizer;
-  const plan::Memory m = plan::memory_per_device(model_for_run(o.model, o.seq), p, w);
+  // The planner has no expert model (docs/moe.md): a mixture of experts is estimated as the
+  // dense model holding the same expert weights (intermediate_size E x f), which bounds its
+  // saved activations (E x f per token against at most k x f) and its weights but for the
+  // routers' E x h per layer (under 1 / (3f) of the experts').
+  ModelConfig estimated = model_for_run(o.model, o.seq);
+  if (estimated.is_moe()) {
+    estimated.intermediate_size *= estimated.num_local_experts;
+    estimated.num_local_experts = 0;
+  }
+  const plan::Memory m = plan::memory_per_device(estimated, p, w);
   const std::vector<std::pair<const char*, std::int64_t>> categories = {
       {"parameters", m.parameters},   {"gradients", m.gradients},
       {"optimizer state", m.optimizer}, {"saved activations", m.activations},

@@ -1,5 +1,7 @@
 #include "origami/train/rank_step.h"
 
+#include <algorithm>
+
 namespace origami::parallel {
 
 AdamW make_rank_optimizer(RankModel& model, MemoryTracker& tracker, kernels::AdamWHyper hyper,
@@ -18,15 +20,19 @@ ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
   // gradient (a rank with no unmasked labels of its own still gets the others' mean).
   const double scale = s.unmasked > 0 ? 1.0 / static_cast<double>(s.unmasked) : 0.0;
   zero_tensors(model.grads());
-  double local = 0;
-  for (const LocalBatch& b : micro) local += model.run(b, true, scale).sum;
+  double local = 0, aux = 0;  // aux: a mixture of experts' load-balancing loss (global)
+  const double aux_weight = 1.0 / static_cast<double>(std::max<std::size_t>(1, micro.size()));
+  for (const LocalBatch& b : micro) {
+    local += model.run(b, true, scale, aux_weight).sum;
+    aux += aux_weight * model.router_aux_loss();
+  }
   // A sharded optimizer (ZeRO-1) owns one slice of each tensor over dp: the dp reduction
   // leaves each rank that slice, the norm and clipping read the slices, and AdamW::step
   // all-gathers the updated parameters over dp.
   const OptimizerSlices* slices = optimizer.sharded() ? &optimizer.slices() : nullptr;
   model.reduce_gradients(slices);
   const double sum = model.global_loss_sum(local);  // collective: every rank calls it
-  s.loss = s.unmasked > 0 ? sum / static_cast<double>(s.unmasked) : 0.0;
+  s.loss = (s.unmasked > 0 ? sum / static_cast<double>(s.unmasked) : 0.0) + aux;
   s.grad_norm = model.grad_norm(slices);
   // Loss and norm are global (all-reduced): every rank stops here together.
   check_step_finite(optimizer.steps_taken() + 1, s.loss, s.grad_norm);

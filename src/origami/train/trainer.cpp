@@ -23,12 +23,18 @@ StepStats train_step(LlamaModel& model, AdamW& optimizer,
   // The step's loss is the mean over all its unmasked labels; no labels: loss 0, no gradient.
   const double grad_scale = unmasked > 0 ? 1.0 / static_cast<double>(unmasked) : 0.0;
   zero_tensors(model.grads());
-  double loss_sum = 0;
-  for (const TokenBatch& b : micro_batches) loss_sum += model.forward_backward(b, grad_scale).sum;
+  double loss_sum = 0, aux = 0;  // aux: a mixture of experts' load-balancing loss
+  const double aux_weight =
+      1.0 / static_cast<double>(std::max<std::size_t>(1, micro_batches.size()));
+  for (const TokenBatch& b : micro_batches) {
+    const LossResult r = model.forward_backward(b, grad_scale, aux_weight);
+    loss_sum += r.sum;
+    aux += aux_weight * r.aux;
+  }
 
   StepStats s;
   s.step = optimizer.steps_taken() + 1;
-  s.loss = unmasked > 0 ? loss_sum / static_cast<double>(unmasked) : 0.0;
+  s.loss = (unmasked > 0 ? loss_sum / static_cast<double>(unmasked) : 0.0) + aux;
   s.tokens = tokens;
   s.lr = lr;
   s.grad_norm = global_grad_norm(model.grads());

@@ -33,6 +33,7 @@ void TspOps::pack_mlp_shard(std::int64_t l, float* out) const {
 }
 
 void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) {
+  if (config_.is_moe()) return moe_forward(l, n, s, x);
   const std::int64_t R = rows(), h = config_.hidden_size, ffn = config_.intermediate_size / size_;
   const MlpDims dims{.rows = R, .hidden = h, .ffn = ffn};
   const std::int64_t F = mlp_floats();
@@ -54,6 +55,7 @@ void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) 
 }
 
 void TspOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dx, float* dn) {
+  if (config_.is_moe()) return moe_backward(l, n, s, dx, dn);
   const std::int64_t R = rows(), h = config_.hidden_size, ffn = config_.intermediate_size / size_;
   const MlpDims dims{.rows = R, .hidden = h, .ffn = ffn};
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];

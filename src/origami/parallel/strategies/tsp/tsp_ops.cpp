@@ -24,6 +24,8 @@ TspOps::TspOps(const ModelConfig& config, ParallelGroups& groups, const TokenLay
   ORIGAMI_CHECK(groups.tp().size() == 1, "TSP runs on one axis; the plan has tp={}",
                 groups.tp().size());
   vocab_rows_ = padded_vocab(config.vocab_size, size_) / size_;
+  moe_balance_.assign(static_cast<std::size_t>(config.num_hidden_layers), 0.0);
+  moe_chosen_.resize(static_cast<std::size_t>(config.num_hidden_layers));
 }
 
 void TspOps::set_batch(const LocalBatch* batch) {

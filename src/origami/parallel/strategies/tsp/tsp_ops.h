@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "origami/model/moe.h"
 #include "origami/parallel/attention_cp.h"
 #include "origami/parallel/parallel_config.h"
 #include "origami/parallel/strategy_context.h"
@@ -51,6 +52,9 @@ class TspOps : public StrategyContext {
                     float* dn) override;
   kernels::LossSum head_forward(const float* nf, bool with_backward) override;
   void head_backward(float grad_scale, float* dnf) override;
+  // Mixture of experts (tsp_moe.cpp): the weight ring over every expert's shard.
+  void set_aux_weight(double weight) override { aux_weight_ = weight; }
+  double router_aux_loss() const override;
 
   // The duplicate of the axis carrying the shard broadcasts and ring hops (its stats are the
   // weight traffic; the axis' own are K/V, dK/dV, gradient reductions and the embedding's).
@@ -91,6 +95,13 @@ class TspOps : public StrategyContext {
   void prefetch_attention_shard(std::int64_t l, int j, Tensor buf);
   void drop_prefetch();  // waits and frees a prefetch nobody took
   void pack_mlp_shard(std::int64_t l, float* out) const;
+  // Mixture of experts (tsp_moe.cpp): the layer's blocks, the packed shard of every expert.
+  MoeDims moe_dims() const;
+  std::int64_t moe_floats() const;
+  void pack_moe_shard(std::int64_t l, float* out) const;
+  void moe_global_balance(std::int64_t l, const MoeRouting& routing, const float* logits);
+  void moe_forward(std::int64_t l, const float* n, MlpSaved& s, float* x);
+  void moe_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dx, float* dn);
 
   int size_, rank_;
   comm::Communicator& axis_;  // the tsp axis: K/V gathers, reductions, all-to-all
@@ -115,6 +126,11 @@ class TspOps : public StrategyContext {
   Tensor head_lse_;
   const float* head_input_ = nullptr;
   KvKeep kv_keep_;
+  // Mixture of experts, per layer, set by each forward (a recomputed forward counts once):
+  // the balance over the job's micro-batch and its counts of chosen assignments.
+  std::vector<double> moe_balance_;
+  std::vector<std::vector<std::int64_t>> moe_chosen_;
+  double aux_weight_ = 1.0;
 };
 
 // TSP as a Strategy for RankModel: TP-style blocks of every weight over the tsp axis, with
