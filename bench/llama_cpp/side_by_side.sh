@@ -83,5 +83,5 @@ for dtype in f32 bf16; do
   "$llama/build/bin/llama-bench" -m "speed-$dtype.gguf" -p 512 -n 128 -t 1,2 -r 3 -o md \
     | tee "llama-bench-$dtype.md"
 done
-"$bench" --speed --out-prefix "$work/origami" --prompt 512 --new-tokens 128
+"$bench" --speed --precision both --out-prefix "$work/origami" --prompt 512 --new-tokens 128
 echo "origami: $work/origami-speed.csv"
