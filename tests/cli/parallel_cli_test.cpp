@@ -235,6 +235,13 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
             "splits no sequence"},
            {"--strategy tp --degree 2 --backend mpi", "needs the program started by mpirun"},
            {"--strategy tp --degree 2 --backend carrier-pigeon", "unknown --backend"},
+           // Pipeline stages (tiny: 2 layers): the split is checked before any rank starts,
+           // and a valid one is refused by the engine, which does not run stages yet.
+           {"--mesh pp=3", "pp=3 pipeline stages over a model of 2 layers: every stage"},
+           {"--mesh pp=2,tsp=2 --pp-layers 1,2", "--pp-layers 1,2 sums to 3 layers"},
+           {"--mesh pp=2,tsp=2 --pp-layers 2", "gives 1 stages but the mesh has pp=2"},
+           {"--mesh pp=2 --pp-layers 1,x", "item 2 ('x')"},
+           {"--mesh pp=2,tsp=2 --pp-layers 1,1", "does not run pipeline stages yet"},
        }) {
     const CliRun r = origami(kJob + b.flags);
     EXPECT_EQ(r.code, 2) << b.flags << "\n" << r.all();

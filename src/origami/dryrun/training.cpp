@@ -12,6 +12,7 @@
 #include "origami/dryrun/ranks.h"
 #include "origami/kernels/cross_entropy.h"
 #include "origami/model/optimizer.h"
+#include "origami/parallel/pipeline_stages.h"
 #include "origami/parallel/rank_model.h"
 #include "origami/train/rank_step.h"
 
@@ -90,6 +91,7 @@ DryRunReport dry_run(const ModelConfig& model, const parallel::ParallelConfig& p
   parse_recompute(o.recompute);
   const int world = plan.world();
   parallel::validate_plan(plan, model, o.seq, o.batch, world);
+  parallel::refuse_unbuilt_pipeline(plan);  // before any simulated rank starts
   check_dry_run_host_memory(o.seq, o.batch, world);  // --seq 2^30: refused at once
   DryRunMachine machine{.precision = o.precision,
                         .flop_rate = o.flop_rate,

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "origami/parallel/pipeline_stages.h"
 #include "origami/parallel/registry.h"
 
 #include "origami/kernels/optimizer.h"
@@ -15,6 +16,7 @@ namespace origami::parallel {
 namespace {
 TokenLayout make_layout(ParallelGroups& g, std::int64_t seq) {
   const ParallelConfig& p = g.plan();
+  refuse_unbuilt_pipeline(p);  // before any shard is allocated
   return TokenLayout(p.token_layout(), seq, g.tokens().size(), g.tokens().rank());
 }
 }  // namespace

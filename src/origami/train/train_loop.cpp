@@ -22,6 +22,7 @@
 #include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/balanced_layout.h"
+#include "origami/parallel/pipeline_stages.h"
 #include "origami/parallel/rank_model.h"
 #include "origami/parallel/registry.h"
 #include "origami/train/batch_size.h"
@@ -289,6 +290,7 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
   sh.plan = parallel::make_parallel_config(o.strategy, o.degree, o.mesh, o.tp_sequence_parallel,
                                            parallel::parse_token_layout(o.layout));
   sh.plan.tsp_schedule = parallel::parse_tsp_schedule(o.tsp_schedule);
+  sh.plan.pp_layers = parallel::parse_pp_layers(o.pp_layers);
   parallel::check_balanced_layout(sh.plan, o.document_masking);
   parse_recompute(o.recompute);
   if (o.link.enabled && sh.plan.world() == 1 && !mpi)
@@ -306,6 +308,7 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
     const int code = comm::mpi_main([&](comm::Communicator& world) {
       resolve_batch(o, sh.plan.dp, log, world.rank() == 0);
       parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world.size());
+      parallel::refuse_unbuilt_pipeline(sh.plan);  // before the memory estimate (no stages in it)
       // Ranks started on this host share its memory.
       const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
       check_run_memory(o, sh.plan, local != nullptr ? std::max(1, std::atoi(local)) : 1);
@@ -317,6 +320,7 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
     const int world = sh.plan.world();
     resolve_batch(o, sh.plan.dp, log, true);
     parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world);  // before any rank starts
+    parallel::refuse_unbuilt_pipeline(sh.plan);  // before the memory estimate (no stages in it)
     check_run_memory(o, sh.plan, world);  // every rank is a thread of this process
     sh.kernel_threads = std::max(1, o.threads / world);
     comm::RunOptions ro;

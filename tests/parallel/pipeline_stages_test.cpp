@@ -1,0 +1,197 @@
+// The pipeline axis (issue 20, step 1): pp as the outermost mesh axis, its groups, the layer
+// split per stage (given or balanced) and the refusals that name what to change.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "origami/comm/run_ranks.h"
+#include "origami/parallel/parallel_config.h"
+#include "origami/parallel/pipeline_stages.h"
+#include "origami/parallel/registry.h"
+
+namespace origami::parallel {
+namespace {
+
+using ::testing::HasSubstr;
+
+using StageCounts = std::vector<std::int64_t>;
+
+// The message of the ConfigError `fn` throws ("" when it throws none).
+template <typename Fn>
+std::string pipeline_refusal(Fn&& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PipelineStages, BalancedSplitFollowsItsStatedRule) {
+  // The header's examples.
+  EXPECT_EQ(balanced_stage_layers(5, 2), (StageCounts{3, 2}));
+  EXPECT_EQ(balanced_stage_layers(8, 3), (StageCounts{3, 3, 2}));
+  EXPECT_EQ(balanced_stage_layers(6, 4), (StageCounts{1, 2, 2, 1}));
+  EXPECT_EQ(balanced_stage_layers(7, 4), (StageCounts{2, 2, 2, 1}));
+  EXPECT_EQ(balanced_stage_layers(8, 4), (StageCounts{2, 2, 2, 2}));
+  EXPECT_EQ(balanced_stage_layers(7, 1), (StageCounts{7}));
+  EXPECT_EQ(balanced_stage_layers(3, 3), (StageCounts{1, 1, 1}));
+  // Every split of up to 40 layers: sums to L, at least one layer a stage, within one of each
+  // other, the extras on the interior stages first, then on stage 0, never on the last stage.
+  for (std::int64_t L = 1; L <= 40; ++L)
+    for (int p = 1; p <= L; ++p) {
+      const StageCounts c = balanced_stage_layers(L, p);
+      ASSERT_EQ(std::ssize(c), p);
+      EXPECT_EQ(std::accumulate(c.begin(), c.end(), std::int64_t{0}), L) << L << " " << p;
+      const auto [lo, hi] = std::minmax_element(c.begin(), c.end());
+      EXPECT_GE(*lo, 1);
+      EXPECT_LE(*hi - *lo, 1) << L << " " << p;
+      const std::int64_t base = L / p, extra = L % p;
+      EXPECT_EQ(c.back(), p == 1 ? L : base) << L << " " << p;
+      const std::int64_t interior_extra = std::min<std::int64_t>(extra, std::max(0, p - 2));
+      for (int s = 1; s + 1 < p; ++s) {
+        EXPECT_EQ(c[static_cast<std::size_t>(s)], base + (s <= interior_extra ? 1 : 0));
+      }
+      if (p > 1) {
+        EXPECT_EQ(c[0], base + (extra > interior_extra ? 1 : 0)) << L << " " << p;
+      }
+    }
+}
+
+TEST(PipelineStages, StageRangesAreContiguousFromTheSplit) {
+  ParallelConfig p{.pp = 2, .pp_layers = {3, 5}};
+  std::vector<StageLayers> s = stage_layers(p, 8);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].first, 0);
+  EXPECT_EQ(s[0].count, 3);
+  EXPECT_EQ(s[1].first, 3);
+  EXPECT_EQ(s[1].count, 5);
+  p.pp = 3;
+  p.pp_layers.clear();  // the balanced default
+  s = stage_layers(p, 8);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[2].first + s[2].count, 8);
+  for (std::size_t i = 1; i < s.size(); ++i) EXPECT_EQ(s[i].first, s[i - 1].first + s[i - 1].count);
+}
+
+TEST(PipelineStages, PpLayersParseOrNameTheBadItem) {
+  EXPECT_EQ(parse_pp_layers(""), StageCounts{});
+  EXPECT_EQ(parse_pp_layers("3,5"), (StageCounts{3, 5}));
+  EXPECT_EQ(parse_pp_layers("1,1,6"), (StageCounts{1, 1, 6}));
+  for (const char* bad : {"3,,5", "3,", "a", "0,4", "-1,3", "+3", "3, 5", "2.5", "99999999999999"}) {
+    const std::string m = pipeline_refusal([&] { parse_pp_layers(bad); });
+    EXPECT_THAT(m, HasSubstr("--pp-layers")) << bad;
+    EXPECT_THAT(m, HasSubstr("e.g. --pp-layers 3,5")) << bad;
+  }
+  EXPECT_THAT(pipeline_refusal([] { parse_pp_layers("3,x,2"); }), HasSubstr("item 2 ('x')"));
+}
+
+TEST(PipelineStages, MeshNamesPpOutermostBesideEveryStrategy) {
+  ParallelConfig p = make_parallel_config("tsp", 1, "pp=2,dp=2,tsp=2", false,
+                                          TokenLayoutKind::Zigzag);
+  EXPECT_EQ(p.pp, 2);
+  EXPECT_EQ(p.world(), 8);
+  EXPECT_EQ(p.mesh_spec(), "pp=2,dp=2,tsp=2,tp=1");
+  EXPECT_EQ(p.describe(), "pp=2 dp=2 tsp=2 zigzag");
+  p.pp_layers = {3, 5};
+  EXPECT_EQ(p.describe(), "pp=2 (layers 3,5) dp=2 tsp=2 zigzag");
+  EXPECT_EQ(strategy_of_mesh("pp=2,dp=2,tsp=2"), "tsp");
+  p = make_parallel_config("tp", 1, "pp=2,tp=2", false, TokenLayoutKind::Zigzag);
+  EXPECT_EQ(p.world(), 4);
+  EXPECT_EQ(p.mesh_spec(), "pp=2,dp=1,sp=1,tp=2");
+  p = make_parallel_config("sp", 1, "pp=3,sp=2", false, TokenLayoutKind::Zigzag);
+  EXPECT_EQ(p.pp * 10 + p.sp, 32);
+  p = make_parallel_config("dp", 1, "pp=2,dp=2", false, TokenLayoutKind::Zigzag);
+  EXPECT_EQ(p.world(), 4);
+  // pp alone: the mesh implies dp (one replica), as dp=1 does.
+  EXPECT_EQ(strategy_of_mesh("pp=4"), "dp");
+  EXPECT_EQ(make_parallel_config("dp", 1, "pp=4", false, TokenLayoutKind::Zigzag).world(), 4);
+  // Without stages nothing changes: the spec and the description stay as they were.
+  p = make_parallel_config("tsp", 1, "dp=2,tsp=2", false, TokenLayoutKind::Zigzag);
+  EXPECT_EQ(p.mesh_spec(), "dp=2,tsp=2,tp=1");
+  EXPECT_EQ(p.describe(), "dp=2 tsp=2 zigzag");
+  EXPECT_THAT(pipeline_refusal([] {
+                make_parallel_config("single", 1, "pp=2", false, TokenLayoutKind::Zigzag);
+              }),
+              HasSubstr("strategy single does not use a parallel axis"));
+}
+
+TEST(PipelineStages, PpGroupJoinsTheSameCoordinatesOfEveryStage) {
+  // pp=2 x dp=2 x tsp=2: a stage is 4 consecutive world ranks; world rank r's pp group is
+  // {r mod 4, r mod 4 + 4}, in stage order, and its other axes stay inside its stage.
+  const ParallelConfig p = make_parallel_config("tsp", 1, "pp=2,dp=2,tsp=2", false,
+                                                TokenLayoutKind::Zigzag);
+  comm::run_ranks(8, [&](comm::Communicator& w) {
+    ParallelGroups g(w, p);
+    const int r = w.rank();
+    EXPECT_EQ(g.pp().size(), 2);
+    EXPECT_EQ(g.pp().rank(), r / 4);
+    std::vector<std::int64_t> mine{r}, stage(2), pair(2);
+    g.pp().all_gather(mine, stage);
+    EXPECT_EQ(stage, (std::vector<std::int64_t>{r % 4, r % 4 + 4})) << r;
+    g.dp().all_gather(mine, pair);
+    EXPECT_EQ(pair[0] / 4, r / 4) << r;  // dp inside the stage
+    EXPECT_EQ(pair[1] / 4, r / 4) << r;
+    g.tsp().all_gather(mine, pair);
+    EXPECT_EQ(pair, (std::vector<std::int64_t>{r & ~1, (r & ~1) + 1})) << r;
+  });
+  // Without stages the mesh has no pp axis.
+  comm::run_ranks(1, [&](comm::Communicator& w) {
+    ParallelGroups g(w, ParallelConfig{});
+    EXPECT_THROW(g.pp(), Error);
+  });
+}
+
+TEST(PipelineStages, BadPipelinesAreRefusedNamingWhatToChange) {
+  const ModelConfig m = parity::make_model(64, 16, 32, 2, 2, 4);  // 4 layers
+  const auto refusal = [&](const ParallelConfig& p, int world) {
+    return pipeline_refusal([&] { validate_plan(p, m, 16, 1, world); });
+  };
+  EXPECT_EQ(refusal({.pp = 4}, 4), "");  // one layer a stage
+  EXPECT_EQ(refusal({.pp = 2, .pp_layers = {1, 3}}, 2), "");
+  EXPECT_EQ(refusal({.pp = 2, .dp = 2, .tsp = 2}, 8), "");
+  // More stages than layers.
+  EXPECT_THAT(refusal({.pp = 5}, 5), HasSubstr("pp=5 pipeline stages over a model of 4 layers"));
+  EXPECT_THAT(refusal({.pp = 5}, 5), HasSubstr("use pp=4 or fewer"));
+  // A split of the wrong count, or not summing to L: the balanced split as the example.
+  EXPECT_THAT(refusal({.pp = 2, .pp_layers = {1, 1, 2}}, 2),
+              HasSubstr("--pp-layers 1,1,2 gives 3 stages but the mesh has pp=2"));
+  EXPECT_THAT(refusal({.pp = 2, .pp_layers = {1, 1, 2}}, 2), HasSubstr("e.g. --pp-layers 2,2"));
+  EXPECT_THAT(refusal({.pp = 3, .pp_layers = {1, 1, 1}}, 3),
+              HasSubstr("--pp-layers 1,1,1 sums to 3 layers but the model has 4"));
+  EXPECT_THAT(refusal({.pp = 3, .pp_layers = {1, 1, 1}}, 3), HasSubstr("e.g. --pp-layers 1,2,1"));
+  EXPECT_THAT(refusal({.pp = 2, .pp_layers = {0, 4}}, 2), HasSubstr("stage 0 has 0 layers"));
+  // A split without a pp axis.
+  EXPECT_THAT(refusal({.pp_layers = {2, 2}}, 1), HasSubstr("but the mesh has pp=1"));
+  // Axes that do not multiply to the world: pp counts.
+  EXPECT_THAT(refusal({.pp = 2, .dp = 2, .tsp = 2}, 4),
+              HasSubstr("the mesh pp=2,dp=2,tsp=2,tp=1 needs 8 ranks but the world has 4"));
+  EXPECT_THAT(refusal({.pp = 0}, 1), HasSubstr("every mesh degree must be >= 1"));
+}
+
+TEST(PipelineStages, EngineRefusesStagesUntilTheyAreBuilt) {
+  // The axis is checked, the stage schedule is not there yet: a clear refusal, not a run that
+  // would hold every layer on every stage.
+  const ModelConfig m = parity::make_model(64, 16, 32, 2, 2, 4);
+  const ParallelConfig p{.pp = 2};
+  std::string message;
+  try {
+    comm::run_ranks(2, [&](comm::Communicator& w) {
+      ParallelGroups g(w, p);
+      RankModel model(m, g, 16, Recompute::None, w.tracker(), 1);
+    });
+  } catch (const ConfigError& e) {
+    message = e.what();
+  }
+  EXPECT_THAT(message, HasSubstr("pp=2"));
+  EXPECT_THAT(message, HasSubstr("does not run pipeline stages yet"));
+  EXPECT_THAT(message, HasSubstr("drop pp from --mesh"));
+}
+
+}  // namespace
+}  // namespace origami::parallel
