@@ -12,6 +12,7 @@
 #include "origami/model/driver.h"
 #include "origami/model/llama.h"
 #include "origami/model/single_ops.h"
+#include "origami/parallel/pipeline_schedule.h"
 #include "sanitizers.h"
 #include "tiny_model.h"
 
@@ -34,28 +35,18 @@ std::vector<StagedMicroBatch> staged_micro_batches(int m, std::int64_t tokens, s
   return out;
 }
 
-// The 1F1B order of p stages over m micro-batches, serialised on one device: each stage's
-// warm-up forwards, then one forward and one backward in turn, then the remaining backwards;
-// an operation runs once its input (the previous stage's forward, the next stage's backward)
-// has. Returns (stage, micro-batch, is_backward) in execution order.
+// The 1F1B order of p stages over m micro-batches (parallel/pipeline_schedule.h), serialised
+// on one device: a stage's next step runs once its input (the previous stage's forward, the
+// next stage's backward) has. Returns (stage, micro-batch, is_backward) in execution order.
 struct StagedOp {
   int stage, micro;
   bool backward;
 };
-std::vector<StagedOp> one_f_one_b_order(int p, int m) {
-  std::vector<std::vector<StagedOp>> per_stage(static_cast<std::size_t>(p));
-  for (int s = 0; s < p; ++s) {
-    const int warmup = std::min(p - 1 - s, m);
-    int f = 0, b = 0;
-    auto& ops = per_stage[static_cast<std::size_t>(s)];
-    for (; f < warmup; ++f) ops.push_back({s, f, false});
-    for (; f < m; ++f, ++b) {
-      ops.push_back({s, f, false});
-      ops.push_back({s, b, true});
-    }
-    for (; b < m; ++b) ops.push_back({s, b, true});
-  }
-  std::vector<std::vector<bool>> fdone(static_cast<std::size_t>(p), std::vector<bool>(m)),
+std::vector<StagedOp> one_f_one_b_serialised(int p, int m) {
+  std::vector<std::vector<parallel::PipelineStep>> per_stage;
+  for (int s = 0; s < p; ++s) per_stage.push_back(parallel::one_f_one_b_order(p, s, m));
+  std::vector<std::vector<bool>> fdone(static_cast<std::size_t>(p),
+                                       std::vector<bool>(static_cast<std::size_t>(m))),
       bdone = fdone;
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   std::vector<StagedOp> order;
@@ -64,17 +55,18 @@ std::vector<StagedOp> one_f_one_b_order(int p, int m) {
     for (int s = 0; s < p; ++s) {
       auto& at = next[static_cast<std::size_t>(s)];
       if (at == per_stage[static_cast<std::size_t>(s)].size()) continue;
-      const StagedOp op = per_stage[static_cast<std::size_t>(s)][at];
-      const std::size_t us = static_cast<std::size_t>(s), mb = static_cast<std::size_t>(op.micro);
-      const bool ready = op.backward ? (s == p - 1 ? fdone[us][mb] : bdone[us + 1][mb])
-                                     : (s == 0 || fdone[us - 1][mb]);
+      const parallel::PipelineStep step = per_stage[static_cast<std::size_t>(s)][at];
+      const std::size_t us = static_cast<std::size_t>(s), mb = static_cast<std::size_t>(step.micro);
+      const bool ready = step.backward ? (s == p - 1 ? fdone[us][mb] : bdone[us + 1][mb])
+                                       : (s == 0 || fdone[us - 1][mb]);
       if (!ready) continue;
-      (op.backward ? bdone : fdone)[us][mb] = true;
-      order.push_back(op);
+      (step.backward ? bdone : fdone)[us][mb] = true;
+      order.push_back({s, step.micro, step.backward});
       ++at;
       progressed = true;
     }
   }
+  EXPECT_EQ(order.size(), static_cast<std::size_t>(2 * p * m));  // no stage stalled
   return order;
 }
 
@@ -113,7 +105,7 @@ void expect_stages_equal_whole_run(const std::vector<std::int64_t>& split, int m
   for (auto& v : grads) v.resize(static_cast<std::size_t>(m));
   double staged_loss = 0;
   std::size_t most_in_flight = 0;
-  for (const StagedOp& op : one_f_one_b_order(p, m)) {
+  for (const StagedOp& op : one_f_one_b_serialised(p, m)) {
     const std::size_t s = static_cast<std::size_t>(op.stage), mb = static_cast<std::size_t>(op.micro);
     ops.set_batch(B, S, micro[mb].ids.data(), micro[mb].labels.data());
     // One micro-batch id per (stage, micro-batch): the stages share this one driver here.
@@ -131,7 +123,7 @@ void expect_stages_equal_whole_run(const std::vector<std::int64_t>& split, int m
     most_in_flight = std::max(most_in_flight, driver.in_flight());
   }
   EXPECT_EQ(driver.in_flight(), 0u);
-  // 1F1B holds at most p micro-batches on stage 0 (here all stages share one driver).
+  // Several micro-batches in flight at once (here all stages share one driver).
   if (m > 1 && p > 1) {
     EXPECT_GT(most_in_flight, 1u);
   }
@@ -146,20 +138,6 @@ void expect_stages_equal_whole_run(const std::vector<std::int64_t>& split, int m
     ASSERT_EQ(a.numel(), b.numel());
     EXPECT_EQ(std::memcmp(a.f32(), b.f32(), static_cast<std::size_t>(a.bytes())), 0)
         << want[i].name << " differs: relative " << model_test::relative_difference(a, b);
-  }
-}
-
-TEST(DriverStages, OneFOneBOrderOfTheDocsDiagram) {
-  // p = 4, m = 6 (docs/strategies.md): stage 3 alternates from its first forward on.
-  const std::vector<StagedOp> order = one_f_one_b_order(4, 6);
-  EXPECT_EQ(order.size(), 48u);
-  std::vector<StagedOp> last;
-  for (const StagedOp& op : order)
-    if (op.stage == 3) last.push_back(op);
-  ASSERT_EQ(last.size(), 12u);
-  for (std::size_t i = 0; i < last.size(); ++i) {
-    EXPECT_EQ(last[i].backward, i % 2 == 1);
-    EXPECT_EQ(last[i].micro, static_cast<int>(i / 2));
   }
 }
 

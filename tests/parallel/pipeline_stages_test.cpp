@@ -1,5 +1,6 @@
 // The pipeline axis (issue 20, step 1): pp as the outermost mesh axis, its groups, the layer
-// split per stage (given or balanced) and the refusals that name what to change.
+// split per stage (given or balanced) and the refusals that name what to change; and the 1F1B
+// order each stage runs, timed on a slot clock against its formulas.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include "harness.h"
 #include "origami/comm/run_ranks.h"
 #include "origami/parallel/parallel_config.h"
+#include "origami/parallel/pipeline_schedule.h"
 #include "origami/parallel/pipeline_stages.h"
 #include "origami/parallel/registry.h"
 
@@ -191,6 +193,116 @@ TEST(PipelineStages, EngineRefusesStagesUntilTheyAreBuilt) {
   EXPECT_THAT(message, HasSubstr("pp=2"));
   EXPECT_THAT(message, HasSubstr("does not run pipeline stages yet"));
   EXPECT_THAT(message, HasSubstr("drop pp from --mesh"));
+}
+
+
+// The 1F1B orders of every stage timed on a slot clock: a forward takes `f` slots, a backward
+// `b`; a step starts when its stage is free and its input is there (the previous stage's
+// forward, the next stage's backward, or on the last stage its own forward).
+struct PipelineTiming {
+  int step_slots = 0;
+  std::vector<int> busy, most_in_flight;
+  std::vector<std::string> rows;  // one per stage, as docs/strategies.md draws it (f = b = 1)
+};
+PipelineTiming time_one_f_one_b(int p, int m, int f, int b) {
+  std::vector<std::vector<PipelineStep>> order;
+  for (int s = 0; s < p; ++s) order.push_back(one_f_one_b_order(p, s, m));
+  const auto at = [m](int s, int n) { return static_cast<std::size_t>(s * m + n); };
+  std::vector<int> fdone(static_cast<std::size_t>(p * m), -1), bdone = fdone;
+  std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
+  std::vector<int> free_at(static_cast<std::size_t>(p), 0), in_flight(static_cast<std::size_t>(p), 0);
+  PipelineTiming t;
+  t.busy.assign(static_cast<std::size_t>(p), 0);
+  t.most_in_flight.assign(static_cast<std::size_t>(p), 0);
+  std::vector<std::vector<std::string>> cells(static_cast<std::size_t>(p));
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (int s = 0; s < p; ++s) {
+      const std::size_t us = static_cast<std::size_t>(s);
+      if (next[us] == order[us].size()) continue;
+      const PipelineStep step = order[us][next[us]];
+      const int ready = step.backward ? (s == p - 1 ? fdone[at(s, step.micro)]
+                                                    : bdone[at(s + 1, step.micro)])
+                                      : (s == 0 ? 0 : fdone[at(s - 1, step.micro)]);
+      if (ready < 0) continue;
+      const int start = std::max(free_at[us], ready), slots = step.backward ? b : f;
+      (step.backward ? bdone : fdone)[at(s, step.micro)] = start + slots;
+      cells[us].resize(static_cast<std::size_t>(start), "..");
+      std::string cell(1, step.backward ? 'B' : 'F');
+      cell += std::to_string(step.micro);
+      cells[us].insert(cells[us].end(), static_cast<std::size_t>(slots), cell);
+      free_at[us] = start + slots;
+      t.busy[us] += slots;
+      in_flight[us] += step.backward ? -1 : 1;
+      t.most_in_flight[us] = std::max(t.most_in_flight[us], in_flight[us]);
+      ++next[us];
+      progressed = true;
+    }
+  }
+  for (int s = 0; s < p; ++s) {
+    const std::size_t us = static_cast<std::size_t>(s);
+    EXPECT_EQ(next[us], order[us].size()) << "stage " << s << " stalled";  // no deadlock
+    t.step_slots = std::max(t.step_slots, free_at[us]);
+  }
+  for (std::vector<std::string>& c : cells) {
+    c.resize(static_cast<std::size_t>(t.step_slots), "..");
+    std::string row;
+    for (const std::string& cell : c) {
+      if (!row.empty()) row += ' ';
+      row += cell;
+    }
+    t.rows.push_back(row);
+  }
+  return t;
+}
+
+TEST(PipelineSchedule, OneFOneBRunsEveryMicroBatchOnceForwardBeforeBackward) {
+  for (int p = 1; p <= 5; ++p)
+    for (int m = 1; m <= 7; ++m)
+      for (int s = 0; s < p; ++s) {
+        const std::vector<PipelineStep> order = one_f_one_b_order(p, s, m);
+        ASSERT_EQ(std::ssize(order), 2 * m);
+        std::vector<int> forward_at(static_cast<std::size_t>(m), -1), backward_at = forward_at;
+        for (int i = 0; i < 2 * m; ++i) {
+          const PipelineStep& st = order[static_cast<std::size_t>(i)];
+          (st.backward ? backward_at : forward_at)[static_cast<std::size_t>(st.micro)] = i;
+        }
+        for (int n = 0; n < m; ++n) {
+          const std::size_t un = static_cast<std::size_t>(n);
+          EXPECT_GE(forward_at[un], 0);
+          EXPECT_GT(backward_at[un], forward_at[un]);
+          if (n > 0) {  // micro-batches in order, both ways (the neighbours' messages too)
+            EXPECT_GT(forward_at[un], forward_at[un - 1]);
+            EXPECT_GT(backward_at[un], backward_at[un - 1]);
+          }
+        }
+      }
+  EXPECT_THROW(one_f_one_b_order(2, 2, 1), Error);
+  EXPECT_THROW(one_f_one_b_order(2, 0, 0), Error);
+}
+
+TEST(PipelineSchedule, SlotClockGivesTheBubbleAndInFlightFormulas) {
+  // m < p, m = p, m > p; a backward of one and of two slots.
+  for (int p = 1; p <= 5; ++p)
+    for (int m = 1; m <= 8; ++m)
+      for (const int b : {1, 2}) {
+        const PipelineTiming t = time_one_f_one_b(p, m, 1, b);
+        EXPECT_EQ(t.step_slots, (m + p - 1) * (1 + b)) << p << " " << m;
+        for (int s = 0; s < p; ++s) {
+          const std::size_t us = static_cast<std::size_t>(s);
+          const double idle = 1.0 - static_cast<double>(t.busy[us]) / t.step_slots;
+          EXPECT_NEAR(idle, one_f_one_b_bubble(p, m), 1e-12) << p << " " << m << " " << s;
+          EXPECT_EQ(t.most_in_flight[us], one_f_one_b_in_flight(p, s, m)) << p << " " << m;
+        }
+      }
+  // The docs' diagram (docs/strategies.md, "Pipeline stages").
+  const PipelineTiming t = time_one_f_one_b(4, 6, 1, 1);
+  EXPECT_EQ(t.rows, (std::vector<std::string>{
+                        "F0 F1 F2 F3 .. .. .. B0 F4 B1 F5 B2 .. B3 .. B4 .. B5",
+                        ".. F0 F1 F2 .. .. B0 F3 B1 F4 B2 F5 B3 .. B4 .. B5 ..",
+                        ".. .. F0 F1 .. B0 F2 B1 F3 B2 F4 B3 F5 B4 .. B5 .. ..",
+                        ".. .. .. F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 .. .. .."}));
+  EXPECT_DOUBLE_EQ(one_f_one_b_bubble(4, 6), 3.0 / 9.0);
 }
 
 }  // namespace
