@@ -206,8 +206,7 @@ inline Result run_parallel(const Case& c, const Data& d, comm::Communicator& wor
     const std::int64_t count = model.global_unmasked(micro);
     const double scale = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
     zero_tensors(model.grads());
-    double local = 0;
-    for (const parallel::LocalBatch& b : micro) local += model.run(b, true, scale).sum;
+    const double local = model.accumulate(micro, scale);
     model.reduce_gradients();
     const double sum = model.global_loss_sum(local);
     r.loss = count > 0 ? sum / static_cast<double>(count) : 0.0;

@@ -1,6 +1,7 @@
 // The pipeline axis (issue 20, step 1): pp as the outermost mesh axis, its groups, the layer
-// split per stage (given or balanced) and the refusals that name what to change; and the 1F1B
-// order each stage runs, timed on a slot clock against its formulas.
+// split per stage (given or balanced), each stage's rank holding only its tensors, and the
+// refusals that name what to change; and the 1F1B order each stage runs, timed on a slot
+// clock against its formulas. (Parity of the stages' training: pipeline_parity_test.cpp.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -176,25 +177,55 @@ TEST(PipelineStages, BadPipelinesAreRefusedNamingWhatToChange) {
   EXPECT_THAT(refusal({.pp = 0}, 1), HasSubstr("every mesh degree must be >= 1"));
 }
 
-TEST(PipelineStages, EngineRefusesStagesUntilTheyAreBuilt) {
-  // The axis is checked, the stage schedule is not there yet: a clear refusal, not a run that
-  // would hold every layer on every stage.
+TEST(PipelineStages, EachStageHoldsOnlyItsTensors) {
+  // 4 layers split 1,3: stage 0 the embedding and layer 0, stage 1 layers 1..3, the final norm
+  // and the LM head; every other tensor is an empty block, its spec marked off the stage.
   const ModelConfig m = parity::make_model(64, 16, 32, 2, 2, 4);
-  const ParallelConfig p{.pp = 2};
-  std::string message;
-  try {
-    comm::run_ranks(2, [&](comm::Communicator& w) {
-      ParallelGroups g(w, p);
-      RankModel model(m, g, 16, Recompute::None, w.tracker(), 1);
-    });
-  } catch (const ConfigError& e) {
-    message = e.what();
-  }
-  EXPECT_THAT(message, HasSubstr("pp=2"));
-  EXPECT_THAT(message, HasSubstr("does not run pipeline stages yet"));
-  EXPECT_THAT(message, HasSubstr("drop pp from --mesh"));
+  const ParallelConfig p{.pp = 2, .pp_layers = {1, 3}};
+  const std::vector<StageLayers> stages = stage_layers(p, m.num_hidden_layers);
+  EXPECT_EQ(stage_of_tensor("model.embed_tokens.weight", stages), 0);
+  EXPECT_EQ(stage_of_tensor("model.layers.0.mlp.up_proj.weight", stages), 0);
+  EXPECT_EQ(stage_of_tensor("model.layers.1.input_layernorm.weight", stages), 1);
+  EXPECT_EQ(stage_of_tensor("model.layers.3.self_attn.q_proj.weight", stages), 1);
+  EXPECT_EQ(stage_of_tensor("model.norm.weight", stages), 1);
+  EXPECT_EQ(stage_of_tensor("lm_head.weight", stages), 1);
+  std::vector<std::vector<std::int64_t>> held(2);  // elements per tensor, by stage
+  comm::run_ranks(2, [&](comm::Communicator& w) {
+    ParallelGroups g(w, p);
+    RankModel model(m, g, 16, Recompute::None, w.tracker(), 1);
+    EXPECT_EQ(model.stage(), w.rank());
+    std::vector<NamedTensor> named = named_tensors(model.params());
+    for (std::size_t i = 0; i < named.size(); ++i) {
+      const bool mine = stage_of_tensor(named[i].name, stages) == w.rank();
+      EXPECT_EQ(model.specs()[i].on_stage, mine) << named[i].name;
+      EXPECT_EQ(named[i].tensor->numel() > 0, mine) << named[i].name;
+      EXPECT_EQ(named_tensors(model.grads())[i].tensor->numel(), named[i].tensor->numel());
+      held[static_cast<std::size_t>(w.rank())].push_back(named[i].tensor->numel());
+    }
+  });
+  // Together the stages hold every parameter once.
+  std::int64_t total = 0;
+  for (const auto& stage : held) total = std::accumulate(stage.begin(), stage.end(), total);
+  EXPECT_EQ(total, m.num_parameters());
 }
 
+TEST(PipelineStages, WhatStagesDoNotRunWithIsRefusedNamingIt) {
+  // Tied embeddings: the one table would be needed on the first and the last stage.
+  ModelConfig tied = parity::make_model(64, 16, 32, 2, 2, 4);
+  tied.tie_word_embeddings = true;
+  const std::string message =
+      pipeline_refusal([&] { validate_plan({.pp = 2}, tied, 16, 1, 2); });
+  EXPECT_THAT(message, HasSubstr("pp=2 with tie_word_embeddings"));
+  EXPECT_THAT(message, HasSubstr("set tie_word_embeddings false"));
+  EXPECT_EQ(pipeline_refusal([&] { validate_plan({.pp = 1}, tied, 16, 1, 1); }), "");
+  // The parts of the engine not built for stages name themselves and what to use instead.
+  const std::string dry =
+      pipeline_refusal([] { refuse_unbuilt_pipeline({.pp = 2, .tsp = 2}, "the dry run"); });
+  EXPECT_THAT(dry, HasSubstr("pp=2"));
+  EXPECT_THAT(dry, HasSubstr("the dry run is not built for pipeline stages yet"));
+  EXPECT_THAT(dry, HasSubstr("drop pp from --mesh"));
+  EXPECT_EQ(pipeline_refusal([] { refuse_unbuilt_pipeline({.tsp = 2}, "the dry run"); }), "");
+}
 
 // The 1F1B orders of every stage timed on a slot clock: a forward takes `f` slots, a backward
 // `b`; a step starts when its stage is free and its input is there (the previous stage's

@@ -91,7 +91,7 @@ DryRunReport dry_run(const ModelConfig& model, const parallel::ParallelConfig& p
   parse_recompute(o.recompute);
   const int world = plan.world();
   parallel::validate_plan(plan, model, o.seq, o.batch, world);
-  parallel::refuse_unbuilt_pipeline(plan);  // before any simulated rank starts
+  parallel::refuse_unbuilt_pipeline(plan, "the dry run");  // before any simulated rank starts
   check_dry_run_host_memory(o.seq, o.batch, world);  // --seq 2^30: refused at once
   DryRunMachine machine{.precision = o.precision,
                         .flop_rate = o.flop_rate,

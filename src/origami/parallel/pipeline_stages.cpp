@@ -83,12 +83,33 @@ std::vector<StageLayers> stage_layers(const ParallelConfig& p, std::int64_t laye
   return out;
 }
 
-void refuse_unbuilt_pipeline(const ParallelConfig& p) {
+int stage_of_tensor(const std::string& name, const std::vector<StageLayers>& stages) {
+  const std::string layer_prefix = "model.layers.";
+  if (name.rfind(layer_prefix, 0) != 0)
+    return name == "model.embed_tokens.weight" ? 0 : static_cast<int>(stages.size()) - 1;
+  const std::int64_t l = std::stoll(name.substr(layer_prefix.size()));
+  for (std::size_t s = 0; s < stages.size(); ++s)
+    if (l >= stages[s].first && l < stages[s].first + stages[s].count) return static_cast<int>(s);
+  ORIGAMI_CHECK(false, "tensor {} of a layer no stage holds", name);
+  return -1;
+}
+
+void check_pipeline_model(const ParallelConfig& p, const ModelConfig& model) {
+  check_pipeline_split(p, model.num_hidden_layers);
+  if (p.pp > 1 && model.tie_word_embeddings)
+    throw ConfigError(fmt::format(
+        "pp={} with tie_word_embeddings: the tied table would be needed on the first stage "
+        "(embedding) and on the last (LM head), and pipeline stages do not share it yet; set "
+        "tie_word_embeddings false in the model config, or drop pp from --mesh",
+        p.pp));
+}
+
+void refuse_unbuilt_pipeline(const ParallelConfig& p, const std::string& what) {
   if (p.pp > 1)
-    throw ConfigError(fmt::format("{}: the pp axis and its layer split are checked, but the "
-                                  "engine does not run pipeline stages yet; drop pp from --mesh "
-                                  "(use its ranks for dp, or for the tsp/tp/sp axis)",
-                                  p.describe()));
+    throw ConfigError(fmt::format("{}: {} is not built for pipeline stages yet (training runs "
+                                  "them); drop pp from --mesh (use its ranks for dp, or for the "
+                                  "tsp/tp/sp axis)",
+                                  p.describe(), what));
 }
 
 }  // namespace origami::parallel

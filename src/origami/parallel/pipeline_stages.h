@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "origami/model/config.h"
 #include "origami/parallel/parallel_config.h"
 
 namespace origami::parallel {
@@ -40,9 +41,18 @@ void check_pipeline_split(const ParallelConfig& plan, std::int64_t layers);
 // as check_pipeline_split does.
 std::vector<StageLayers> stage_layers(const ParallelConfig& plan, std::int64_t layers);
 
-// Refuses a plan with pp > 1 on the engine (training, dry run, inference): the pp axis, its
-// groups and the layer split exist, the stage schedule does not yet (docs/strategies.md,
-// "Pipeline stages"). ConfigError naming pp and what to use instead.
-void refuse_unbuilt_pipeline(const ParallelConfig& plan);
+// The stage holding the tensor named `name` (a named_tensors() name): the embedding on the
+// first stage, layer l's tensors on the stage whose range holds l, the final norm and the LM
+// head on the last.
+int stage_of_tensor(const std::string& name, const std::vector<StageLayers>& stages);
+
+// Refuses what pipeline stages cannot run with yet, up front (ConfigError naming what to
+// change): tied embeddings (the table would live on the first and the last stage at once).
+void check_pipeline_model(const ParallelConfig& plan, const ModelConfig& model);
+
+// Refuses a plan with pp > 1 for a part of the engine that does not run pipeline stages yet
+// (`what`: "the dry run", "checkpoints (--save-dir)", ...): ConfigError naming pp, `what`
+// and what to use instead.
+void refuse_unbuilt_pipeline(const ParallelConfig& plan, const std::string& what);
 
 }  // namespace origami::parallel

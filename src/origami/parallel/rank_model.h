@@ -6,6 +6,10 @@
 //   weight gradients                 each tensor's grad_sum_axes
 //   gradient norm                    squares summed over each tensor's norm_sum_axes (its
 //                                    weight axis if sharded; replicated tensors counted once)
+// With pipeline stages (pp > 1) a rank holds only its stage's tensors (the others are empty
+// blocks, ShardSpec::on_stage false), runs its stage's 1F1B order (accumulate), and the loss
+// sum and the gradient norm's squares are also summed over pp (only the last stage has a
+// loss; every stage has squares).
 // The optimizer step over these operations is train/rank_step.h's.
 #pragma once
 
@@ -14,6 +18,7 @@
 
 #include "origami/model/driver.h"
 #include "origami/model/llama.h"
+#include "origami/parallel/pipeline_stages.h"
 #include "origami/parallel/strategies/mesh/mesh_ops.h"
 
 namespace origami::parallel {
@@ -35,6 +40,9 @@ class RankModel {
   ModelTensors& params() { return params_; }
   ModelTensors& grads() { return grads_; }
   MemoryTracker& tracker() { return tracker_; }
+  // Every pipeline stage's layers (one stage of all layers without pp) and this rank's stage.
+  const std::vector<StageLayers>& stages() const { return stages_; }
+  int stage() const { return stage_; }
 
   // This rank's rows of B full sequences (the sequences of its data-parallel shard); under the
   // balanced layout by the micro-batch's own assignment, which the LocalBatch carries.
@@ -42,6 +50,13 @@ class RankModel {
 
   // Forward (+ backward) of one micro-batch; returns the rank's local loss sum and count.
   kernels::LossSum run(const LocalBatch& batch, bool backward, double grad_scale);
+
+  // Forward + backward of the step's micro-batches, gradients accumulating (the gradient of
+  // the loss sum scaled by grad_scale): one after another without stages; with pp > 1 in this
+  // stage's 1F1B order (pipeline_schedule.h), the stage's activations sent to the next stage
+  // and their gradients back over groups.pp() (rank_model_pipeline.cpp). Returns the rank's
+  // local loss sum (zero off the last stage).
+  double accumulate(const std::vector<LocalBatch>& micro, double grad_scale);
 
   // Collective: unmasked labels of these micro-batches over the whole step (sp x dp).
   std::int64_t global_unmasked(const std::vector<LocalBatch>& micro);
@@ -52,7 +67,8 @@ class RankModel {
   // Collective: the global gradient norm (after reduce_gradients).
   double grad_norm();
 
-  // Collective over tp: every tensor of `tensors` (params, grads or a moment) gathered full.
+  // Collective over the shard axis (and pp: each tensor from its stage): every tensor of
+  // `tensors` (params, grads or a moment) gathered full on every rank.
   std::vector<Tensor> gather(ModelTensors& tensors, MemoryTracker& into);
 
  private:
@@ -60,10 +76,15 @@ class RankModel {
   ParallelGroups& groups_;
   MemoryTracker& tracker_;
   TokenLayout layout_;
+  std::vector<StageLayers> stages_;
+  int stage_ = 0;
   std::vector<ShardSpec> specs_;
   ModelTensors params_, grads_;
   std::unique_ptr<StrategyOps> ops_;
   ModelDriver driver_;
+
+  // The pipeline case of accumulate (pp > 1).
+  double accumulate_stage(const std::vector<LocalBatch>& micro, double grad_scale);
 };
 
 }  // namespace origami::parallel

@@ -219,7 +219,7 @@ void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64
                                   "tsp axis; use --strategy tsp with --degree 2 or more, or drop "
                                   "--tsp-schedule",
                                   tsp_schedule_name(p.tsp_schedule), p.mesh_spec()));
-  check_pipeline_split(p, model.num_hidden_layers);
+  check_pipeline_model(p, model);
   check_tensor_split(model, p.tp, "tensor-parallel (tp)");
   if (p.is_tsp()) check_tensor_split(model, p.tsp, "TSP (tsp)");
   check_token_split(p.token_layout(), seq, p.token_degree());
@@ -253,7 +253,6 @@ void assign_reduction_axes(const ParallelConfig& p, std::vector<ShardSpec>& spec
 
 Strategy make_strategy(const ModelConfig& config, ParallelGroups& groups) {
   validate(config);
-  refuse_unbuilt_pipeline(groups.plan());
   if (!groups.plan().is_tsp()) return mesh_strategy(config, groups);
   if (groups.plan().tsp_schedule == TspSchedule::Allgather)
     return tsp_allgather_strategy(config, groups);

@@ -11,8 +11,7 @@ ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
   // gradient (a rank with no unmasked labels of its own still gets the others' mean).
   const double scale = s.unmasked > 0 ? 1.0 / static_cast<double>(s.unmasked) : 0.0;
   zero_tensors(model.grads());
-  double local = 0;
-  for (const LocalBatch& b : micro) local += model.run(b, true, scale).sum;
+  const double local = model.accumulate(micro, scale);  // pipeline stages: the 1F1B order
   model.reduce_gradients();
   const double sum = model.global_loss_sum(local);  // collective: every rank calls it
   s.loss = s.unmasked > 0 ? sum / static_cast<double>(s.unmasked) : 0.0;

@@ -17,7 +17,8 @@ struct ParallelStepStats {
   float clip_coefficient = 1;
 };
 
-// One optimizer step over this rank's micro-batches: zero grads, forward+backward each,
+// One optimizer step over this rank's micro-batches: zero grads, forward+backward each (a
+// pipeline stage: in its 1F1B order, RankModel::accumulate),
 // reduce gradients, clip by the global norm (max_grad_norm <= 0: no clipping), AdamW on the
 // rank's shards.
 ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,

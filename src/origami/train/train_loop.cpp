@@ -22,6 +22,7 @@
 #include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/balanced_layout.h"
+#include "origami/parallel/pipeline_schedule.h"
 #include "origami/parallel/pipeline_stages.h"
 #include "origami/parallel/rank_model.h"
 #include "origami/parallel/registry.h"
@@ -111,6 +112,22 @@ std::string rank_memory_report(const std::vector<MemoryStats>& ranks) {
   return out;
 }
 
+// The stage layout and the 1F1B bubble of a pipeline run (m = --grad-accum micro-batches).
+std::string pipeline_layout(const std::vector<parallel::StageLayers>& stages, int micro) {
+  const int p = static_cast<int>(stages.size());
+  std::string out = fmt::format("pipeline: {} stages, 1F1B over {} micro-batches (--grad-accum)",
+                                p, micro);
+  for (int s = 0; s < p; ++s) {
+    const parallel::StageLayers& l = stages[static_cast<std::size_t>(s)];
+    out += fmt::format("\n  stage {}: layers {}..{}{}{}", s, l.first, l.first + l.count - 1,
+                       s == 0 ? " + embedding" : "", s + 1 == p ? " + final norm, LM head" : "");
+  }
+  out += fmt::format("\n  bubble (p-1)/m = {}/{} = {:.3f} of the busy time ({:.1f}% of the step)",
+                     p - 1, micro, static_cast<double>(p - 1) / micro,
+                     100.0 * parallel::one_f_one_b_bubble(p, micro));
+  return out;
+}
+
 // One rank's whole run.
 void run_rank(Shared& sh, comm::Communicator& world) {
   const TrainOptions& o = *sh.options;
@@ -163,6 +180,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     log(fmt::format("parallel: {} on {} ranks ({}), recompute {}", sh.plan.describe(),
                     world.size(), world.transport().name(), o.recompute));
   if (o.link.enabled) log(o.link.describe());
+  if (sh.plan.pp > 1) log(pipeline_layout(model.stages(), static_cast<int>(o.grad_accum)));
   for (std::int64_t step = done + 1; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     std::vector<parallel::LocalBatch> micro;
@@ -292,6 +310,9 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
   sh.plan.tsp_schedule = parallel::parse_tsp_schedule(o.tsp_schedule);
   sh.plan.pp_layers = parallel::parse_pp_layers(o.pp_layers);
   parallel::check_balanced_layout(sh.plan, o.document_masking);
+  if (!o.checkpoint.save_dir.empty() || !o.checkpoint.resume.empty() ||
+      !o.checkpoint.init_from.empty())
+    parallel::refuse_unbuilt_pipeline(sh.plan, "checkpointing (--save-dir, --resume, --init-from)");
   parse_recompute(o.recompute);
   if (o.link.enabled && sh.plan.world() == 1 && !mpi)
     throw ConfigError("--link-model needs a parallel run (one device sends nothing): choose "
@@ -308,7 +329,6 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
     const int code = comm::mpi_main([&](comm::Communicator& world) {
       resolve_batch(o, sh.plan.dp, log, world.rank() == 0);
       parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world.size());
-      parallel::refuse_unbuilt_pipeline(sh.plan);  // before the memory estimate (no stages in it)
       // Ranks started on this host share its memory.
       const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
       check_run_memory(o, sh.plan, local != nullptr ? std::max(1, std::atoi(local)) : 1);
@@ -320,7 +340,6 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
     const int world = sh.plan.world();
     resolve_batch(o, sh.plan.dp, log, true);
     parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world);  // before any rank starts
-    parallel::refuse_unbuilt_pipeline(sh.plan);  // before the memory estimate (no stages in it)
     check_run_memory(o, sh.plan, world);  // every rank is a thread of this process
     sh.kernel_threads = std::max(1, o.threads / world);
     comm::RunOptions ro;
