@@ -3,10 +3,11 @@
 // clipping (losses and parameters <= 1e-4), on the threads transport. pp = 2, 3 and 4 over a
 // 5-layer model with uneven splits (4,1; 1,3,1; the balanced 1,2,1,1), fewer micro-batches
 // than stages (m < p), as many (m = p) and more (m > p), composed with tsp 2 (both of TSP's
-// schedules), dp 2 and the baselines' tp 2 and sp 2. Under the sanitizers a reduced set.
+// schedules), dp 2 and the baselines' tp 2 and sp 2. Under the sanitizers a reduced set. And
+// the tracker's view of each stage's micro-batches in flight.
 #include <gtest/gtest.h>
 
-#include <fmt/format.h>
+#include <algorithm>
 
 #include "origami/kernels/threads.h"
 #include "../sanitizers.h"
@@ -80,6 +81,44 @@ TEST_P(PipelineParity, LossGradientsAndStepsEqualOneDevice) {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, PipelineParity, ::testing::ValuesIn(pipeline_cases()),
                          pipeline_case_name);
+
+// The tracker sees 1F1B's micro-batches in flight: stage s of p holds min(p - s, m) of them at
+// once (pipeline_schedule.h), so with one layer per stage stage s's saved activations peak at
+// min(p - s, m) times its one-micro-batch peak: stage 0 the most, the last stage's (one in
+// flight) not growing with m.
+TEST(PipelineMemory, EachStageHoldsItsMicroBatchesInFlight) {
+  const int stages = 3;
+  std::vector<std::vector<std::int64_t>> peaks;  // [m - 1][stage]: peak saved activations
+  for (int m = 1; m <= 4; ++m) {
+    Case c;
+    c.model = make_model(97, 32, 48, 4, 2, stages);
+    c.plan = make_plan(1, 1, 1);
+    c.plan.pp = stages;
+    c.micro = m;
+    c.seq = 16;
+    c.batch = 1;
+    const Data d = make_data(c, 1);
+    std::vector<std::int64_t> stage_peaks(stages);
+    comm::run_ranks(stages, [&](comm::Communicator& world) {
+      parallel::ParallelGroups groups(world, c.plan);
+      parallel::RankModel model(c.model, groups, c.seq, c.recompute, world.tracker(), kSeed);
+      std::vector<parallel::LocalBatch> micro;
+      for (int i = 0; i < m; ++i) micro.push_back(model.localize(micro_batch(c, d, 0, i)));
+      world.tracker().reset_peaks();
+      model.accumulate(micro, 1e-3);
+      stage_peaks[static_cast<std::size_t>(model.stage())] =
+          world.tracker().peak(MemCategory::Activations);
+    });
+    peaks.push_back(stage_peaks);
+  }
+  for (int m = 1; m <= 4; ++m) {
+    const auto& at = peaks[static_cast<std::size_t>(m - 1)];
+    EXPECT_EQ(at[0], std::min(stages, m) * peaks[0][0]) << "stage 0, m = " << m;
+    EXPECT_EQ(at[1], std::min(stages - 1, m) * peaks[0][1]) << "stage 1, m = " << m;
+    EXPECT_EQ(at[stages - 1], peaks[0][stages - 1]) << "last stage, m = " << m;
+    EXPECT_GT(at[0], 0);
+  }
+}
 
 }  // namespace
 }  // namespace origami::parity
