@@ -70,8 +70,8 @@ TEST(ParallelCli, GradientAccumulationMatchesOneDevice) {
 }
 
 // Pipeline stages (tiny: 2 layers, one per stage) under tsp 2 and under dp 2: the one
-// device's losses with the same 3 micro-batches per step, and the stage layout and the 1F1B
-// bubble printed.
+// device's losses with the same 3 micro-batches per step, and the stage layout, the 1F1B
+// bubble formula and the measured bubble printed (its figure is timing: not checked here).
 TEST(ParallelCli, PipelineStagesPrintTheSingleDeviceLossesAndTheirLayout) {
   const CliRun single = origami(kJob + "--grad-accum 3 --strategy single");
   ASSERT_EQ(single.code, 0) << single.all();
@@ -84,6 +84,8 @@ TEST(ParallelCli, PipelineStagesPrintTheSingleDeviceLossesAndTheirLayout) {
     EXPECT_THAT(r.all(), HasSubstr("stage 0: layers 0..0 + embedding")) << flags;
     EXPECT_THAT(r.all(), HasSubstr("stage 1: layers 1..1 + final norm, LM head")) << flags;
     EXPECT_THAT(r.all(), HasSubstr("bubble (p-1)/m = 1/3 = 0.333")) << flags;
+    EXPECT_THAT(r.all(), HasSubstr("pipeline bubble, measured")) << flags;
+    EXPECT_THAT(r.all(), HasSubstr("formula (p-1)/(m+p-1) = 25.0%):  stage 0 ")) << flags;
   }
 }
 

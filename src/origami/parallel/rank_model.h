@@ -57,6 +57,11 @@ class RankModel {
   // and their gradients back over groups.pp() (rank_model_pipeline.cpp). Returns the rank's
   // local loss sum (zero off the last stage).
   double accumulate(const std::vector<LocalBatch>& micro, double grad_scale);
+  // The last pipeline accumulate's seconds in all, and of them the seconds this stage waited
+  // for its neighbours: their messages, and at the end the other stages (a pp barrier, so
+  // that the idle tail of a stage that finishes early counts too). The measured bubble.
+  double pipeline_seconds() const { return pipeline_seconds_; }
+  double pipeline_wait_seconds() const { return pipeline_wait_seconds_; }
 
   // Collective: unmasked labels of these micro-batches over the whole step (sp x dp).
   std::int64_t global_unmasked(const std::vector<LocalBatch>& micro);
@@ -83,6 +88,7 @@ class RankModel {
   std::unique_ptr<StrategyOps> ops_;
   ModelDriver driver_;
 
+  double pipeline_seconds_ = 0, pipeline_wait_seconds_ = 0;
   // The pipeline case of accumulate (pp > 1).
   double accumulate_stage(const std::vector<LocalBatch>& micro, double grad_scale);
 };

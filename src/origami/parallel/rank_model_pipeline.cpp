@@ -11,7 +11,9 @@
 // is the stage, and that rank holds the same rows. Each direction's receive is posted one
 // micro-batch ahead of its use, so the neighbour's message lands while this stage computes;
 // sends complete in the background and are waited for before the step's reductions. Every
-// wait is bounded by the communicator's timeout (communicator.h).
+// wait is bounded by the communicator's timeout (communicator.h). The time blocked in those
+// receives and in a closing pp barrier is the stage's measured bubble.
+#include <chrono>
 #include <utility>
 #include <vector>
 
@@ -43,6 +45,14 @@ struct StageInbox {
 }  // namespace
 
 double RankModel::accumulate_stage(const std::vector<LocalBatch>& micro, double grad_scale) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  double waited = 0;
+  auto timed_wait = [&](comm::Handle& h) {
+    const Clock::time_point t = Clock::now();
+    h.wait();
+    waited += std::chrono::duration<double>(Clock::now() - t).count();
+  };
   comm::Communicator& pp = groups_.pp();
   const int stages = pp.size(), m = static_cast<int>(micro.size());
   const bool first = stage_ == 0, last = stage_ + 1 == stages;
@@ -63,7 +73,7 @@ double RankModel::accumulate_stage(const std::vector<LocalBatch>& micro, double 
   auto take = [&](StageInbox& box, int i) {
     ORIGAMI_CHECK(box.next == i, "stage {} expected micro-batch {}'s message, schedule is at {}",
                   stage_, box.next, i);
-    box.handle.wait();
+    timed_wait(box.handle);
     Tensor got = std::move(box.buffer);
     ++box.next;
     post(box);  // the next one's receive, before this one's compute
@@ -104,7 +114,11 @@ double RankModel::accumulate_stage(const std::vector<LocalBatch>& micro, double 
     }
   }
   ops_->set_batch(nullptr);
-  for (Sending& s : sending) s.handle.wait();
+  for (Sending& s : sending) timed_wait(s.handle);
+  comm::Handle all_done = pp.ibarrier();  // a stage done early idles until the last one is
+  timed_wait(all_done);
+  pipeline_wait_seconds_ = waited;
+  pipeline_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
   return local;
 }
 

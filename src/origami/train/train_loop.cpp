@@ -128,6 +128,26 @@ std::string pipeline_layout(const std::vector<parallel::StageLayers>& stages, in
   return out;
 }
 
+// The measured bubble beside the formula: each stage's time waiting for its neighbours as a
+// fraction of its time in the pipeline, over the steps after the first (a stage's ranks
+// averaged). `times`: every world rank's {seconds in the pipeline, of them waited}, in world
+// order (pp outermost: stage s is ranks [s, s + 1) x world / pp).
+std::string pipeline_bubble_report(const std::vector<double>& times, int stages, int micro) {
+  const std::size_t per_stage = times.size() / 2 / static_cast<std::size_t>(stages);
+  std::string out = fmt::format("pipeline bubble, measured (time waiting for the neighbours / "
+                                "time in the pipeline; 1F1B formula (p-1)/(m+p-1) = {:.1f}%):",
+                                100.0 * parallel::one_f_one_b_bubble(stages, micro));
+  for (int s = 0; s < stages; ++s) {
+    double total = 0, waited = 0;
+    for (std::size_t r = s * per_stage; r < (s + 1) * per_stage; ++r) {
+      total += times[2 * r];
+      waited += times[2 * r + 1];
+    }
+    out += fmt::format("  stage {} {:.1f}%", s, total > 0 ? 100.0 * waited / total : 0.0);
+  }
+  return out;
+}
+
 // One rank's whole run.
 void run_rank(Shared& sh, comm::Communicator& world) {
   const TrainOptions& o = *sh.options;
@@ -181,6 +201,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
                     world.size(), world.transport().name(), o.recompute));
   if (o.link.enabled) log(o.link.describe());
   if (sh.plan.pp > 1) log(pipeline_layout(model.stages(), static_cast<int>(o.grad_accum)));
+  std::vector<double> pipeline_times{0, 0};  // seconds in the pipeline, of them waited
   for (std::int64_t step = done + 1; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     std::vector<parallel::LocalBatch> micro;
@@ -193,6 +214,10 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     const float lr = learning_rate(step, o.steps, o.warmup, o.lr, o.min_lr_ratio);
     const parallel::ParallelStepStats st =
         parallel::parallel_train_step(model, optimizer, micro, lr, o.max_grad_norm);
+    if (sh.plan.pp > 1 && (step > done + 1 || o.steps == done + 1)) {  // the first step warms up
+      pipeline_times[0] += model.pipeline_seconds();
+      pipeline_times[1] += model.pipeline_wait_seconds();
+    }
     StepStats s;
     s.step = step;
     s.loss = st.loss;
@@ -229,6 +254,11 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     if (lead) sh.result.steps.push_back(s);
     ckpt::after_step(o, &world, saved, step,
                      world.size() == 1 ? std::string("single") : sh.plan.describe(), log);
+  }
+  if (sh.plan.pp > 1) {
+    std::vector<double> all(2 * static_cast<std::size_t>(world.size()));
+    world.all_gather(pipeline_times, all);
+    log(pipeline_bubble_report(all, sh.plan.pp, static_cast<int>(o.grad_accum)));
   }
   // Every rank's peaks, gathered to all (works on both transports).
   const MemoryStats mine = tracker.stats();
