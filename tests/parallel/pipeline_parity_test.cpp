@@ -3,8 +3,9 @@
 // clipping (losses and parameters <= 1e-4), on the threads transport. pp = 2, 3 and 4 over a
 // 5-layer model with uneven splits (4,1; 1,3,1; the balanced 1,2,1,1), fewer micro-batches
 // than stages (m < p), as many (m = p) and more (m > p), composed with tsp 2 (both of TSP's
-// schedules), dp 2 and the baselines' tp 2 and sp 2. Under the sanitizers a reduced set. And
-// the tracker's view of each stage's micro-batches in flight.
+// schedules), dp 2 and the baselines' tp 2 (with and without sequence-parallel regions) and
+// sp 2. Under the sanitizers a reduced set. And the tracker's view of each stage's
+// micro-batches in flight.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -60,6 +61,7 @@ std::vector<Case> pipeline_cases() {
   add("pp2_dp2_tsp2_m3", staged(make_tsp_plan(2, 2), 2), 3, 2);
   add("pp2_tp2_m2", staged(make_plan(1, 2, 1), 2, {2, 3}), 2, 2);
   add("pp2_sp2_m3", staged(make_plan(1, 1, 2), 2, {3, 2}), 3, 1);
+  add("pp2_tpsp2_m2", staged(make_plan(1, 2, 1, true), 2, {2, 3}), 2, 2);  // sharded stream rows
 #endif
   return v;
 }
