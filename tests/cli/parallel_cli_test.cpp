@@ -69,6 +69,26 @@ TEST(ParallelCli, GradientAccumulationMatchesOneDevice) {
   EXPECT_EQ(losses(r.all()).size(), 3u);
 }
 
+// Pipeline stages (tiny: 2 layers, one per stage) under tsp 2 and under dp 2: the one
+// device's losses with the same 3 micro-batches per step, and the stage layout, the 1F1B
+// bubble formula and the measured bubble printed (its figure is timing: not checked here).
+TEST(ParallelCli, PipelineStagesPrintTheSingleDeviceLossesAndTheirLayout) {
+  const CliRun single = origami(kJob + "--grad-accum 3 --strategy single");
+  ASSERT_EQ(single.code, 0) << single.all();
+  for (const std::string flags : {"--grad-accum 3 --mesh pp=2,tsp=2",
+                                  "--grad-accum 3 --mesh pp=2,dp=2 --pp-layers 1,1"}) {
+    const CliRun r = origami(job_for(flags));
+    ASSERT_EQ(r.code, 0) << flags << "\n" << r.all();
+    EXPECT_EQ(losses(r.all()), losses(single.all())) << flags << "\n" << r.all();
+    EXPECT_THAT(r.all(), HasSubstr("pipeline: 2 stages, 1F1B over 3 micro-batches")) << flags;
+    EXPECT_THAT(r.all(), HasSubstr("stage 0: layers 0..0 + embedding")) << flags;
+    EXPECT_THAT(r.all(), HasSubstr("stage 1: layers 1..1 + final norm, LM head")) << flags;
+    EXPECT_THAT(r.all(), HasSubstr("bubble (p-1)/m = 1/3 = 0.333")) << flags;
+    EXPECT_THAT(r.all(), HasSubstr("pipeline bubble, measured")) << flags;
+    EXPECT_THAT(r.all(), HasSubstr("formula (p-1)/(m+p-1) = 25.0%):  stage 0 ")) << flags;
+  }
+}
+
 // --global-batch, the other way to say the batch (global = micro-batch x dp x grad-accum):
 // what is not given is derived and said, and the run is the one device's with the same
 // global batch; contradictions are refused with exit 2 naming the flags and a value that works.
@@ -235,6 +255,14 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
             "splits no sequence"},
            {"--strategy tp --degree 2 --backend mpi", "needs the program started by mpirun"},
            {"--strategy tp --degree 2 --backend carrier-pigeon", "unknown --backend"},
+           // Pipeline stages (tiny: 2 layers): the split is checked before any rank starts,
+           // and what stages do not run with yet is refused up front.
+           {"--mesh pp=3", "pp=3 pipeline stages over a model of 2 layers: every stage"},
+           {"--mesh pp=2,tsp=2 --pp-layers 1,2", "--pp-layers 1,2 sums to 3 layers"},
+           {"--mesh pp=2,tsp=2 --pp-layers 2", "gives 1 stages but the mesh has pp=2"},
+           {"--mesh pp=2 --pp-layers 1,x", "item 2 ('x')"},
+           {"--mesh pp=2,tsp=2 --save-dir /tmp/origami-pp-refused",
+            "checkpointing (--save-dir, --resume, --init-from) is not built for pipeline stages"},
        }) {
     const CliRun r = origami(kJob + b.flags);
     EXPECT_EQ(r.code, 2) << b.flags << "\n" << r.all();

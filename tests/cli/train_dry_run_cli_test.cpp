@@ -72,6 +72,14 @@ TEST(TrainDryRunCli, BadInputExplainsItself) {
   r = origami("train --dry-run --model tiny --seq 63 --strategy tsp --degree 2");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("63"));
+  // Pipeline stages: the dry run checks the split as the run does (tiny: 2 layers), and
+  // refuses a valid one: the dry run does not simulate stages yet.
+  r = origami("train --dry-run --model tiny --seq 64 --mesh pp=2,tsp=2 --pp-layers 3,1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--pp-layers 3,1 sums to 4 layers but the model has 2"));
+  r = origami("train --dry-run --model tiny --seq 64 --mesh pp=2,tsp=2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("the dry run is not built for pipeline stages yet"));
 }
 
 // The dry run's flags are refused, not ignored, where they would have no effect.

@@ -222,11 +222,8 @@ inline Result run_parallel(const Case& c, const Data& d, comm::Communicator& wor
     const std::int64_t count = model.global_unmasked(micro);
     const double scale = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
     zero_tensors(model.grads());
-    double local = 0, aux = 0;
-    for (const parallel::LocalBatch& b : micro) {
-      local += model.run(b, true, scale, 1.0 / c.micro).sum;
-      aux += model.router_aux_loss() / c.micro;
-    }
+    const parallel::RankModel::Accumulated acc = model.accumulate(micro, scale);
+    const double local = acc.loss_sum, aux = acc.aux;
     model.reduce_gradients();
     const double sum = model.global_loss_sum(local);
     r.loss = (count > 0 ? sum / static_cast<double>(count) : 0.0) + aux;
@@ -265,6 +262,11 @@ inline double relative_difference(double a, double b) {
 
 constexpr double kGradTolerance = 1e-5;
 constexpr double kStepTolerance = 1e-4;
+
+// GoogleTest's name for a parameterised case: the case's own name (every parity suite's).
+inline std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.name;
+}
 
 // Loss, every gradient, the gradient norm, and (when the case takes steps) the step losses
 // and final parameters of a parallel run against the single-device run.

@@ -312,10 +312,6 @@ std::vector<Case> matrix() {
   return v;
 }
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  return info.param.name;
-}
-
 class Parity : public ::testing::TestWithParam<Case> {
  protected:
   static void SetUpTestSuite() { kernels::set_thread_count(1); }

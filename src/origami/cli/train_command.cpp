@@ -19,6 +19,7 @@
 #include "origami/dryrun/training.h"
 #include "origami/kernels/simd.h"
 #include "origami/parallel/balanced_layout.h"
+#include "origami/parallel/pipeline_stages.h"
 #include "origami/parallel/registry.h"
 #include "origami/train/batch_size.h"
 #include "origami/train/memory_check.h"
@@ -132,7 +133,12 @@ TrainCommand::TrainCommand(CLI::App& app) {
   strategy_option_ = command_->add_option(
       "--strategy", o.strategy, parallel::strategy_help());
   degree_option_ = command_->add_option("--degree", o.degree, "ranks of the strategy's axis");
-  command_->add_option("--mesh", o.mesh, "axes instead of --degree, e.g. dp=2,tp=2 or tp=2,sp=2");
+  command_->add_option("--mesh", o.mesh,
+                       "axes instead of --degree, e.g. dp=2,tp=2 or tp=2,sp=2; pp=N in front "
+                       "cuts the layers into N pipeline stages (pp=2,dp=2,tsp=2)");
+  command_->add_option("--pp-layers", o.pp_layers,
+                       "layers per pipeline stage, first to last, e.g. 3,5 (default: balanced; "
+                       "the embedding on the first stage, the LM head on the last)");
   command_->add_flag("--tp-sequence-parallel", o.tp_sequence_parallel,
                      "TP with Megatron's sequence-parallel regions (as --strategy tpsp)");
   command_->add_option("--layout", o.layout, "token layout on the sequence axis: zigzag, contiguous, balanced "
@@ -194,6 +200,7 @@ int TrainCommand::run_dry() {
   parallel::ParallelConfig plan = parallel::make_parallel_config(
       o.strategy, o.degree, o.mesh, o.tp_sequence_parallel, parallel::parse_token_layout(o.layout));
   plan.tsp_schedule = parallel::parse_tsp_schedule(o.tsp_schedule);
+  plan.pp_layers = parallel::parse_pp_layers(o.pp_layers);
   parallel::check_balanced_layout(plan, o.document_masking);
   if (!o.batch_fixed && o.global_batch == 0) o.batch = 1;  // one long sequence unless asked
   const std::string derived = resolve_global_batch(o, plan.dp);

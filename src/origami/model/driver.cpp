@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "origami/core/error.h"
 #include "origami/kernels/rmsnorm.h"
 
 namespace origami {
@@ -88,13 +89,17 @@ void ModelDriver::layer_backward(std::int64_t l, LayerSaved& s, Tensor& dx) {
   s = LayerSaved();  // free this layer's activations before the next one's backward
 }
 
+void ModelDriver::layers_forward(std::int64_t first, std::int64_t last, Tensor& x,
+                                 std::vector<LayerSaved>& saved, Save save) {
+  for (std::int64_t l = first; l < last; ++l)
+    layer_forward(l, x, saved[static_cast<std::size_t>(l - first)], save,
+                  {.next_attention_layer = l + 1 < last ? l + 1 : -1});
+}
+
 Tensor ModelDriver::embed_and_layers(std::vector<LayerSaved>& saved, Save save) {
-  const std::int64_t layers = config_.num_hidden_layers;
   Tensor x(tracker_, MemCategory::Workspace, {ops_.stream_rows(), config_.hidden_size});
   ops_.embed_forward(x.f32());
-  for (std::int64_t l = 0; l < layers; ++l)
-    layer_forward(l, x, saved[static_cast<std::size_t>(l)], save,
-                  {.next_attention_layer = l + 1 < layers ? l + 1 : -1});
+  layers_forward(0, config_.num_hidden_layers, x, saved, save);
   return x;
 }
 
@@ -104,35 +109,83 @@ Tensor ModelDriver::forward_stream() {
 }
 
 kernels::LossSum ModelDriver::run(bool backward, double grad_scale) {
-  const std::int64_t rows = ops_.stream_rows(), h = config_.hidden_size;
   const std::int64_t layers = config_.num_hidden_layers;
+  if (backward) {
+    // The whole model as one stage; micro-batch id -1 is never a schedule's.
+    constexpr int kWholeRun = -1;
+    Tensor x, dx;
+    try {
+      const kernels::LossSum loss = stage_forward(kWholeRun, 0, layers, x);
+      stage_backward(kWholeRun, grad_scale, dx);
+      return loss;
+    } catch (...) {
+      in_flight_.erase(kWholeRun);  // a failed run leaves nothing in flight
+      throw;
+    }
+  }
+  const std::int64_t rows = ops_.stream_rows(), h = config_.hidden_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);
-
   std::vector<LayerSaved> saved(static_cast<std::size_t>(layers));
-  const Save save = !backward                       ? Save::Nothing
-                    : recompute_ == Recompute::Full ? Save::InputOnly
-                                                    : Save::Policy;
-  Tensor x = embed_and_layers(saved, save);
-
+  Tensor x = embed_and_layers(saved, Save::Nothing);
   Tensor rstd_f(tracker_, MemCategory::Activations, {rows});
   Tensor nf(tracker_, MemCategory::Workspace, {rows, h});
   kernels::rmsnorm_forward(rows, h, x.f32(), params_.final_norm.f32(), eps, nf.f32(), rstd_f.f32());
-  const kernels::LossSum loss = ops_.head_forward(nf.f32(), backward);
-  if (!backward) return loss;
+  return ops_.head_forward(nf.f32(), false);
+}
 
-  Tensor dx(tracker_, MemCategory::Workspace, {rows, h});
-  {
+kernels::LossSum ModelDriver::stage_forward(int id, std::int64_t first, std::int64_t last,
+                                            Tensor& x) {
+  const std::int64_t rows = ops_.stream_rows(), h = config_.hidden_size;
+  const std::int64_t layers = config_.num_hidden_layers;
+  ORIGAMI_CHECK(0 <= first && first < last && last <= layers,
+                "stage layers [{}, {}) of a model of {} layers", first, last, layers);
+  ORIGAMI_CHECK(in_flight_.count(id) == 0, "micro-batch {} is already in flight on this stage",
+                id);
+  ORIGAMI_CHECK(first == 0 || x.numel() == rows * h,
+                "stage input of {} values for {} rows of width {}", x.numel(), rows, h);
+  StageSaved& s = in_flight_[id];
+  s.first = first;
+  s.last = last;
+  s.layers.resize(static_cast<std::size_t>(last - first));
+  const Save save = recompute_ == Recompute::Full ? Save::InputOnly : Save::Policy;
+  if (first == 0) {
+    x = Tensor(tracker_, MemCategory::Workspace, {rows, h});
+    ops_.embed_forward(x.f32());
+  }
+  layers_forward(first, last, x, s.layers, save);
+  if (last < layers) return {};
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  s.rstd_f = Tensor(tracker_, MemCategory::Activations, {rows});
+  s.nf = Tensor(tracker_, MemCategory::Workspace, {rows, h});
+  kernels::rmsnorm_forward(rows, h, x.f32(), params_.final_norm.f32(), eps, s.nf.f32(),
+                           s.rstd_f.f32());
+  s.x = std::move(x);  // the final norm's backward needs its input
+  x = Tensor();
+  return ops_.head_forward(s.nf.f32(), true);
+}
+
+void ModelDriver::stage_backward(int id, double grad_scale, Tensor& dx) {
+  const std::int64_t rows = ops_.stream_rows(), h = config_.hidden_size;
+  const auto found = in_flight_.find(id);
+  ORIGAMI_CHECK(found != in_flight_.end(), "backward of micro-batch {}, which is not in flight",
+                id);
+  StageSaved& s = found->second;
+  const bool last_stage = s.last == config_.num_hidden_layers;
+  ORIGAMI_CHECK(last_stage || dx.numel() == rows * h,
+                "stage output gradient of {} values for {} rows of width {}", dx.numel(), rows, h);
+  if (last_stage) {
+    dx = Tensor(tracker_, MemCategory::Workspace, {rows, h});
     Tensor dnf(tracker_, MemCategory::Workspace, {rows, h});
     ops_.head_backward(static_cast<float>(grad_scale), dnf.f32());
-    kernels::rmsnorm_backward(rows, h, x.f32(), params_.final_norm.f32(), rstd_f.f32(), dnf.f32(),
-                              dx.f32(), grads_.final_norm.f32());
+    kernels::rmsnorm_backward(rows, h, s.x.f32(), params_.final_norm.f32(), s.rstd_f.f32(),
+                              dnf.f32(), dx.f32(), grads_.final_norm.f32());
   }
-  nf = Tensor();
-  x = Tensor();
-  for (std::int64_t l = layers - 1; l >= 0; --l)
-    layer_backward(l, saved[static_cast<std::size_t>(l)], dx);
-  ops_.embed_backward(dx.f32());
-  return loss;
+  s.nf = Tensor();
+  s.x = Tensor();
+  for (std::int64_t l = s.last - 1; l >= s.first; --l)
+    layer_backward(l, s.layers[static_cast<std::size_t>(l - s.first)], dx);
+  if (s.first == 0) ops_.embed_backward(dx.f32());
+  in_flight_.erase(found);
 }
 
 }  // namespace origami

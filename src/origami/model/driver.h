@@ -11,6 +11,7 @@
 // the tracker's peak.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,24 @@ class ModelDriver {
   // stream_rows() x h (MemCategory::Workspace).
   Tensor forward_stream();
 
+  // A pipeline stage's part of one micro-batch (parallel/pipeline_stages.h), for schedules
+  // that interleave micro-batches (1F1B): the layers [first, last), with the embedding when
+  // first == 0 and the final norm, LM head and loss when last == L. stage_forward keeps what
+  // the backward needs under the micro-batch's `id` (the recompute policy applies) until
+  // stage_backward(id), so several micro-batches can be in flight; the BlockOps must hold
+  // micro-batch `id`'s batch during both calls. run(true, s) is stage_forward(0, L) followed
+  // by stage_backward, and the same kernels in the same order.
+  //   x   in: the stage's input stream rows (the previous stage's output; ignored by the
+  //       first stage, which embeds); out: the stage's output (empty on the last stage).
+  //   dx  in: the gradient of the stage's output (ignored by the last stage, which starts
+  //       from the loss scaled by grad_scale); out: the gradient of the stage's input
+  //       (already applied to the embedding on the first stage).
+  // Returns the head's local loss sum on the last stage, zero elsewhere.
+  kernels::LossSum stage_forward(int id, std::int64_t first, std::int64_t last, Tensor& x);
+  void stage_backward(int id, double grad_scale, Tensor& dx);
+  // The micro-batches whose stage_forward ran and whose stage_backward has not.
+  std::size_t in_flight() const { return in_flight_.size(); }
+
  private:
   struct LayerSaved {
     Tensor x_in, rstd1;
@@ -51,6 +70,16 @@ class ModelDriver {
   void layer_backward(std::int64_t l, LayerSaved& s, Tensor& dx);
   // The embedding and the L layers' forward, each layer keeping in saved[l] what `save` asks.
   Tensor embed_and_layers(std::vector<LayerSaved>& saved, Save save);
+  // Layers [first, last) on x, layer l keeping its saved tensors in saved[l - first]; the
+  // last one prefetches nothing (the next layer, if any, is another stage's).
+  void layers_forward(std::int64_t first, std::int64_t last, Tensor& x,
+                      std::vector<LayerSaved>& saved, Save save);
+  // One micro-batch's saved state on this stage, between stage_forward and stage_backward.
+  struct StageSaved {
+    std::int64_t first = 0, last = 0;
+    std::vector<LayerSaved> layers;  // layer l at l - first
+    Tensor x, rstd_f, nf;            // the last stage's: the stream into the final norm
+  };
 
   const ModelConfig& config_;
   ModelTensors& params_;
@@ -58,6 +87,7 @@ class ModelDriver {
   BlockOps& ops_;
   MemoryTracker& tracker_;
   Recompute recompute_;
+  std::map<int, StageSaved> in_flight_;  // by micro-batch id
 };
 
 }  // namespace origami

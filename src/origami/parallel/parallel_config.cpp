@@ -1,6 +1,7 @@
 #include "origami/parallel/parallel_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "origami/core/error.h"
 
@@ -19,22 +20,34 @@ const char* tsp_schedule_name(TspSchedule s) {
 }
 
 std::string ParallelConfig::mesh_spec() const {
-  return is_tsp() ? fmt::format("dp={},tsp={},tp={}", dp, tsp, tp)
-                  : fmt::format("dp={},sp={},tp={}", dp, sp, tp);
+  const std::string stages = pp > 1 ? fmt::format("pp={},", pp) : std::string();
+  return stages + (is_tsp() ? fmt::format("dp={},tsp={},tp={}", dp, tsp, tp)
+                            : fmt::format("dp={},sp={},tp={}", dp, sp, tp));
 }
 
 std::string ParallelConfig::describe() const {
   const std::string layout_word =
       token_degree() > 1 ? fmt::format(" {}", token_layout_name(layout)) : std::string();
+  // The stages first (the outermost axis); the split only when given (else the balanced
+  // default of pipeline_stages.h, which needs the model's layer count).
+  const std::string stages =
+      pp <= 1             ? std::string()
+      : pp_layers.empty() ? fmt::format("pp={} ", pp)
+                          : fmt::format("pp={} (layers {}) ", pp, fmt::join(pp_layers, ","));
   if (is_tsp())
-    return fmt::format("dp={} tsp={}{}{}", dp, tsp, layout_word,
+    return fmt::format("{}dp={} tsp={}{}{}", stages, dp, tsp, layout_word,
                        tsp_schedule == TspSchedule::Allgather ? " allgather" : "");
-  return fmt::format("dp={} tp={}{} sp={}{}", dp, tp,
+  return fmt::format("{}dp={} tp={}{} sp={}{}", stages, dp, tp,
                      sequence_parallel ? " (sequence-parallel regions)" : "", sp, layout_word);
 }
 
 ParallelGroups::ParallelGroups(comm::Communicator world, const ParallelConfig& plan)
     : plan_(plan), mesh_(std::move(world), plan.mesh_spec()) {}
+
+comm::Communicator& ParallelGroups::pp() {
+  ORIGAMI_CHECK(plan_.pp > 1, "the plan {} has no pp axis (no pipeline stages)", plan_.describe());
+  return mesh_.axis("pp");
+}
 
 comm::Communicator& ParallelGroups::sp() {
   ORIGAMI_CHECK(!plan_.is_tsp(), "a TSP plan has no sp axis (its token axis is tsp)");

@@ -4,11 +4,14 @@
 //   single  every degree 1               dp    dp=N
 //   tp      tp=N (with sp: TP+SP)        tpsp  tp=N with sequence-parallel regions
 //   sp/cp   sp=N                         tsp   tsp=N: 1/N of every weight and of the tokens
-// each optionally times dp. The planner predicts the same struct (plan::Mesh is this type).
+// each optionally times dp, and all of them optionally cut into pp pipeline stages (the
+// outermost axis: contiguous groups of layers, pipeline_stages.h). The planner predicts the same struct (plan::Mesh is this type).
 #pragma once
 
 #include <memory>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "origami/comm/mesh.h"
 #include "origami/parallel/layout.h"
@@ -25,6 +28,7 @@ TspSchedule parse_tsp_schedule(const std::string& word);
 const char* tsp_schedule_name(TspSchedule s);
 
 struct ParallelConfig {
+  int pp = 1;   // pipeline stages, each a contiguous group of layers (the outermost axis)
   int dp = 1;   // replicas, each on other sequences
   int tp = 1;   // weight shards, same tokens (Megatron TP)
   int sp = 1;   // token shards, same weights (context parallel); TP+SP with tp
@@ -32,8 +36,11 @@ struct ParallelConfig {
   bool sequence_parallel = false;  // TP-SP: norms and residuals on token shards of the tp axis
   TokenLayoutKind layout = TokenLayoutKind::Zigzag;
   TspSchedule tsp_schedule = TspSchedule::BroadcastRing;  // TSP plans only (validate_plan)
+  // --pp-layers: layers per stage, first to last; empty: the balanced default
+  // (pipeline_stages.h states the rule and checks a given split).
+  std::vector<std::int64_t> pp_layers = {};
 
-  int world() const { return dp * tp * sp * tsp; }
+  int world() const { return pp * dp * tp * sp * tsp; }
   bool is_tsp() const { return tsp > 1; }
   int token_degree() const { return sp * tsp; }   // ranks that split each sequence
   int weight_degree() const { return tp * tsp; }  // ranks that split each weight matrix
@@ -42,9 +49,12 @@ struct ParallelConfig {
     return token_degree() > 1 ? layout : TokenLayoutKind::Full;
   }
   // The mesh spec the groups are built from, naming the axes of the plan's family:
-  // "dp=P,sp=S,tp=T" for the baselines, "dp=P,tsp=D,tp=1" for TSP (tp varies fastest).
+  // "dp=P,sp=S,tp=T" for the baselines, "dp=P,tsp=D,tp=1" for TSP (tp varies fastest), with
+  // "pp=N," in front when there are pipeline stages (pp outermost: a stage is a block of
+  // consecutive world ranks).
   std::string mesh_spec() const;
-  std::string describe() const;  // e.g. "dp=1 tp=2 (sequence-parallel regions) sp=2 zigzag"
+  // e.g. "dp=1 tp=2 (sequence-parallel regions) sp=2 zigzag", "pp=2 (layers 3,5) dp=1 tsp=2 ..."
+  std::string describe() const;
 };
 
 // This rank's communicators on each axis (collective to build: every rank of the world).
@@ -53,6 +63,10 @@ class ParallelGroups {
   ParallelGroups(comm::Communicator world, const ParallelConfig& plan);
   const ParallelConfig& plan() const { return plan_; }
   comm::Communicator& world() { return mesh_.world(); }
+  // The ranks of the other stages at this rank's (dp, tp, sp, tsp) coordinates: a stage
+  // boundary sends to the next stage's rank of this group (plans with pp > 1 only; without
+  // stages the mesh has no pp axis, so that its groups and their traffic stay as they were).
+  comm::Communicator& pp();
   comm::Communicator& dp() { return mesh_.axis("dp"); }    // different sequences
   comm::Communicator& tp() { return mesh_.axis("tp"); }    // weight shards, same tokens
   comm::Communicator& sp();   // token shards, same weights (the baselines' plans only)

@@ -1,11 +1,13 @@
 #include "origami/parallel/rank_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "origami/parallel/pipeline_stages.h"
 #include "origami/parallel/registry.h"
 
 #include "origami/core/float_ops.h"
@@ -17,6 +19,23 @@ namespace {
 TokenLayout make_layout(ParallelGroups& g, std::int64_t seq) {
   const ParallelConfig& p = g.plan();
   return TokenLayout(p.token_layout(), seq, g.tokens().size(), g.tokens().rank());
+}
+
+// The plan's stages, the model checked against them before any shard is allocated.
+std::vector<StageLayers> checked_stages(const ParallelConfig& p, const ModelConfig& config) {
+  check_pipeline_model(p, config);
+  return stage_layers(p, config.num_hidden_layers);
+}
+
+// The strategy's specs with every other stage's tensors made empty blocks: this rank
+// allocates, initialises, reduces and steps only its own stage's.
+std::vector<ShardSpec> keep_stage_tensors(std::vector<ShardSpec> specs,
+                                          const std::vector<StageLayers>& stages, int stage) {
+  for (ShardSpec& s : specs) {
+    s.on_stage = stage_of_tensor(s.name, stages) == stage;
+    if (!s.on_stage) s.local = Shape{0};
+  }
+  return specs;
 }
 }  // namespace
 
@@ -32,7 +51,9 @@ RankModel::RankModel(const ModelConfig& config, ParallelGroups& groups, std::int
       groups_(groups),
       tracker_(tracker),
       layout_(make_layout(groups, seq)),
-      specs_(std::move(strategy.specs)),
+      stages_(checked_stages(groups.plan(), config_)),
+      stage_(groups.plan().pp > 1 ? groups.pp().rank() : 0),
+      specs_(keep_stage_tensors(std::move(strategy.specs), stages_, stage_)),
       params_(allocate_sharded(config_, specs_, tracker, MemCategory::Parameters)),
       grads_(allocate_sharded(config_, specs_, tracker, MemCategory::Gradients)),
       ops_(strategy.make_ops(config_, groups, layout_, params_, grads_, tracker)),
@@ -78,6 +99,19 @@ LocalBatch RankModel::localize(const TokenBatch& b) const {
   return local;
 }
 
+RankModel::Accumulated RankModel::accumulate(const std::vector<LocalBatch>& micro,
+                                             double grad_scale) {
+  // A mixture of experts is refused under pp > 1 (check_pipeline_model): no aux there.
+  if (groups_.plan().pp > 1) return {accumulate_stage(micro, grad_scale), 0.0};
+  Accumulated r;
+  const double aux_weight = 1.0 / static_cast<double>(std::max<std::size_t>(1, micro.size()));
+  for (const LocalBatch& b : micro) {
+    r.loss_sum += run(b, true, grad_scale, aux_weight).sum;
+    r.aux += aux_weight * router_aux_loss();
+  }
+  return r;
+}
+
 kernels::LossSum RankModel::run(const LocalBatch& batch, bool backward, double grad_scale,
                                 double aux_weight) {
   ops_->set_batch(&batch);
@@ -102,6 +136,8 @@ double RankModel::global_loss_sum(double local) {
   std::vector<double> v{local};
   groups_.tokens().all_reduce(v, v);  // group: token axis x dp, as the count
   groups_.dp().all_reduce(v, v);
+  // Only the last stage computes a loss (every stage counts the same labels: no pp sum there).
+  if (groups_.plan().pp > 1) groups_.pp().all_reduce(v, v);
   return v[0];
 }
 
@@ -109,6 +145,7 @@ void RankModel::reduce_gradients(const OptimizerSlices* dp_slices) {
   std::vector<NamedTensor> g = named_tensors(grads_);
   for (std::size_t i = 0; i < g.size(); ++i) {
     Tensor& t = *g[i].tensor;
+    if (!specs_[i].on_stage) continue;  // another stage's (every rank of the groups skips it)
     // The groups are stated per tensor by assign_reduction_axes (registry.h).
     bool scattered = false;  // dp done as a reduce-scatter: later axes reduce the slice only
     for (const std::string& axis : specs_[i].grad_sum_axes) {
@@ -152,14 +189,24 @@ double RankModel::grad_norm(const OptimizerSlices* dp_slices) {
     for (const std::string& axis : axes) groups_.axis(axis).all_reduce(v, v);
     total += v[0];
   }
+  if (groups_.plan().pp > 1) {  // every stage's squares (off-stage tensors added nothing)
+    std::vector<double> v{total};
+    groups_.pp().all_reduce(v, v);
+    total = v[0];
+  }
   return std::sqrt(total);
 }
 
 std::vector<Tensor> RankModel::gather(ModelTensors& tensors, MemoryTracker& into) {
   std::vector<Tensor> out;
   std::vector<NamedTensor> named = named_tensors(tensors);
-  for (std::size_t i = 0; i < named.size(); ++i)
-    out.push_back(gather_full(specs_[i], *named[i].tensor, groups_.axis(specs_[i].shard_axis), into));
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    const ShardSpec& s = specs_[i];
+    out.push_back(s.on_stage ? gather_full(s, *named[i].tensor, groups_.axis(s.shard_axis), into)
+                             : Tensor(into, MemCategory::Workspace, s.global));
+    // The tensor's stage holds it whole now; the other stages receive it.
+    if (groups_.plan().pp > 1) groups_.pp().broadcast(out.back(), stage_of_tensor(s.name, stages_));
+  }
   return out;
 }
 

@@ -9,6 +9,10 @@
 // With the optimizer sharded over dp (ZeRO-1, model/optimizer.h), the dp sum of the gradients
 // is a reduce-scatter that leaves each dp rank its optimizer slice, and the norm sums the
 // slices' squares over dp too (each element counted once).
+// With pipeline stages (pp > 1) a rank holds only its stage's tensors (the others are empty
+// blocks, ShardSpec::on_stage false), runs its stage's 1F1B order (accumulate), and the loss
+// sum and the gradient norm's squares are also summed over pp (only the last stage has a
+// loss; every stage has squares).
 // The optimizer step over these operations is train/rank_step.h's.
 #pragma once
 
@@ -18,6 +22,7 @@
 #include "origami/model/driver.h"
 #include "origami/model/llama.h"
 #include "origami/model/optimizer.h"
+#include "origami/parallel/pipeline_stages.h"
 #include "origami/parallel/strategies/mesh/mesh_ops.h"
 
 namespace origami::parallel {
@@ -39,6 +44,9 @@ class RankModel {
   ModelTensors& params() { return params_; }
   ModelTensors& grads() { return grads_; }
   MemoryTracker& tracker() { return tracker_; }
+  // Every pipeline stage's layers (one stage of all layers without pp) and this rank's stage.
+  const std::vector<StageLayers>& stages() const { return stages_; }
+  int stage() const { return stage_; }
 
   // This rank's rows of B full sequences (the sequences of its data-parallel shard); under the
   // balanced layout by the micro-batch's own assignment, which the LocalBatch carries.
@@ -50,6 +58,23 @@ class RankModel {
   kernels::LossSum run(const LocalBatch& batch, bool backward, double grad_scale,
                        double aux_weight = 1.0);
   double router_aux_loss() const { return ops_->router_aux_loss(); }
+
+  // Forward + backward of the step's micro-batches, gradients accumulating (the gradient of
+  // the loss sum scaled by grad_scale): one after another without stages; with pp > 1 in this
+  // stage's 1F1B order (pipeline_schedule.h), the stage's activations sent to the next stage
+  // and their gradients back over groups.pp() (rank_model_pipeline.cpp). Returns the rank's
+  // local loss sum (zero off the last stage) and a mixture of experts' auxiliary loss of the
+  // step (each micro-batch's router_aux_loss() weighted 1 / micro-batches; 0 for a dense
+  // model, which is all that runs under pp > 1).
+  struct Accumulated {
+    double loss_sum = 0, aux = 0;
+  };
+  Accumulated accumulate(const std::vector<LocalBatch>& micro, double grad_scale);
+  // The last pipeline accumulate's seconds in all, and of them the seconds this stage waited
+  // for its neighbours: their messages, and at the end the other stages (a pp barrier, so
+  // that the idle tail of a stage that finishes early counts too). The measured bubble.
+  double pipeline_seconds() const { return pipeline_seconds_; }
+  double pipeline_wait_seconds() const { return pipeline_wait_seconds_; }
 
   // Collective: unmasked labels of these micro-batches over the whole step (sp x dp).
   std::int64_t global_unmasked(const std::vector<LocalBatch>& micro);
@@ -64,7 +89,8 @@ class RankModel {
   // Collective: the global gradient norm (after reduce_gradients, with the same slices).
   double grad_norm(const OptimizerSlices* dp_slices = nullptr);
 
-  // Collective over tp: every tensor of `tensors` (params, grads or a moment) gathered full.
+  // Collective over the shard axis (and pp: each tensor from its stage): every tensor of
+  // `tensors` (params, grads or a moment) gathered full on every rank.
   std::vector<Tensor> gather(ModelTensors& tensors, MemoryTracker& into);
 
  private:
@@ -72,10 +98,16 @@ class RankModel {
   ParallelGroups& groups_;
   MemoryTracker& tracker_;
   TokenLayout layout_;
+  std::vector<StageLayers> stages_;
+  int stage_ = 0;
   std::vector<ShardSpec> specs_;
   ModelTensors params_, grads_;
   std::unique_ptr<StrategyOps> ops_;
   ModelDriver driver_;
+
+  double pipeline_seconds_ = 0, pipeline_wait_seconds_ = 0;
+  // The pipeline case of accumulate (pp > 1).
+  double accumulate_stage(const std::vector<LocalBatch>& micro, double grad_scale);
 };
 
 }  // namespace origami::parallel

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "origami/core/error.h"
+#include "origami/parallel/pipeline_stages.h"
 #include "origami/parallel/strategies/mesh/mesh_ops.h"
 #include "origami/parallel/strategies/tsp/tsp_ops.h"
 #include "origami/parallel/strategies/tsp_allgather/allgather_ops.h"
@@ -66,8 +67,9 @@ std::vector<StrategyInfo> make_registry() {
   return r;
 }
 
+// dp and pp (pipeline stages, outermost) compose with every strategy.
 bool uses(const StrategyInfo& s, const std::string& axis) {
-  return axis == "dp" || std::find(s.axes.begin(), s.axes.end(), axis) != s.axes.end();
+  return axis == "dp" || axis == "pp" || std::find(s.axes.begin(), s.axes.end(), axis) != s.axes.end();
 }
 
 std::string names() {
@@ -80,12 +82,13 @@ std::string names() {
 }
 
 int& degree_of(ParallelConfig& p, const std::string& axis) {
+  if (axis == "pp") return p.pp;
   if (axis == "dp") return p.dp;
   if (axis == "tp") return p.tp;
   if (axis == "sp") return p.sp;
   if (axis == "tsp") return p.tsp;
   throw ConfigError(
-      fmt::format("mesh axis '{}' is not one of dp, tp, sp (cp), tsp", axis));
+      fmt::format("mesh axis '{}' is not one of pp, dp, tp, sp (cp), tsp", axis));
 }
 
 }  // namespace
@@ -205,7 +208,7 @@ void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64
           "micro-batch, which TSP does not coordinate yet; drop the flag (dropless)",
           model.moe_capacity_factor, p.mesh_spec()));
   }
-  for (const int d : {p.dp, p.tp, p.sp, p.tsp})
+  for (const int d : {p.pp, p.dp, p.tp, p.sp, p.tsp})
     if (d < 1) throw ConfigError(fmt::format("every mesh degree must be >= 1 ({})", p.mesh_spec()));
   if (micro_batch < 1)
     throw ConfigError(fmt::format("the micro-batch must hold at least one sequence per "
@@ -225,6 +228,7 @@ void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64
                                   "tsp axis; use --strategy tsp with --degree 2 or more, or drop "
                                   "--tsp-schedule",
                                   tsp_schedule_name(p.tsp_schedule), p.mesh_spec()));
+  check_pipeline_model(p, model);
   check_tensor_split(model, p.tp, "tensor-parallel (tp)");
   if (p.is_tsp()) check_tensor_split(model, p.tsp, "TSP (tsp)");
   check_token_split(p.token_layout(), seq, p.token_degree());

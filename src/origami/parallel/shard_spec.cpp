@@ -96,6 +96,7 @@ void initialize_sharded(ModelTensors& params, const std::vector<ShardSpec>& spec
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const ShardSpec& s = specs[i];
     Tensor& t = *named[i].tensor;
+    if (!s.on_stage) continue;  // another pipeline stage's tensor: an empty block here
     if (s.is_norm) {
       if (t.backed())
         for (float& x : t.span()) x = 1.0f;

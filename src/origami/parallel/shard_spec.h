@@ -46,6 +46,9 @@ struct ShardSpec {
   // block's squares to the gradient norm, so that each replicated block counts once.
   int replicas = 1;
   bool norm_counted = true;
+  // False on the ranks of the other pipeline stages (pipeline_stages.h): they hold the tensor
+  // as an empty block (local {0}) and reduce, clip and step nothing of it.
+  bool on_stage = true;
 };
 
 // Specs in the order of named_tensors() for tensor-parallel degree `tp`, rank `tp_rank`.

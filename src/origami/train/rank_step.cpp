@@ -20,12 +20,9 @@ ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
   // gradient (a rank with no unmasked labels of its own still gets the others' mean).
   const double scale = s.unmasked > 0 ? 1.0 / static_cast<double>(s.unmasked) : 0.0;
   zero_tensors(model.grads());
-  double local = 0, aux = 0;  // aux: a mixture of experts' load-balancing loss (global)
-  const double aux_weight = 1.0 / static_cast<double>(std::max<std::size_t>(1, micro.size()));
-  for (const LocalBatch& b : micro) {
-    local += model.run(b, true, scale, aux_weight).sum;
-    aux += aux_weight * model.router_aux_loss();
-  }
+  // Pipeline stages run their 1F1B order; aux: a mixture of experts' load-balancing loss.
+  const RankModel::Accumulated acc = model.accumulate(micro, scale);
+  const double local = acc.loss_sum, aux = acc.aux;
   // A sharded optimizer (ZeRO-1) owns one slice of each tensor over dp: the dp reduction
   // leaves each rank that slice, the norm and clipping read the slices, and AdamW::step
   // all-gathers the updated parameters over dp.

@@ -23,7 +23,8 @@ struct ParallelStepStats {
 AdamW make_rank_optimizer(RankModel& model, MemoryTracker& tracker, kernels::AdamWHyper hyper,
                           bool shard_optimizer);
 
-// One optimizer step over this rank's micro-batches: zero grads, forward+backward each,
+// One optimizer step over this rank's micro-batches: zero grads, forward+backward each (a
+// pipeline stage: in its 1F1B order, RankModel::accumulate),
 // reduce gradients, clip by the global norm (max_grad_norm <= 0: no clipping), AdamW on the
 // rank's shards (sharded over dp: reduce-scatter, norm and AdamW on the slices, all-gather).
 ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,

@@ -22,6 +22,8 @@
 #include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/balanced_layout.h"
+#include "origami/parallel/pipeline_schedule.h"
+#include "origami/parallel/pipeline_stages.h"
 #include "origami/parallel/rank_model.h"
 #include "origami/parallel/registry.h"
 #include "origami/train/batch_size.h"
@@ -110,6 +112,42 @@ std::string rank_memory_report(const std::vector<MemoryStats>& ranks) {
   return out;
 }
 
+// The stage layout and the 1F1B bubble of a pipeline run (m = --grad-accum micro-batches).
+std::string pipeline_layout(const std::vector<parallel::StageLayers>& stages, int micro) {
+  const int p = static_cast<int>(stages.size());
+  std::string out = fmt::format("pipeline: {} stages, 1F1B over {} micro-batches (--grad-accum)",
+                                p, micro);
+  for (int s = 0; s < p; ++s) {
+    const parallel::StageLayers& l = stages[static_cast<std::size_t>(s)];
+    out += fmt::format("\n  stage {}: layers {}..{}{}{}", s, l.first, l.first + l.count - 1,
+                       s == 0 ? " + embedding" : "", s + 1 == p ? " + final norm, LM head" : "");
+  }
+  out += fmt::format("\n  bubble (p-1)/m = {}/{} = {:.3f} of the busy time ({:.1f}% of the step)",
+                     p - 1, micro, static_cast<double>(p - 1) / micro,
+                     100.0 * parallel::one_f_one_b_bubble(p, micro));
+  return out;
+}
+
+// The measured bubble beside the formula: each stage's time waiting for its neighbours as a
+// fraction of its time in the pipeline, over the steps after the first (a stage's ranks
+// averaged). `times`: every world rank's {seconds in the pipeline, of them waited}, in world
+// order (pp outermost: stage s is ranks [s, s + 1) x world / pp).
+std::string pipeline_bubble_report(const std::vector<double>& times, int stages, int micro) {
+  const std::size_t per_stage = times.size() / 2 / static_cast<std::size_t>(stages);
+  std::string out = fmt::format("pipeline bubble, measured (time waiting for the neighbours / "
+                                "time in the pipeline; 1F1B formula (p-1)/(m+p-1) = {:.1f}%):",
+                                100.0 * parallel::one_f_one_b_bubble(stages, micro));
+  for (int s = 0; s < stages; ++s) {
+    double total = 0, waited = 0;
+    for (std::size_t r = s * per_stage; r < (s + 1) * per_stage; ++r) {
+      total += times[2 * r];
+      waited += times[2 * r + 1];
+    }
+    out += fmt::format("  stage {} {:.1f}%", s, total > 0 ? 100.0 * waited / total : 0.0);
+  }
+  return out;
+}
+
 // One rank's whole run.
 void run_rank(Shared& sh, comm::Communicator& world) {
   const TrainOptions& o = *sh.options;
@@ -171,6 +209,8 @@ void run_rank(Shared& sh, comm::Communicator& world) {
                           optimizer_slices(model.params(), 1, 0).elements())
             : std::string("optimizer: --shard-optimizer changes nothing at dp 1 (no data "
                           "parallelism to shard over): the AdamW state is whole"));
+  if (sh.plan.pp > 1) log(pipeline_layout(model.stages(), static_cast<int>(o.grad_accum)));
+  std::vector<double> pipeline_times{0, 0};  // seconds in the pipeline, of them waited
   for (std::int64_t step = done + 1; step <= o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     std::vector<parallel::LocalBatch> micro;
@@ -183,6 +223,10 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     const float lr = learning_rate(step, o.steps, o.warmup, o.lr, o.min_lr_ratio);
     const parallel::ParallelStepStats st =
         parallel::parallel_train_step(model, optimizer, micro, lr, o.max_grad_norm);
+    if (sh.plan.pp > 1 && (step > done + 1 || o.steps == done + 1)) {  // the first step warms up
+      pipeline_times[0] += model.pipeline_seconds();
+      pipeline_times[1] += model.pipeline_wait_seconds();
+    }
     StepStats s;
     s.step = step;
     s.loss = st.loss;
@@ -219,6 +263,11 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     if (lead) sh.result.steps.push_back(s);
     ckpt::after_step(o, &world, saved, step,
                      world.size() == 1 ? std::string("single") : sh.plan.describe(), log);
+  }
+  if (sh.plan.pp > 1) {
+    std::vector<double> all(2 * static_cast<std::size_t>(world.size()));
+    world.all_gather(pipeline_times, all);
+    log(pipeline_bubble_report(all, sh.plan.pp, static_cast<int>(o.grad_accum)));
   }
   // Every rank's peaks, gathered to all (works on both transports).
   const MemoryStats mine = tracker.stats();
@@ -298,7 +347,11 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
   sh.plan = parallel::make_parallel_config(o.strategy, o.degree, o.mesh, o.tp_sequence_parallel,
                                            parallel::parse_token_layout(o.layout));
   sh.plan.tsp_schedule = parallel::parse_tsp_schedule(o.tsp_schedule);
+  sh.plan.pp_layers = parallel::parse_pp_layers(o.pp_layers);
   parallel::check_balanced_layout(sh.plan, o.document_masking);
+  if (!o.checkpoint.save_dir.empty() || !o.checkpoint.resume.empty() ||
+      !o.checkpoint.init_from.empty())
+    parallel::refuse_unbuilt_pipeline(sh.plan, "checkpointing (--save-dir, --resume, --init-from)");
   parse_recompute(o.recompute);
   if (o.link.enabled && sh.plan.world() == 1 && !mpi)
     throw ConfigError("--link-model needs a parallel run (one device sends nothing): choose "

@@ -86,6 +86,9 @@ struct TrainOptions {
   bool tp_sequence_parallel = false;
   std::string layout = "zigzag";
   std::string tsp_schedule = "broadcast-ring";  // TSP only: broadcast-ring or allgather
+  // --pp-layers "3,5": layers per pipeline stage, first to last (parallel/pipeline_stages.h);
+  // empty: the balanced default.
+  std::string pp_layers;
   std::string recompute = "none";
   // --shard-optimizer (ZeRO-1, model/optimizer.h): AdamW's state split over the dp axis, the
   // dp gradient reduction a reduce-scatter, the parameters all-gathered after the step. At

@@ -74,6 +74,19 @@ std::vector<Case> cases() {
   // Kv heads replicated over 2 ranks (2 kv heads, degree 4): the kv-replica groups over MPI.
   add("tp4_kvrep2_steps", gqa, plan(1, 4, 1), Recompute::None, 5);
   add("tsp4_kvrep2_steps", gqa, tsp(1, 4, parallel::TokenLayoutKind::Zigzag), Recompute::Full, 5);
+  // Pipeline stages (rank_model_pipeline.cpp): the boundary sends between processes, 1F1B over
+  // 3 micro-batches of 5 layers split unevenly; pp 2 alone (world 2) and pp 2 x tsp 2 (world 4).
+  const ModelConfig five = make_model(97, 32, 48, 4, 2, 5);
+  auto staged = [](parallel::ParallelConfig p, std::vector<std::int64_t> layers) {
+    p.pp = static_cast<int>(layers.size());
+    p.pp_layers = std::move(layers);
+    return p;
+  };
+  add("pp2_m3_steps", five, staged(plan(1, 1, 1), {3, 2}), Recompute::None, 5);
+  add("pp2xtsp2_m3_steps", five, staged(tsp(1, 2, parallel::TokenLayoutKind::Zigzag), {2, 3}),
+      Recompute::Mlp, 5);
+  for (Case& c : v)
+    if (c.plan.pp > 1) c.micro = 3;
   return v;
 }
 

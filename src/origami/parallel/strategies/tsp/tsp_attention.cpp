@@ -100,7 +100,10 @@ void TspOps::first_attention_shards(std::int64_t l, Tensor (&buf)[kTspShardBuffe
 
 void TspOps::prefetch_attention_shard(std::int64_t l, int j, Tensor buf) {
   if (j == 0) drop_prefetch();
-  if (l < 0 || l >= config_.num_hidden_layers || j >= std::min(size_, kTspPrefetchedShards) ||
+  // (A layer whose weights are empty here is another pipeline stage's: nothing to prefetch.)
+  if (l < 0 || l >= config_.num_hidden_layers ||
+      params_.layers[static_cast<std::size_t>(l)].wq.numel() == 0 ||
+      j >= std::min(size_, kTspPrefetchedShards) ||
       prefetch_.count != j ||
       (j > 0 && prefetch_.layer != l))
     return;

@@ -30,6 +30,7 @@ TspOps::TspOps(const ModelConfig& config, ParallelGroups& groups, const TokenLay
 
 void TspOps::set_batch(const LocalBatch* batch) {
   check_batch_shape(batch);
+  if (batch == nullptr) emb_routes_.clear();
   batch_ = batch;
 }
 
@@ -55,63 +56,69 @@ TspRankShapes TspOps::rank_shapes() const {
 
 void TspOps::embed_forward(float* x) {
   const std::int64_t R = rows(), h = config_.hidden_size;
+  EmbeddingRoute& route = emb_routes_[batch_];
   // Group the rank's ids by the rank owning their table row (a counting sort: stable).
-  emb_send_.assign(static_cast<std::size_t>(size_), 0);
-  for (std::int32_t id : batch_->ids) ++emb_send_[static_cast<std::size_t>(id / vocab_rows_)];
+  route.send.assign(static_cast<std::size_t>(size_), 0);
+  for (std::int32_t id : batch_->ids) ++route.send[static_cast<std::size_t>(id / vocab_rows_)];
   std::vector<std::int64_t> start(static_cast<std::size_t>(size_), 0);
   for (int p = 1; p < size_; ++p)
     start[static_cast<std::size_t>(p)] =
-        start[static_cast<std::size_t>(p - 1)] + emb_send_[static_cast<std::size_t>(p - 1)];
-  emb_order_.assign(static_cast<std::size_t>(R), 0);
+        start[static_cast<std::size_t>(p - 1)] + route.send[static_cast<std::size_t>(p - 1)];
+  route.order.assign(static_cast<std::size_t>(R), 0);
   std::vector<std::int32_t> send_ids(static_cast<std::size_t>(R));
   for (std::int64_t t = 0; t < R; ++t) {
     const std::int32_t id = batch_->ids[static_cast<std::size_t>(t)];
     const std::int64_t slot = start[static_cast<std::size_t>(id / vocab_rows_)]++;
-    emb_order_[static_cast<std::size_t>(slot)] = t;
+    route.order[static_cast<std::size_t>(slot)] = t;
     send_ids[static_cast<std::size_t>(slot)] = id;
   }
   std::vector<std::int64_t> ones(static_cast<std::size_t>(size_), 1);
-  emb_recv_.assign(static_cast<std::size_t>(size_), 0);
-  axis_.all_to_all(emb_send_, ones, emb_recv_, ones);
+  route.recv.assign(static_cast<std::size_t>(size_), 0);
+  axis_.all_to_all(route.send, ones, route.recv, ones);
   std::int64_t n_recv = 0;
-  for (std::int64_t c : emb_recv_) n_recv += c;
-  emb_recv_ids_.assign(static_cast<std::size_t>(n_recv), 0);
-  axis_.all_to_all(send_ids, emb_send_, emb_recv_ids_, emb_recv_);
+  for (std::int64_t c : route.recv) n_recv += c;
+  route.recv_ids.assign(static_cast<std::size_t>(n_recv), 0);
+  axis_.all_to_all(send_ids, route.send, route.recv_ids, route.recv);
   // Look up the requested rows of this rank's table block and send them back.
   Tensor looked(tracker_, MemCategory::CommBuffers, {std::max<std::int64_t>(n_recv, 1), h});
-  embedding_rows_as_floats(n_recv, h, emb_recv_ids_.data(), params_.embed, rank_ * vocab_rows_,
+  embedding_rows_as_floats(n_recv, h, route.recv_ids.data(), params_.embed, rank_ * vocab_rows_,
                            vocab_rows_, looked.f32());  // a bf16 table (inference) widened
   Tensor back(tracker_, MemCategory::CommBuffers, {R, h});
   std::vector<std::int64_t> send_f, recv_f;
   for (int p = 0; p < size_; ++p) {
-    send_f.push_back(emb_recv_[static_cast<std::size_t>(p)] * h);
-    recv_f.push_back(emb_send_[static_cast<std::size_t>(p)] * h);
+    send_f.push_back(route.recv[static_cast<std::size_t>(p)] * h);
+    recv_f.push_back(route.send[static_cast<std::size_t>(p)] * h);
   }
   axis_.all_to_all(comm::ConstBuffer(looked.f32(), n_recv * h, DType::F32), send_f,
                    comm::Buffer(back.f32(), R * h, DType::F32), recv_f);
   for (std::int64_t i = 0; i < R; ++i)
-    copy_floats(float_at(x, emb_order_[static_cast<std::size_t>(i)] * h),
+    copy_floats(float_at(x, route.order[static_cast<std::size_t>(i)] * h),
                 float_at(back.f32(), i * h), h);
 }
 
 void TspOps::embed_backward(const float* dx) {
   const std::int64_t R = rows(), h = config_.hidden_size;
+  const auto found = emb_routes_.find(batch_);
+  ORIGAMI_CHECK(found != emb_routes_.end(), "embedding backward of a micro-batch whose forward "
+                                            "did not run");
+  const EmbeddingRoute& route = found->second;
   Tensor out(tracker_, MemCategory::CommBuffers, {R, h});
   for (std::int64_t i = 0; i < R; ++i)
     copy_floats(float_at(out.f32(), i * h),
-                float_at(dx, emb_order_[static_cast<std::size_t>(i)] * h), h);
-  const auto n_recv = static_cast<std::int64_t>(emb_recv_ids_.size());
+                float_at(dx, route.order[static_cast<std::size_t>(i)] * h), h);
+  const auto n_recv = static_cast<std::int64_t>(route.recv_ids.size());
   Tensor in(tracker_, MemCategory::CommBuffers, {std::max<std::int64_t>(n_recv, 1), h});
   std::vector<std::int64_t> send_f, recv_f;
   for (int p = 0; p < size_; ++p) {
-    send_f.push_back(emb_send_[static_cast<std::size_t>(p)] * h);
-    recv_f.push_back(emb_recv_[static_cast<std::size_t>(p)] * h);
+    send_f.push_back(route.send[static_cast<std::size_t>(p)] * h);
+    recv_f.push_back(route.recv[static_cast<std::size_t>(p)] * h);
   }
   // Row gradients go to the rows' owners, which add them into their table block.
   axis_.all_to_all(comm::ConstBuffer(out.f32(), R * h, DType::F32), send_f,
                    comm::Buffer(in.f32(), n_recv * h, DType::F32), recv_f);
-  kernels::embedding_backward(n_recv, h, emb_recv_ids_.data(), in.f32(), rank_ * vocab_rows_,
+  kernels::embedding_backward(n_recv, h, route.recv_ids.data(), in.f32(), rank_ * vocab_rows_,
                               vocab_rows_, grads_.embed.f32());
+  emb_routes_.erase(found);
 }
 
 Strategy tsp_strategy(const ModelConfig& config, ParallelGroups& groups) {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -118,10 +119,14 @@ class TspOps : public StrategyContext {
   };
   ShardPrefetch prefetch_;
   std::int64_t vocab_rows_;   // Vp / D
-  // Embedding routing kept from forward for backward.
-  std::vector<std::int64_t> emb_order_;            // token index of each sent id (grouped by owner)
-  std::vector<std::int64_t> emb_send_, emb_recv_;  // ids per destination / source rank
-  std::vector<std::int32_t> emb_recv_ids_;         // the ids this rank looks up
+  // Embedding routing kept from forward for backward, per micro-batch (a pipeline stage runs
+  // several micro-batches' forwards before their backwards); all dropped at set_batch(nullptr).
+  struct EmbeddingRoute {
+    std::vector<std::int64_t> order;       // token index of each sent id (grouped by owner)
+    std::vector<std::int64_t> send, recv;  // ids per destination / source rank
+    std::vector<std::int32_t> recv_ids;    // the ids this rank looks up
+  };
+  std::map<const LocalBatch*, EmbeddingRoute> emb_routes_;
   // LM head state between forward and backward.
   Tensor head_lse_;
   const float* head_input_ = nullptr;

@@ -65,7 +65,10 @@ TspAllgatherOps::Gathered TspAllgatherOps::take(Block b, std::int64_t l) {
 
 void TspAllgatherOps::prefetch(Block b, std::int64_t l) {
   drain_prefetch();
-  if (l < 0 || l >= config_.num_hidden_layers) return;
+  // (A layer whose weights are empty here is another pipeline stage's: nothing to prefetch.)
+  if (l < 0 || l >= config_.num_hidden_layers ||
+      params_.layers[static_cast<std::size_t>(l)].wq.numel() == 0)
+    return;
   prefetch_ = start_gather(b, l);
 }
 
@@ -92,6 +95,11 @@ void TspAllgatherOps::finish_reduce_scatter() {
       tsp_allgather::block_tensors(grads_.layers[static_cast<std::size_t>(reducing_.layer)],
                                    reducing_.block == Block::Attention));
   reducing_ = Reducing();
+}
+
+void TspAllgatherOps::set_batch(const LocalBatch* batch) {
+  if (batch == nullptr) finish_reduce_scatter();
+  TspOps::set_batch(batch);
 }
 
 void TspAllgatherOps::embed_backward(const float* dx) {

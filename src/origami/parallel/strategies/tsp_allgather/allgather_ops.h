@@ -19,6 +19,9 @@ class TspAllgatherOps final : public TspOps {
                   ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker);
   ~TspAllgatherOps() override;
 
+  // nullptr (the step's micro-batches are done) also waits the last reduce-scatter: a
+  // pipeline stage without the embedding ends its backward with one in flight.
+  void set_batch(const LocalBatch* batch) override;
   void embed_backward(const float* dx) override;
   void attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x,
                          const ForwardStep& step) override;
