@@ -24,6 +24,24 @@ int run_cli(const std::string& args, const std::string& log) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// The oracle's loss on the run's batch `index` (the dataset's batch of that step) for the
+// folder exported to d/hf, into *loss.
+void oracle_loss_of_batch(const std::string& d, const TrainOptions& o, std::int64_t index,
+                          double* loss) {
+  const data::TokenDataset ds = data::TokenDataset::default_corpus();
+  MemoryTracker tracker("export test");
+  const data::Batch b = ds.batch(o.seed, index, o.batch, o.seq, tracker);
+  oracle::write_batch(d + "/batch.safetensors", o.batch, o.seq, b.input_ids.data<std::int32_t>(),
+                      b.labels.data<std::int32_t>());
+  oracle::OracleRun run;
+  run.config = d + "/hf/config.json";
+  run.weights = d + "/hf/model.safetensors";
+  run.batches = {d + "/batch.safetensors"};
+  run.out = d + "/oracle.safetensors";
+  ASSERT_NO_FATAL_FAILURE(oracle::run_oracle(run));
+  *loss = io::SafetensorsFile::open(run.out).read_as_f64("loss").at(0);
+}
+
 TEST(Export, OracleComputesTheSameLossAndInitFromStartsThere) {
   const std::string d = fresh_dir("export");
   // TP 2 for 4 steps, one micro-batch a step (the oracle's loss is one batch's); saved at 3.
@@ -46,19 +64,8 @@ TEST(Export, OracleComputesTheSameLossAndInitFromStartsThere) {
   }
 
   // The oracle's loss on step 4's batch (batch index 3) equals the run's step-4 loss.
-  const data::TokenDataset ds = data::TokenDataset::default_corpus();
-  MemoryTracker tracker("export test");
-  const data::Batch b = ds.batch(o.seed, 3, o.batch, o.seq, tracker);
-  oracle::write_batch(d + "/batch.safetensors", o.batch, o.seq, b.input_ids.data<std::int32_t>(),
-                      b.labels.data<std::int32_t>());
-  oracle::OracleRun run;
-  run.config = d + "/hf/config.json";
-  run.weights = d + "/hf/model.safetensors";
-  run.batches = {d + "/batch.safetensors"};
-  run.out = d + "/oracle.safetensors";
-  ASSERT_NO_FATAL_FAILURE(oracle::run_oracle(run));
-  const double oracle_loss =
-      io::SafetensorsFile::open(run.out).read_as_f64("loss").at(0);
+  double oracle_loss = 0;
+  ASSERT_NO_FATAL_FAILURE(oracle_loss_of_batch(d, o, 3, &oracle_loss));
   EXPECT_NEAR(ra.steps[3].loss, oracle_loss, 1e-5 * oracle_loss);
 
   // --init-from the exported folder and from the checkpoint itself: the same parameters,
@@ -73,11 +80,8 @@ TEST(Export, OracleComputesTheSameLossAndInitFromStartsThere) {
   i.checkpoint.init_from.clear();
   const double fresh = quiet_train(i).steps.at(0).loss;
   EXPECT_GT(std::abs(fresh - from_hf), 1e-3);
-  const data::Batch b0 = ds.batch(o.seed, 0, o.batch, o.seq, tracker);
-  oracle::write_batch(d + "/batch.safetensors", o.batch, o.seq, b0.input_ids.data<std::int32_t>(),
-                      b0.labels.data<std::int32_t>());
-  ASSERT_NO_FATAL_FAILURE(oracle::run_oracle(run));
-  const double oracle0 = io::SafetensorsFile::open(run.out).read_as_f64("loss").at(0);
+  double oracle0 = 0;
+  ASSERT_NO_FATAL_FAILURE(oracle_loss_of_batch(d, o, 0, &oracle0));
   EXPECT_NEAR(from_hf, oracle0, 1e-5 * oracle0);
   // --init-from under TP 2 reads the same folder by blocks.
   i = tiny_options({"tp", 2, ""}, 1);
@@ -119,18 +123,8 @@ TEST(Export, TiedTableIsStoredOnceAndExportedAsTheEmbedding) {
   std::vector<std::string> warnings;
   EXPECT_TRUE(load_model_config(d + "/hf/config.json", &warnings).tie_word_embeddings);
 
-  const data::TokenDataset ds = data::TokenDataset::default_corpus();
-  MemoryTracker tracker("export test");
-  const data::Batch b = ds.batch(o.seed, 3, o.batch, o.seq, tracker);
-  oracle::write_batch(d + "/batch.safetensors", o.batch, o.seq, b.input_ids.data<std::int32_t>(),
-                      b.labels.data<std::int32_t>());
-  oracle::OracleRun run;
-  run.config = d + "/hf/config.json";
-  run.weights = d + "/hf/model.safetensors";
-  run.batches = {d + "/batch.safetensors"};
-  run.out = d + "/oracle.safetensors";
-  ASSERT_NO_FATAL_FAILURE(oracle::run_oracle(run));
-  const double oracle_loss = io::SafetensorsFile::open(run.out).read_as_f64("loss").at(0);
+  double oracle_loss = 0;
+  ASSERT_NO_FATAL_FAILURE(oracle_loss_of_batch(d, o, 3, &oracle_loss));
   EXPECT_NEAR(ra.steps[3].loss, oracle_loss, 1e-5 * oracle_loss);
 
   // The exported folder and the checkpoint give one first loss, single and TP 2; an untied
@@ -182,18 +176,8 @@ TEST(Export, AnExplicitHeadDimExportsTheHuggingFaceLayout) {
   std::vector<std::string> warnings;
   EXPECT_EQ(load_model_config(d + "/hf/config.json", &warnings).head_dim(), 8);
 
-  const data::TokenDataset ds = data::TokenDataset::default_corpus();
-  MemoryTracker tracker("export test");
-  const data::Batch b = ds.batch(o.seed, 3, o.batch, o.seq, tracker);
-  oracle::write_batch(d + "/batch.safetensors", o.batch, o.seq, b.input_ids.data<std::int32_t>(),
-                      b.labels.data<std::int32_t>());
-  oracle::OracleRun run;
-  run.config = d + "/hf/config.json";
-  run.weights = d + "/hf/model.safetensors";
-  run.batches = {d + "/batch.safetensors"};
-  run.out = d + "/oracle.safetensors";
-  ASSERT_NO_FATAL_FAILURE(oracle::run_oracle(run));
-  const double oracle_loss = io::SafetensorsFile::open(run.out).read_as_f64("loss").at(0);
+  double oracle_loss = 0;
+  ASSERT_NO_FATAL_FAILURE(oracle_loss_of_batch(d, o, 3, &oracle_loss));
   EXPECT_NEAR(ra.steps[3].loss, oracle_loss, 1e-5 * oracle_loss);
 
   TrainOptions i = tiny_options({"tp", 2, ""}, 1);
