@@ -1,26 +1,22 @@
 // TSP's two mixture-of-experts schedules side by side (docs/moe.md), with the link model on:
 // the weight ring (every expert's shard circulated, bytes independent of S) against the
 // expert schedule (E/D whole experts a rank, the tokens' rows by all-to-all, bytes growing
-// with S). For each sequence length: one forward+backward after a warm-up, world rank 0's
-// wall time, its exposed communication (time blocked in wait(), every communicator of the
-// axis) and the bytes it sent, per schedule (the fastest of --repeats runs, the two schedules
+// with S). For each sequence length: one training step after a warm-up step
+// (bench/strategy_step.h), its wall time, world rank 0's exposed communication (time blocked
+// in wait(), every communicator of the rank) and the bytes it sent, per schedule (the fastest of --repeats runs, the two schedules
 // alternating), and which is faster. A plain main(): the
 // multi-rank timing does not fit Google Benchmark's loop.
 //
 //   tsp_moe_bench [--ranks 4] [--hidden 128] [--ffn 64] [--experts 8] [--top-k 2]
 //                 [--layers 2] [--batch 1] [--seqs 256,1024,4096] [--alpha 5e-6]
 //                 [--beta 1e9] [--threads 1] [--repeats 3]
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "origami/comm/run_ranks.h"
-#include "origami/kernels/threads.h"
-#include "origami/model/driver.h"
-#include "origami/parallel/registry.h"
-#include "origami/parallel/strategies/tsp/tsp_ops.h"
+#include "strategy_step.h"
 
 using namespace origami;
 
@@ -48,6 +44,7 @@ std::vector<std::int64_t> parse_list(const std::string& text) {
   return out;
 }
 
+// One measured training step (bench/strategy_step.h, after a warm-up step) of `schedule`.
 Measured run(const Options& o, std::int64_t seq, parallel::MoeSchedule schedule) {
   ModelConfig m;
   m.vocab_size = 256;
@@ -59,54 +56,23 @@ Measured run(const Options& o, std::int64_t seq, parallel::MoeSchedule schedule)
   m.max_position_embeddings = seq;
   m.num_local_experts = o.experts;
   m.num_experts_per_tok = o.top_k;
-  parallel::ParallelConfig p;
-  p.tsp = o.ranks;
-  p.moe_schedule = schedule;
-  parallel::validate_plan(p, m, seq, o.batch, o.ranks);
-  comm::RunOptions opt;
-  opt.link.enabled = true;
-  opt.link.intra_alpha_s = opt.link.inter_alpha_s = o.alpha;
-  opt.link.intra_beta_Bps = opt.link.inter_beta_Bps = o.beta;
+  bench::StrategyCase sc = bench::strategy_case("tsp", o.ranks);
+  sc.plan.moe_schedule = schedule;
+  bench::StepOptions so;
+  so.seq = seq;
+  so.batch = o.batch;
+  so.threads = o.threads * o.ranks;
+  so.link.enabled = true;
+  so.link.intra_alpha_s = so.link.inter_alpha_s = o.alpha;
+  so.link.intra_beta_Bps = so.link.inter_beta_Bps = o.beta;
+  const bench::StepRun r = bench::run_step(m, sc, so);
   Measured out;
-  comm::run_ranks(
-      o.ranks,
-      [&](comm::Communicator& world) {
-        kernels::set_thread_count(o.threads);
-        MemoryTracker& tracker = world.tracker();
-        parallel::ParallelGroups groups(world, p);
-        const parallel::Strategy strategy = parallel::tsp_strategy(m, groups);
-        const parallel::TokenLayout layout(p.layout, seq, o.ranks, world.rank());
-        ModelTensors params =
-            parallel::allocate_sharded(m, strategy.specs, tracker, MemCategory::Parameters);
-        ModelTensors grads =
-            parallel::allocate_sharded(m, strategy.specs, tracker, MemCategory::Gradients);
-        parallel::initialize_sharded(params, strategy.specs, m, 1234);
-        parallel::TspOps ops(m, groups, layout, params, grads, tracker);
-        ModelDriver driver(m, params, grads, ops, tracker, Recompute::None);
-        std::vector<std::int32_t> ids(static_cast<std::size_t>(o.batch * seq));
-        for (std::size_t i = 0; i < ids.size(); ++i)
-          ids[i] = static_cast<std::int32_t>(i * 7 % 256);
-        const parallel::LocalBatch local{o.batch, layout.slice(ids.data(), o.batch),
-                                         layout.slice(ids.data(), o.batch)};
-        ops.set_batch(&local);
-        driver.run(true, 1e-3);  // warm-up
-        std::vector<comm::Communicator*> comms = {&groups.tsp(), &ops.shard_comm(),
-                                                  &ops.grad_comm()};
-        for (comm::Communicator* c : comms) c->reset_stats();
-        const auto t0 = std::chrono::steady_clock::now();
-        driver.run(true, 1e-3);
-        const double step =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        ops.set_batch(nullptr);
-        if (world.rank() != 0) return;
-        out.step_s = step;
-        for (comm::Communicator* c : comms)
-          for (const auto& [kind, s] : c->stats().ops) {
-            out.exposed_s += s.exposed_s;
-            out.bytes_sent += s.bytes_sent;
-          }
-      },
-      opt);
+  out.step_s = r.wall_s;
+  for (const auto& [kind, s] : r.ranks.front().ops) {  // world rank 0
+    if (kind == "barrier") continue;  // run_step's own, around the measured step
+    out.exposed_s += s.exposed_s;
+    out.bytes_sent += s.bytes_sent;
+  }
   return out;
 }
 
@@ -134,7 +100,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("TSP mixture of experts, D=%d h=%lld f=%lld E=%lld top-%lld L=%lld B=%lld, link "
-              "alpha %.1e s beta %.2e B/s; one forward+backward, rank 0\n",
+              "alpha %.1e s beta %.2e B/s; one training step, rank 0's communication\n",
               o.ranks, static_cast<long long>(o.hidden), static_cast<long long>(o.ffn),
               static_cast<long long>(o.experts), static_cast<long long>(o.top_k),
               static_cast<long long>(o.layers), static_cast<long long>(o.batch), o.alpha,

@@ -79,6 +79,17 @@ void TspOps::moe_global_balance(std::int64_t l, const MoeRouting& r, const float
                   rows);
 }
 
+MoeRouting TspOps::moe_backward_routing(std::int64_t l, const float* n, MlpSaved& s) {
+  const MoeDims d = moe_dims();
+  if (!s.a.defined()) {  // recompute mlp: the logits again (the counts were kept by the forward)
+    s.router_logits = Tensor(tracker_, MemCategory::Workspace, {d.rows, d.experts});
+    kernels::linear_forward(d.rows, d.hidden, d.experts, n,
+                            params_.layers[static_cast<std::size_t>(l)].router.f32(),
+                            s.router_logits.f32());
+  }
+  return route_tokens(d, s.router_logits.f32());
+}
+
 // The router (replicated): this rank's tokens' part, with the balance's gradient over the
 // job's micro-batch; reduce_gradients sums it over tsp x dp.
 void TspOps::moe_router_backward_rows(std::int64_t l, const MoeRouting& r, const float* logits,
@@ -142,14 +153,9 @@ void TspOps::moe_backward(std::int64_t l, const float* n, MlpSaved& s, const flo
   if (expert_schedule()) return moe_expert_backward(l, n, s, dy, dn);
   const MoeDims d = moe_dims();
   const std::int64_t R = d.rows, h = d.hidden, ffn = d.ffn, E = d.experts, k = d.top_k;
-  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
   const bool saved = s.a.defined();
-  if (!saved) {  // recompute mlp: the logits again (the counts were kept by the forward)
-    s.router_logits = Tensor(tracker_, MemCategory::Workspace, {R, E});
-    kernels::linear_forward(R, h, E, n, L.router.f32(), s.router_logits.f32());
-  }
-  const MoeRouting r = route_tokens(d, s.router_logits.f32());
+  const MoeRouting r = moe_backward_routing(l, n, s);
   const std::int64_t kept = r.offset[static_cast<std::size_t>(E)];
   std::vector<Tensor> xs, dys, dxs;  // per expert: its rows, their weighted dy, their dn
   for (std::int64_t e = 0; e < E; ++e) {

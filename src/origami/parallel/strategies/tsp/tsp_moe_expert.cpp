@@ -90,6 +90,21 @@ std::int64_t TspOps::MoeExchange::from(int source) const {
     n += received[static_cast<std::size_t>(source * local + j)];
   return n;
 }
+std::vector<std::int64_t> TspOps::MoeExchange::to_counts(std::int64_t width) const {
+  std::vector<std::int64_t> out(received.size() / static_cast<std::size_t>(local));
+  for (std::size_t p = 0; p < out.size(); ++p) out[p] = to(static_cast<int>(p)) * width;
+  return out;
+}
+std::vector<std::int64_t> TspOps::MoeExchange::from_counts(std::int64_t width) const {
+  std::vector<std::int64_t> out(received.size() / static_cast<std::size_t>(local));
+  for (std::size_t p = 0; p < out.size(); ++p) out[p] = from(static_cast<int>(p)) * width;
+  return out;
+}
+std::int64_t TspOps::MoeExchange::kept() const {
+  std::int64_t n = 0;
+  for (std::int64_t c : sent) n += c;
+  return n;
+}
 TspExpertRows TspOps::MoeExchange::rows(int self) const {
   TspExpertRows r;
   const auto D = static_cast<int>(received.size() / static_cast<std::size_t>(local));
@@ -129,16 +144,10 @@ void TspOps::moe_exchange_counts(std::int64_t l, const MoeRouting& r) {
 Tensor TspOps::moe_to_owners(const MoeExchange& ex, const float* packed, std::int64_t width,
                              MemCategory category) {
   const OwnerOrder o = owner_order(ex.received, size_, ex.local);
-  std::vector<std::int64_t> send, recv;
-  std::int64_t sent = 0;
-  for (int p = 0; p < size_; ++p) {
-    send.push_back(ex.to(p) * width);
-    recv.push_back(ex.from(p) * width);
-    sent += ex.to(p);
-  }
+  const std::vector<std::int64_t> send = ex.to_counts(width);
   Tensor got(tracker_, MemCategory::CommBuffers, {std::max<std::int64_t>(o.total(), 1), width});
-  axis_.all_to_all(comm::ConstBuffer(packed, sent * width, DType::F32), send,
-                   comm::Buffer(got.f32(), o.total() * width, DType::F32), recv);
+  axis_.all_to_all(comm::ConstBuffer(packed, ex.kept() * width, DType::F32), send,
+                   comm::Buffer(got.f32(), o.total() * width, DType::F32), ex.from_counts(width));
   Tensor out(tracker_, category, {o.total(), width});
   for (std::int64_t i = 0; i < o.total(); ++i)
     copy_floats(float_at(out.f32(), o.at[static_cast<std::size_t>(i)] * width),
@@ -153,16 +162,10 @@ Tensor TspOps::moe_from_owners(const MoeExchange& ex, const float* expert_major,
   for (std::int64_t i = 0; i < o.total(); ++i)
     copy_floats(float_at(back.f32(), i * width),
                 float_at(expert_major, o.at[static_cast<std::size_t>(i)] * width), width);
-  std::vector<std::int64_t> send, recv;
-  std::int64_t kept = 0;
-  for (int p = 0; p < size_; ++p) {
-    send.push_back(ex.from(p) * width);
-    recv.push_back(ex.to(p) * width);
-    kept += ex.to(p);
-  }
-  Tensor out(tracker_, MemCategory::CommBuffers, {std::max<std::int64_t>(kept, 1), width});
-  axis_.all_to_all(comm::ConstBuffer(back.f32(), o.total() * width, DType::F32), send,
-                   comm::Buffer(out.f32(), kept * width, DType::F32), recv);
+  Tensor out(tracker_, MemCategory::CommBuffers, {std::max<std::int64_t>(ex.kept(), 1), width});
+  axis_.all_to_all(comm::ConstBuffer(back.f32(), o.total() * width, DType::F32),
+                   ex.from_counts(width), comm::Buffer(out.f32(), ex.kept() * width, DType::F32),
+                   ex.to_counts(width));
   return out;
 }
 
@@ -211,11 +214,7 @@ void TspOps::moe_expert_backward(std::int64_t l, const float* n, MlpSaved& s, co
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
   const bool saved = s.a.defined();
-  if (!saved) {  // recompute mlp: the logits again (the counts were kept by the forward)
-    s.router_logits = Tensor(tracker_, MemCategory::Workspace, {R, E});
-    kernels::linear_forward(R, h, E, n, L.router.f32(), s.router_logits.f32());
-  }
-  const MoeRouting r = route_tokens(d, s.router_logits.f32());
+  const MoeRouting r = moe_backward_routing(l, n, s);
   const MoeExchange& ex = moe_exchange_[static_cast<std::size_t>(l)];
   const OwnerOrder o = owner_order(ex.received, size_, ex.local);
   if (!saved) {  // the rows to the owners once more, their gate/up recomputed there

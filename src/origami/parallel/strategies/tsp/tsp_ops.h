@@ -66,7 +66,11 @@ class TspOps : public StrategyContext {
     std::vector<std::int64_t> received;  // [D, E/D]
     std::int64_t to(int owner) const;    // rows sent to `owner` (this rank included)
     std::int64_t from(int source) const; // rows received from `source`
+    // Per rank, rows x width floats: to each owner / from each source.
+    std::vector<std::int64_t> to_counts(std::int64_t width) const;
+    std::vector<std::int64_t> from_counts(std::int64_t width) const;
     TspExpertRows rows(int self) const;  // the ones that cross the axis (schedule.h)
+    std::int64_t kept() const;           // every row sent (this rank's kept assignments)
   };
   const MoeExchange& moe_exchange(std::int64_t l) const {
     return moe_exchange_[static_cast<std::size_t>(l)];
@@ -116,6 +120,8 @@ class TspOps : public StrategyContext {
   std::int64_t moe_floats() const;
   void pack_moe_shard(std::int64_t l, float* out) const;
   void moe_global_balance(std::int64_t l, const MoeRouting& routing, const float* logits);
+  // The backward's routing, from the saved logits or (recompute mlp) logits recomputed.
+  MoeRouting moe_backward_routing(std::int64_t l, const float* n, MlpSaved& s);
   void moe_router_backward_rows(std::int64_t l, const MoeRouting& routing, const float* logits,
                                 const std::vector<double>& dweight, const float* n, float* dn);
   void moe_forward(std::int64_t l, const float* n, MlpSaved& s, float* x);
