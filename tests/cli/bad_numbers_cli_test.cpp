@@ -55,6 +55,12 @@ TEST(BadNumbers, MixtureOfExperts) {
       {moe + "--strategy tp --degree 2", "num_local_experts is 4"},
       {moe + "--strategy tsp --degree 2 --moe-capacity-factor 1.5", "--moe-capacity-factor"},
       {moe + "--strategy tsp --degree 2 --dry-run", "the dry run"},
+      // The expert schedule: E/D whole experts a rank (4 experts do not split 3 ways), TSP's
+      // experts only.
+      {moe + "--strategy tsp --degree 3 --moe-schedule expert", "--moe-schedule ring"},
+      {moe + "--strategy tsp --degree 2 --moe-schedule experts", "use ring (the default) or expert"},
+      {moe + "--strategy tp --degree 2 --moe-schedule expert", "use --strategy tsp"},
+      {kTrain + "--strategy tsp --degree 2 --moe-schedule expert", "the model is dense"},
   });
 }
 

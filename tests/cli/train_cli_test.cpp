@@ -144,8 +144,8 @@ TEST_F(TrainCli, RefusesBadRunOptionsAndDataClearly) {
   EXPECT_EQ(r.code, 2) << r.all();
 }
 
-// A mixture-of-experts model (docs/moe.md) from the command line: TSP 2 and dp 2 x TSP 2
-// train to the same losses, a checkpoint exports as Mixtral's tensors, inspect describes
+// A mixture-of-experts model (docs/moe.md) from the command line: TSP 2 (both schedules) and
+// dp 2 x TSP 2 train to the same losses, a checkpoint exports as Mixtral's tensors, inspect describes
 // it, and training starts again from the exported folder.
 TEST_F(TrainCli, AMixtureOfExpertsTrainsUnderTspExportsAsMixtralAndReimports) {
   const std::string run = "train --model tiny-moe --steps 2 --seq 16 --log-every 1 --threads 1";
@@ -157,6 +157,20 @@ TEST_F(TrainCli, AMixtureOfExpertsTrainsUnderTspExportsAsMixtralAndReimports) {
   const CliRun dp = origami(run + " --batch 1 --mesh dp=2,tsp=2");
   ASSERT_EQ(dp.code, 0) << dp.all();
   EXPECT_EQ(origami::cli_test::losses(dp.all()), want) << dp.all();
+  // The expert schedule (two whole experts a rank) trains to the same losses, and its
+  // checkpoint (each expert written by its owner alone) exports every expert whole.
+  const CliRun expert = origami(run + " --batch 2 --strategy tsp --degree 2 --moe-schedule "
+                                      "expert --save-dir " + dir_ + "/moe_expert_run");
+  ASSERT_EQ(expert.code, 0) << expert.all();
+  EXPECT_EQ(origami::cli_test::losses(expert.all()), want) << expert.all();
+  const CliRun ee = origami("export --checkpoint " + dir_ +
+                            "/moe_expert_run/step-00000002 --out " + dir_ + "/moe_expert_export");
+  ASSERT_EQ(ee.code, 0) << ee.all();
+  for (const char* owned_by : {"experts.0.w1", "experts.3.w2"})  // rank 0's and rank 1's
+    EXPECT_EQ(origami::io::SafetensorsFile::open(dir_ + "/moe_expert_export/model.safetensors")
+                  .entry(std::string("model.layers.1.block_sparse_moe.") + owned_by + ".weight")
+                  .shape,
+              (origami::Shape{64, 64}));
 
   const std::string out = dir_ + "/moe_export";
   const CliRun e =

@@ -15,7 +15,8 @@
 //     divisible by the degree (97 at 2, 4, 8; 100 at 3, 8); tied embeddings under every
 //     registered strategy (and TP+SP, dp x tsp, TSP at 3 and 8); TSP's allgather schedule in
 //     both sweeps and a few chosen cases (contiguous, accumulation, dp, tied); mixture-of-
-//     experts models under TSP (moe_*: D 2, 3, 4, dp x tsp, forced routing).
+//     experts models under TSP, both schedules (moe_*, moe_expert_*: D 2, 3, 4, dp x tsp,
+//     forced routing).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -309,6 +310,31 @@ std::vector<Case> matrix() {
   v.back().zero_router = true;
   add("moe_tsp4_idle_experts", with_experts(gqa(), 4, 2), tsp(1, 4));
   v.back().zero_router = true;
+  // The expert schedule (--moe-schedule expert): E/D whole experts per rank, token rows by
+  // all-to-all. D = 2 and 4, E = 4 and 8 (one and two experts a rank at D = 4), top-1 and
+  // top-2, dp x tsp, every recompute policy (mlp: the rows sent again; full: the forward
+  // re-run), accumulation, and the zero-router fixtures (every token on expert 0, owned by
+  // rank 0; experts 2, 3 and so ranks 2, 3 without a token). Under the sanitizers the ones
+  // the steps use and the two fixtures.
+  auto expert = [](ParallelConfig p) {
+    p.moe_schedule = parallel::MoeSchedule::Expert;
+    return p;
+  };
+  add("moe_expert_tsp2", with_experts(gqa(), 4, 2), expert(tsp(1, 2)));
+  add("moe_expert_tsp4_e8_top1_full", with_experts(gqa(), 8, 1), expert(tsp(1, 4)),
+      Recompute::Full);
+  add("moe_expert_dp2xtsp2", with_experts(gqa(), 4, 2), expert(tsp(2, 2)));
+  add("moe_expert_tsp2_one_expert", with_experts(gqa(), 4, 1), expert(tsp(1, 2)));
+  v.back().zero_router = true;
+  add("moe_expert_tsp4_idle_experts", with_experts(gqa(), 4, 2), expert(tsp(1, 4)));
+  v.back().zero_router = true;
+#ifndef ORIGAMI_TESTS_SANITIZED
+  add("moe_expert_tsp4_e4_top2_mlp", with_experts(gqa(), 4, 2), expert(tsp(1, 4)),
+      Recompute::Mlp);
+  add("moe_expert_tsp2_e8_top1", with_experts(gqa(), 8, 1), expert(tsp(1, 2, kContig)));
+  add("moe_expert_tsp2_accum_mlp", with_experts(gqa(), 4, 2), expert(tsp(1, 2)), Recompute::Mlp,
+      2, 2);
+#endif
   return v;
 }
 
@@ -352,7 +378,10 @@ std::vector<Case> step_cases() {
                                                     // to rounding, which then routes apart.
                                                     "moe_tsp2",    "moe_dp2xtsp2",
                                                     "moe_tsp3_e5_mlp",
-                                                    "moe_tsp4_e8_top1_full"};
+                                                    "moe_tsp4_e8_top1_full",
+                                                    "moe_expert_tsp2",
+                                                    "moe_expert_dp2xtsp2",
+                                                    "moe_expert_tsp4_e8_top1_full"};
     if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
     c.steps = 5;
     c.max_grad_norm = 1.0;

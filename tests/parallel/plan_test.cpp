@@ -11,6 +11,7 @@
 #include "origami/parallel/parallel_config.h"
 #include "origami/parallel/registry.h"
 #include "origami/parallel/shard_spec.h"
+#include "origami/parallel/strategies/tsp/tsp_ops.h"
 
 namespace origami::parallel {
 namespace {
@@ -217,6 +218,38 @@ TEST(Plan, ReductionAxesAreStatedPerTensor) {
   EXPECT_EQ(axes_of(tpsp, "lm_head.weight"), std::pair(V{"sp", "dp"}, V{"tp"}));
   ParallelConfig one;  // single device: nothing to reduce
   EXPECT_EQ(axes_of(one, wq), std::pair(V{}, V{}));
+}
+
+// TSP's expert schedule (docs/moe.md): expert e whole on rank e / (E/D), an empty block on
+// the others; its gradient summed over dp only and its squares counted on the tsp axis, as a
+// sharded tensor's; the router replicated (summed over tsp and dp, counted once).
+TEST(Plan, ExpertScheduleOwnsWholeExpertsReducedOverDpOnly) {
+  ModelConfig c = small_model();
+  c.num_local_experts = 4;
+  c.num_experts_per_tok = 2;
+  ParallelConfig p;
+  p.dp = 2;
+  p.tsp = 2;
+  p.moe_schedule = MoeSchedule::Expert;
+  using V = std::vector<std::string>;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<ShardSpec> specs = make_shard_specs(c, 2, rank);
+    own_whole_experts(c, 2, rank, specs);
+    assign_reduction_axes(p, specs);
+    for (const ShardSpec& s : specs) {
+      if (s.name.find("block_sparse_moe.experts.") != std::string::npos) {
+        const int e = std::stoi(s.name.substr(s.name.find("experts.") + 8));
+        EXPECT_EQ(s.owner, e / 2) << s.name;
+        EXPECT_EQ(s.local, e / 2 == rank ? s.global : Shape{0}) << s.name << " rank " << rank;
+        EXPECT_EQ(s.grad_sum_axes, V{"dp"}) << s.name;
+        EXPECT_EQ(s.norm_sum_axes, V{"tsp"}) << s.name;
+      } else if (s.name.find("block_sparse_moe.gate") != std::string::npos) {
+        EXPECT_EQ(s.owner, -1);
+        EXPECT_EQ(s.grad_sum_axes, (V{"tsp", "dp"}));
+        EXPECT_EQ(s.norm_sum_axes, V{});
+      }
+    }
+  }
 }
 
 TEST(Plan, RefusesPlansThatCannotRunBeforeAnyWork) {

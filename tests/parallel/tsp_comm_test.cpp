@@ -37,13 +37,20 @@ struct Measured {
   std::vector<std::int64_t> comm_buffers_peak;
   std::vector<std::int64_t> left_in_flight;  // prefetched layer after a step (-1: none)
   std::vector<std::int64_t> forward_peak;    // CommBuffers peak of a forward alone
+  // The expert schedule's routing per rank and layer: the assignments that crossed the axis,
+  // and all this rank's kept ones (to every owner, itself included).
+  std::vector<std::vector<parallel::TspExpertRows>> expert_rows;
+  std::vector<std::vector<std::int64_t>> expert_kept;
 };
 
-// `experts` > 0: model_for(D) with that many experts, top-2 (a mixture of experts).
-Measured measure(int D, Recompute recompute, std::int64_t experts = 0) {
+// `experts` > 0: model_for(D) with that many experts, top-2 (a mixture of experts), run by
+// `schedule`.
+Measured measure(int D, Recompute recompute, std::int64_t experts = 0,
+                 parallel::MoeSchedule schedule = parallel::MoeSchedule::Ring) {
   ModelConfig model = model_for(D);
   model.num_local_experts = experts;
-  const parallel::ParallelConfig p = make_tsp_plan(1, D);
+  parallel::ParallelConfig p = make_tsp_plan(1, D);
+  p.moe_schedule = schedule;
   Case c;
   c.model = model;
   c.plan = p;
@@ -57,6 +64,8 @@ Measured measure(int D, Recompute recompute, std::int64_t experts = 0) {
   out.comm_buffers_peak.resize(static_cast<std::size_t>(D));
   out.left_in_flight.resize(static_cast<std::size_t>(D));
   out.forward_peak.resize(static_cast<std::size_t>(D));
+  out.expert_rows.resize(static_cast<std::size_t>(D));
+  out.expert_kept.resize(static_cast<std::size_t>(D));
   std::mutex m;
   comm::run_ranks(D, [&](comm::Communicator& world) {
     kernels::set_thread_count(1);
@@ -99,6 +108,14 @@ Measured measure(int D, Recompute recompute, std::int64_t experts = 0) {
     out.grads[r] = grads_stats;
     out.comm_buffers_peak[r] = peak;
     out.forward_peak[r] = forward_peak;
+    if (schedule == parallel::MoeSchedule::Expert)
+      for (std::int64_t l = 0; l < kL; ++l) {
+        const parallel::TspOps::MoeExchange& ex = ops.moe_exchange(l);
+        out.expert_rows[r].push_back(ex.rows(world.rank()));
+        std::int64_t kept = 0;
+        for (int q = 0; q < D; ++q) kept += ex.to(q);
+        out.expert_kept[r].push_back(kept);
+      }
   });
   return out;
 }
@@ -149,28 +166,81 @@ TEST(TspCommunication, BytesPerRankEqualTheScheduleFormula) {
   }
 }
 
-// docs/moe.md "Bytes per rank per layer": every expert's shard rides the dense MLP's ring, so
-// the hops carry M_E = E x M per layer; the only other traffic MoE adds is the balance's
-// all-reduce of 2E doubles on the axis, once per layer and forward pass.
+// The shapes schedule.h's formulas take, for model_for(D).
+parallel::TspRankShapes shapes_for(int D) {
+  const ModelConfig m = model_for(D);
+  return {.D = D, .L = kL, .h = m.hidden_size, .rows = kB * kS / D,
+          .ffn = m.intermediate_size / D};
+}
+
+// docs/moe.md "Bytes per rank per layer": every expert's shard rides the dense MLP's ring
+// (schedule.h tsp_moe_ring_*_bytes, M_E = E x M); the only other traffic MoE adds is the
+// balance's all-reduce of 2E doubles on the axis, once per layer and forward pass.
 TEST(TspCommunication, MixtureOfExpertsRingBytesEqualTheFormula) {
   constexpr std::int64_t kExperts = 3;  // not a multiple of D: the ring takes any E
   for (int D : {2, 4}) {
     for (Recompute r : {Recompute::None, Recompute::Full}) {
       const Measured m = measure(D, r, kExperts);
       const auto [R, kvd, A, M, W] = sizes_for(D);
+      const parallel::TspRankShapes s = shapes_for(D);
       const std::int64_t fwd = r == Recompute::Full ? 2 : 1;  // forward passes per layer
-      const std::int64_t ME = kExperts * M;
+      const std::int64_t moe = fwd * parallel::tsp_moe_ring_forward_bytes(s, kExperts, 4) +
+                               parallel::tsp_moe_ring_backward_bytes(s, kExperts, 4);
+      EXPECT_EQ(moe, (fwd * (D - 1) + 2 * D - 1) * kExperts * M * 4);  // M_E = E x M
       for (int rank = 0; rank < D; ++rank) {
         SCOPED_TRACE(testing::Message() << "D=" << D << " recompute " << recompute_name(r)
                                         << " rank " << rank);
         const auto k = static_cast<std::size_t>(rank);
         EXPECT_EQ(m.shards[k].op("send").bytes_sent,
-                  (fwd * kL * (D - 1) * ME + kL * (2 * D - 1) * ME + (D - 1) * W +
-                   (2 * D - 1) * W) *
-                      4);
+                  kL * moe + ((D - 1) * W + (2 * D - 1) * W) * 4);
         EXPECT_EQ(m.axis[k].op("all_reduce").calls, fwd * kL);
         EXPECT_EQ(m.left_in_flight[k], -1);
       }
+    }
+  }
+}
+
+// docs/moe.md "The expert schedule": the weights never move (no ring hop carries an expert);
+// the axis' all-to-all bytes beyond the embedding's (the ring run's, on the same ids) equal
+// schedule.h's tsp_moe_expert_*_bytes for the routing that happened (each rank's counts), at
+// every recompute policy; the counts are consistent (every kept assignment sent once, what
+// one rank sends another receives).
+TEST(TspCommunication, MixtureOfExpertsExpertScheduleBytesEqualTheFormula) {
+  constexpr std::int64_t kExperts = 4, kTopK = 2;
+  for (int D : {2, 4}) {
+    for (Recompute r : {Recompute::None, Recompute::Mlp, Recompute::Full}) {
+      const Measured ring = measure(D, r, kExperts);
+      const Measured m = measure(D, r, kExperts, parallel::MoeSchedule::Expert);
+      const auto [R, kvd, A, M, W] = sizes_for(D);
+      const parallel::TspRankShapes s = shapes_for(D);
+      const std::int64_t fwd = r == Recompute::Full ? 2 : 1;
+      const bool saved = r == Recompute::None || r == Recompute::Full;
+      std::int64_t sent_total = 0, received_total = 0;
+      for (int rank = 0; rank < D; ++rank) {
+        SCOPED_TRACE(testing::Message() << "D=" << D << " recompute " << recompute_name(r)
+                                        << " rank " << rank);
+        const auto k = static_cast<std::size_t>(rank);
+        std::int64_t bytes = 0;
+        for (std::int64_t l = 0; l < kL; ++l) {
+          const parallel::TspExpertRows rows = m.expert_rows[k][static_cast<std::size_t>(l)];
+          EXPECT_EQ(m.expert_kept[k][static_cast<std::size_t>(l)], R * kTopK);  // dropless
+          sent_total += rows.sent;
+          received_total += rows.received;
+          bytes += fwd * parallel::tsp_moe_expert_forward_bytes(s, kExperts, rows, 4) +
+                   parallel::tsp_moe_expert_backward_bytes(s, rows, 4, saved);
+        }
+        const comm::OpStats& all = m.axis[k].op("all_to_all");
+        const comm::OpStats& embedding = ring.axis[k].op("all_to_all");
+        EXPECT_EQ(all.bytes_sent - embedding.bytes_sent, bytes);
+        EXPECT_EQ(all.calls - embedding.calls,
+                  kL * (fwd * parallel::kTspExpertForwardCalls +
+                        parallel::tsp_moe_expert_backward_calls(saved)));
+        // Only the head's vocabulary ring hops: no expert weight moves.
+        EXPECT_EQ(m.shards[k].op("send").bytes_sent, ((D - 1) * W + (2 * D - 1) * W) * 4);
+        EXPECT_EQ(m.axis[k].op("all_reduce").calls, fwd * kL);  // the balance, as the ring's
+      }
+      EXPECT_EQ(sent_total, received_total) << "D=" << D;
+      EXPECT_GT(sent_total, 0) << "D=" << D;  // rows did cross the axis
     }
   }
 }

@@ -149,6 +149,12 @@ TrainCommand::TrainCommand(CLI::App& app) {
                        "ring) or allgather (each block's whole weight all-gathered, its gradient "
                        "reduce-scattered; docs/tsp.md)")
       ->capture_default_str();
+  command_->add_option("--moe-schedule", o.moe_schedule,
+                       "how --strategy tsp runs a mixture of experts: ring (every expert sharded "
+                       "1/D, the shards circulated, tokens stay) or expert (rank r owns E/D whole "
+                       "experts, token rows sent to them and back by all-to-all; E divisible by "
+                       "D; docs/moe.md)")
+      ->capture_default_str();
   command_->add_option("--recompute", o.recompute, "none, mlp (gate/up recomputed) or full (each "
                        "layer's forward re-run in backward)")->capture_default_str();
   command_->add_flag("--shard-optimizer", o.shard_optimizer,
@@ -200,6 +206,7 @@ int TrainCommand::run_dry() {
   parallel::ParallelConfig plan = parallel::make_parallel_config(
       o.strategy, o.degree, o.mesh, o.tp_sequence_parallel, parallel::parse_token_layout(o.layout));
   plan.tsp_schedule = parallel::parse_tsp_schedule(o.tsp_schedule);
+  plan.moe_schedule = parallel::parse_moe_schedule(o.moe_schedule);
   plan.pp_layers = parallel::parse_pp_layers(o.pp_layers);
   parallel::check_balanced_layout(plan, o.document_masking);
   if (!o.batch_fixed && o.global_batch == 0) o.batch = 1;  // one long sequence unless asked

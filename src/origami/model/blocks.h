@@ -133,6 +133,9 @@ struct MlpSaved {
   Tensor a;  // [rows, ffn]; a mixture-of-experts layer: every kept assignment's row (moe.h)
   Tensor u;  // [rows, ffn]
   Tensor router_logits;  // mixture of experts only: [rows, E] (the routing is redone from it)
+  // TSP's expert schedule only: the token rows this rank's experts received, [received, h]
+  // (a and u are then those rows' pre-activations, each expert's whole width).
+  Tensor expert_inputs;
 };
 // The same rows held elsewhere (TSP writes each MLP shard's into its slot of the layer's
 // saved tensors): the forward writes them, the backward reads them in place.

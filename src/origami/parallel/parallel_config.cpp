@@ -19,6 +19,18 @@ const char* tsp_schedule_name(TspSchedule s) {
   return s == TspSchedule::Allgather ? "allgather" : "broadcast-ring";
 }
 
+MoeSchedule parse_moe_schedule(const std::string& word) {
+  if (word == "ring") return MoeSchedule::Ring;
+  if (word == "expert") return MoeSchedule::Expert;
+  throw ConfigError(fmt::format("--moe-schedule '{}' is not a schedule of TSP's experts; use "
+                                "ring (the default) or expert",
+                                word));
+}
+
+const char* moe_schedule_name(MoeSchedule s) {
+  return s == MoeSchedule::Expert ? "expert" : "ring";
+}
+
 std::string ParallelConfig::mesh_spec() const {
   const std::string stages = pp > 1 ? fmt::format("pp={},", pp) : std::string();
   return stages + (is_tsp() ? fmt::format("dp={},tsp={},tp={}", dp, tsp, tp)
@@ -35,8 +47,9 @@ std::string ParallelConfig::describe() const {
       : pp_layers.empty() ? fmt::format("pp={} ", pp)
                           : fmt::format("pp={} (layers {}) ", pp, fmt::join(pp_layers, ","));
   if (is_tsp())
-    return fmt::format("{}dp={} tsp={}{}{}", stages, dp, tsp, layout_word,
-                       tsp_schedule == TspSchedule::Allgather ? " allgather" : "");
+    return fmt::format("{}dp={} tsp={}{}{}{}", stages, dp, tsp, layout_word,
+                       tsp_schedule == TspSchedule::Allgather ? " allgather" : "",
+                       moe_schedule == MoeSchedule::Expert ? " expert-parallel moe" : "");
   return fmt::format("{}dp={} tp={}{} sp={}{}", stages, dp, tp,
                      sequence_parallel ? " (sequence-parallel regions)" : "", sp, layout_word);
 }

@@ -27,6 +27,15 @@ enum class TspSchedule { BroadcastRing, Allgather };
 TspSchedule parse_tsp_schedule(const std::string& word);
 const char* tsp_schedule_name(TspSchedule s);
 
+// Where TSP runs a mixture of experts (docs/moe.md): ring, every expert sharded 1/D and the
+// shards of all experts circulated on the MLP's ring, tokens staying on their rank
+// (tsp_moe.cpp); expert, rank r owning experts [r·E/D, (r+1)·E/D) whole and the tokens'
+// rows sent to their experts' owners and back by all-to-all (tsp_moe_expert.cpp).
+enum class MoeSchedule { Ring, Expert };
+// "ring" / "expert"; ConfigError naming --moe-schedule and the words otherwise.
+MoeSchedule parse_moe_schedule(const std::string& word);
+const char* moe_schedule_name(MoeSchedule s);
+
 struct ParallelConfig {
   int pp = 1;   // pipeline stages, each a contiguous group of layers (the outermost axis)
   int dp = 1;   // replicas, each on other sequences
@@ -36,6 +45,7 @@ struct ParallelConfig {
   bool sequence_parallel = false;  // TP-SP: norms and residuals on token shards of the tp axis
   TokenLayoutKind layout = TokenLayoutKind::Zigzag;
   TspSchedule tsp_schedule = TspSchedule::BroadcastRing;  // TSP plans only (validate_plan)
+  MoeSchedule moe_schedule = MoeSchedule::Ring;  // TSP plans of a mixture of experts only
   // --pp-layers: layers per stage, first to last; empty: the balanced default
   // (pipeline_stages.h states the rule and checks a given split).
   std::vector<std::int64_t> pp_layers = {};

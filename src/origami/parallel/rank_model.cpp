@@ -145,7 +145,8 @@ void RankModel::reduce_gradients(const OptimizerSlices* dp_slices) {
   std::vector<NamedTensor> g = named_tensors(grads_);
   for (std::size_t i = 0; i < g.size(); ++i) {
     Tensor& t = *g[i].tensor;
-    if (!specs_[i].on_stage) continue;  // another stage's (every rank of the groups skips it)
+    // Another stage's, or another rank's whole expert (every rank of the groups skips it).
+    if (!specs_[i].on_stage || t.numel() == 0) continue;
     // The groups are stated per tensor by assign_reduction_axes (registry.h).
     bool scattered = false;  // dp done as a reduce-scatter: later axes reduce the slice only
     for (const std::string& axis : specs_[i].grad_sum_axes) {

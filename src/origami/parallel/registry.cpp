@@ -199,7 +199,26 @@ std::vector<ParallelConfig> enumerate_meshes(int world) {
 void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64_t seq,
                    std::int64_t micro_batch, int world_size) {
   validate(model);
-  if (model.is_moe()) {  // experts: TSP's weight ring (tsp_moe.cpp), with dp
+  if (p.moe_schedule != MoeSchedule::Ring) {  // the expert schedule: TSP's experts only
+    if (!model.is_moe())
+      throw ConfigError(fmt::format("--moe-schedule {} places the experts of a mixture of "
+                                    "experts, but the model is dense (num_local_experts 0); "
+                                    "drop --moe-schedule",
+                                    moe_schedule_name(p.moe_schedule)));
+    if (!p.is_tsp() || p.tsp_schedule != TspSchedule::BroadcastRing)
+      throw ConfigError(fmt::format("--moe-schedule {} is a schedule of --strategy tsp (its "
+                                    "broadcast-ring schedule), but the layout is {}; use "
+                                    "--strategy tsp with --degree 2 or more, or drop "
+                                    "--moe-schedule",
+                                    moe_schedule_name(p.moe_schedule), p.describe()));
+    if (model.num_local_experts % p.tsp != 0)
+      throw ConfigError(fmt::format(
+          "--moe-schedule expert gives each of the tsp={} ranks num_local_experts / tsp whole "
+          "experts, but {} experts do not split {} ways; use a degree dividing {}, or "
+          "--moe-schedule ring (every expert sharded, any number of experts)",
+          p.tsp, model.num_local_experts, p.tsp, model.num_local_experts));
+  }
+  if (model.is_moe()) {  // experts: TSP's weight ring (tsp_moe.cpp) or expert schedule
     if (!p.is_tsp() || p.tsp_schedule != TspSchedule::BroadcastRing)
       refuse_mixture_of_experts(model, fmt::format("the layout {}", p.mesh_spec()));
     if (model.moe_capacity_factor > 0)
@@ -246,7 +265,10 @@ void assign_reduction_axes(const ParallelConfig& p, std::vector<ShardSpec>& spec
   const std::string token_axis = p.is_tsp() ? "tsp" : "sp";
   const std::string weight_axis = p.is_tsp() ? "tsp" : "tp";
   for (ShardSpec& s : specs) {
-    const bool sharded = s.shard_dim >= 0 && s.parts > 1;
+    // A tensor held whole by one rank of the weight axis (TSP's expert schedule) is split on
+    // that axis as a sharded one is: its gradient is complete on its owner, its squares
+    // counted there.
+    const bool sharded = (s.shard_dim >= 0 && s.parts > 1) || s.owner >= 0;
     s.shard_axis = weight_axis;
     s.grad_sum_axes.clear();
     s.norm_sum_axes.clear();

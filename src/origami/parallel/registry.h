@@ -73,13 +73,15 @@ void validate_plan(const ParallelConfig& plan, const ModelConfig& model, std::in
 // token axis is sp or tsp, the weight axis tp or tsp:
 //   gradient sum   the token axis (its ranks saw other tokens) — except for a tensor sharded
 //                  on that same axis (TSP's weights: the blocks' reductions leave each shard's
-//                  gradient complete on its owner); dp for every tensor; and tp for the RMSNorm
+//                  gradient complete on its owner; and the experts of TSP's expert schedule,
+//                  each whole on one rank of the axis, ShardSpec::owner, which computes every
+//                  token's part of its gradient); dp for every tensor; and tp for the RMSNorm
 //                  weights under TP-SP (each tp rank normed different rows; under plain TP
 //                  every tp rank saw every row, so their gradients are already equal)
 //                  and, for k/v blocks replicated over several ranks of the weight axis
 //                  (more ranks than kv heads), that axis' kv-replica group "<axis>-kv"
 //                  (each replica's gradient covers its own query heads only)
-//   gradient norm  the weight axis for the sharded tensors; nothing for replicated ones
+//   gradient norm  the weight axis for the sharded (and owned) tensors; nothing for replicated ones
 //                  (counted once); a replicated kv block counts once (ShardSpec::norm_counted)
 void assign_reduction_axes(const ParallelConfig& plan, std::vector<ShardSpec>& specs);
 

@@ -96,7 +96,8 @@ void initialize_sharded(ModelTensors& params, const std::vector<ShardSpec>& spec
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const ShardSpec& s = specs[i];
     Tensor& t = *named[i].tensor;
-    if (!s.on_stage) continue;  // another pipeline stage's tensor: an empty block here
+    // Another pipeline stage's tensor, or another rank's whole expert: an empty block here.
+    if (!s.on_stage || t.numel() == 0) continue;
     if (s.is_norm) {
       if (t.backed())
         for (float& x : t.span()) x = 1.0f;
@@ -118,6 +119,11 @@ void initialize_sharded(ModelTensors& params, const std::vector<ShardSpec>& spec
 Tensor gather_full(const ShardSpec& s, const Tensor& local, comm::Communicator& tp,
                    MemoryTracker& tracker) {
   Tensor full(tracker, MemCategory::Workspace, s.global);
+  if (s.owner >= 0) {  // whole on its owner, an empty block elsewhere
+    if (tp.rank() == s.owner) full.copy_from(local);
+    tp.broadcast(full, s.owner);
+    return full;
+  }
   if (s.shard_dim < 0 || s.parts == 1) {
     full.copy_from(local);
     return full;

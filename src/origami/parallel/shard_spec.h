@@ -46,6 +46,10 @@ struct ShardSpec {
   // block's squares to the gradient norm, so that each replicated block counts once.
   int replicas = 1;
   bool norm_counted = true;
+  // -1: every rank of the shard axis holds a block (or the whole, replicated). Otherwise the
+  // rank of the shard axis holding the whole tensor, the others an empty block (local {0}):
+  // TSP's expert schedule, expert e on rank e / (E/D) (own_whole_experts).
+  int owner = -1;
   // False on the ranks of the other pipeline stages (pipeline_stages.h): they hold the tensor
   // as an empty block (local {0}) and reduce, clip and step nothing of it.
   bool on_stage = true;
@@ -66,7 +70,8 @@ void initialize_sharded(ModelTensors& params, const std::vector<ShardSpec>& spec
 
 // Collective over the tensor axis `tp` (size spec.parts, or any size for a replicated
 // tensor): every rank receives the full [global] tensor, allocated on `tracker` as Workspace.
-// A block held by several replicas is taken from the first of them.
+// A block held by several replicas is taken from the first of them; a tensor held whole by
+// one rank (ShardSpec::owner) is broadcast from it.
 Tensor gather_full(const ShardSpec& spec, const Tensor& local, comm::Communicator& tp,
                    MemoryTracker& tracker);
 

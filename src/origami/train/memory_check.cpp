@@ -41,7 +41,11 @@ void check_run_memory(const TrainOptions& o, const parallel::ParallelConfig& p, 
     estimated.intermediate_size *= estimated.num_local_experts;
     estimated.num_local_experts = 0;
   }
-  const plan::Memory m = plan::memory_per_device(estimated, p, w);
+  // Either TSP schedule holds 1/D of the experts' weights a rank: the dense model's plan
+  // (the expert schedule's choice is no plan of a dense model).
+  parallel::ParallelConfig estimated_plan = p;
+  estimated_plan.moe_schedule = parallel::MoeSchedule::Ring;
+  const plan::Memory m = plan::memory_per_device(estimated, estimated_plan, w);
   const std::vector<std::pair<const char*, std::int64_t>> categories = {
       {"parameters", m.parameters},   {"gradients", m.gradients},
       {"optimizer state", m.optimizer}, {"saved activations", m.activations},

@@ -62,6 +62,7 @@ std::vector<std::pair<std::string, std::string>> agreed_fields(const TrainOption
           {"--mesh", o.mesh},
           {"--tp-sequence-parallel", o.tp_sequence_parallel ? "on" : "off"},
           {"--tsp-schedule", o.tsp_schedule},
+          {"--moe-schedule", o.moe_schedule},
           {"--pp-layers", o.pp_layers},
           {"--layout", o.layout},
           {"--recompute", o.recompute},

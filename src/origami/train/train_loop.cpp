@@ -347,6 +347,7 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
   sh.plan = parallel::make_parallel_config(o.strategy, o.degree, o.mesh, o.tp_sequence_parallel,
                                            parallel::parse_token_layout(o.layout));
   sh.plan.tsp_schedule = parallel::parse_tsp_schedule(o.tsp_schedule);
+  sh.plan.moe_schedule = parallel::parse_moe_schedule(o.moe_schedule);
   sh.plan.pp_layers = parallel::parse_pp_layers(o.pp_layers);
   parallel::check_balanced_layout(sh.plan, o.document_masking);
   if (!o.checkpoint.save_dir.empty() || !o.checkpoint.resume.empty() ||

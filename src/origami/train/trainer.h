@@ -86,6 +86,7 @@ struct TrainOptions {
   bool tp_sequence_parallel = false;
   std::string layout = "zigzag";
   std::string tsp_schedule = "broadcast-ring";  // TSP only: broadcast-ring or allgather
+  std::string moe_schedule = "ring";  // TSP with experts only: ring or expert (docs/moe.md)
   // --pp-layers "3,5": layers per pipeline stage, first to last (parallel/pipeline_stages.h);
   // empty: the balanced default.
   std::string pp_layers;

@@ -85,6 +85,16 @@ std::vector<Case> cases() {
   add("pp2_m3_steps", five, staged(plan(1, 1, 1), {3, 2}), Recompute::None, 5);
   add("pp2xtsp2_m3_steps", five, staged(tsp(1, 2, parallel::TokenLayoutKind::Zigzag), {2, 3}),
       Recompute::Mlp, 5);
+  // TSP's expert schedule (docs/moe.md): the token rows' all-to-alls between processes and
+  // the whole experts' gradients summed over dp only; 4 experts top-2 on dp 2 x tsp 2, five
+  // AdamW steps (world 4).
+  ModelConfig experts = gqa;
+  experts.num_local_experts = 4;
+  experts.num_experts_per_tok = 2;
+  experts.router_aux_loss_coef = 0.1;
+  parallel::ParallelConfig expert_plan = tsp(2, 2, parallel::TokenLayoutKind::Zigzag);
+  expert_plan.moe_schedule = parallel::MoeSchedule::Expert;
+  add("moe_expert_dp2xtsp2_steps", experts, expert_plan, Recompute::None, 5);
   for (Case& c : v)
     if (c.plan.pp > 1) c.micro = 3;
   return v;

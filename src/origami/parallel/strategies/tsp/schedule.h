@@ -53,6 +53,53 @@ inline std::int64_t tsp_attention_shard_floats(const TspRankShapes& s) {
   return 2 * (s.qd + s.kvd) * s.h;
 }
 inline std::int64_t tsp_mlp_shard_floats(const TspRankShapes& s) { return 3 * s.ffn * s.h; }
+
+// Mixture of experts (docs/moe.md), per rank, layer and micro-batch, in bytes of `elem`-byte
+// floats (the balance's all-reduce of 2E doubles per forward aside, the same in both).
+// Ring (tsp_moe.cpp): M_E, the shard of every expert, rides the MLP's ring on tsp_shards:
+// forward D-1 hops, backward 2D-1 (weights D-1, accumulators D); the routing does not matter.
+inline std::int64_t tsp_moe_ring_shard_floats(const TspRankShapes& s, std::int64_t experts) {
+  return experts * tsp_mlp_shard_floats(s);
+}
+inline std::int64_t tsp_moe_ring_forward_bytes(const TspRankShapes& s, std::int64_t experts,
+                                               std::int64_t elem) {
+  return (s.D - 1) * tsp_moe_ring_shard_floats(s, experts) * elem;
+}
+inline std::int64_t tsp_moe_ring_backward_bytes(const TspRankShapes& s, std::int64_t experts,
+                                                std::int64_t elem) {
+  return (2 * s.D - 1) * tsp_moe_ring_shard_floats(s, experts) * elem;
+}
+
+// Expert schedule (tsp_moe_expert.cpp): rank r owns experts [r·E/D, (r+1)·E/D) whole.
+inline int tsp_expert_owner(std::int64_t experts, int D, std::int64_t expert) {
+  return static_cast<int>(expert / (experts / D));
+}
+// The routing's part: of this rank's kept (token, expert) assignments, `sent` go to experts of
+// other ranks; `received` of the other ranks' assignments come to this rank's experts.
+struct TspExpertRows {
+  std::int64_t sent = 0, received = 0;
+};
+// On the tsp axis, by all-to-all: forward, E/D int64 counts to each other rank, the sent rows
+// [sent, h] and the outputs back [received, h]; backward, [dy | routing weight] rows
+// [sent, h+1] to the owners and [dx | d routing weight] rows [received, h+1] back, and, when
+// the forward kept nothing (recompute mlp), the rows [sent, h] once more (the counts are the
+// forward's). Recompute full re-runs the forward (its bytes again).
+inline std::int64_t tsp_moe_expert_forward_bytes(const TspRankShapes& s, std::int64_t experts,
+                                                 const TspExpertRows& rows, std::int64_t elem) {
+  return (s.D - 1) * (experts / s.D) * 8 + (rows.sent + rows.received) * s.h * elem;
+}
+inline std::int64_t tsp_moe_expert_backward_bytes(const TspRankShapes& s,
+                                                  const TspExpertRows& rows, std::int64_t elem,
+                                                  bool forward_saved) {
+  return (rows.sent + rows.received) * (s.h + 1) * elem +
+         (forward_saved ? 0 : rows.sent * s.h * elem);
+}
+// all-to-all calls per layer: forward 3 (counts, rows, outputs), backward 2 (+1 unsaved).
+inline constexpr int kTspExpertForwardCalls = 3;
+inline std::int64_t tsp_moe_expert_backward_calls(bool forward_saved) {
+  return forward_saved ? 2 : 3;
+}
+
 // The LM-head ring's chunk rows Vc and the chunks per vocabulary block k = ceil(Vr / Vc).
 inline std::int64_t tsp_head_chunk_rows(const TspRankShapes& s) {
   return tsp_head_chunk_rows(s.h, s.vocab_rows);

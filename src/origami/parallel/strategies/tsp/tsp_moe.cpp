@@ -33,15 +33,15 @@ MlpGrads tsp_expert_shard_grads(float* p, std::int64_t e, std::int64_t ffn, std:
 MoeDims TspOps::moe_dims() const {
   return {.rows = rows(),
           .hidden = config_.hidden_size,
-          .ffn = config_.intermediate_size / size_,
+          // The ring's shard of each expert; the expert schedule's whole experts.
+          .ffn = expert_schedule() ? config_.intermediate_size : config_.intermediate_size / size_,
           .experts = config_.num_local_experts,
           .top_k = config_.num_experts_per_tok,
           .capacity_factor = 0};  // refused under TSP (validate_plan)
 }
 
 std::int64_t TspOps::moe_floats() const {
-  return config_.num_local_experts * 3 * (config_.intermediate_size / size_) *
-         config_.hidden_size;
+  return tsp_moe_ring_shard_floats(rank_shapes(), config_.num_local_experts);
 }
 
 void TspOps::pack_moe_shard(std::int64_t l, float* out) const {
@@ -79,7 +79,35 @@ void TspOps::moe_global_balance(std::int64_t l, const MoeRouting& r, const float
                   rows);
 }
 
+MoeRouting TspOps::moe_backward_routing(std::int64_t l, const float* n, MlpSaved& s) {
+  const MoeDims d = moe_dims();
+  if (!s.a.defined()) {  // recompute mlp: the logits again (the counts were kept by the forward)
+    s.router_logits = Tensor(tracker_, MemCategory::Workspace, {d.rows, d.experts});
+    kernels::linear_forward(d.rows, d.hidden, d.experts, n,
+                            params_.layers[static_cast<std::size_t>(l)].router.f32(),
+                            s.router_logits.f32());
+  }
+  return route_tokens(d, s.router_logits.f32());
+}
+
+// The router (replicated): this rank's tokens' part, with the balance's gradient over the
+// job's micro-batch; reduce_gradients sums it over tsp x dp.
+void TspOps::moe_router_backward_rows(std::int64_t l, const MoeRouting& r, const float* logits,
+                                      const std::vector<double>& dweight, const float* n,
+                                      float* dn) {
+  const MoeDims d = moe_dims();
+  const std::int64_t global_rows = d.rows * size_ * groups_.dp().size();
+  const double balance_grad = config_.router_aux_loss_coef * aux_weight_ /
+                              static_cast<double>(config_.num_hidden_layers);
+  moe_router_backward(d, r, logits, dweight,
+                      moe_balance_probability_grad(moe_chosen_[static_cast<std::size_t>(l)],
+                                                   global_rows, balance_grad),
+                      n, params_.layers[static_cast<std::size_t>(l)].router.f32(), tracker_, dn,
+                      grads_.layers[static_cast<std::size_t>(l)].router.f32());
+}
+
 void TspOps::moe_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) {
+  if (expert_schedule()) return moe_expert_forward(l, n, s, x);
   const MoeDims d = moe_dims();
   const std::int64_t R = d.rows, h = d.hidden, ffn = d.ffn, E = d.experts;
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
@@ -122,16 +150,12 @@ void TspOps::moe_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) 
 
 void TspOps::moe_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dy,
                           float* dn) {
+  if (expert_schedule()) return moe_expert_backward(l, n, s, dy, dn);
   const MoeDims d = moe_dims();
   const std::int64_t R = d.rows, h = d.hidden, ffn = d.ffn, E = d.experts, k = d.top_k;
-  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
   const bool saved = s.a.defined();
-  if (!saved) {  // recompute mlp: the logits again (the counts were kept by the forward)
-    s.router_logits = Tensor(tracker_, MemCategory::Workspace, {R, E});
-    kernels::linear_forward(R, h, E, n, L.router.f32(), s.router_logits.f32());
-  }
-  const MoeRouting r = route_tokens(d, s.router_logits.f32());
+  const MoeRouting r = moe_backward_routing(l, n, s);
   const std::int64_t kept = r.offset[static_cast<std::size_t>(E)];
   std::vector<Tensor> xs, dys, dxs;  // per expert: its rows, their weighted dy, their dn
   for (std::int64_t e = 0; e < E; ++e) {
@@ -197,14 +221,7 @@ void TspOps::moe_backward(std::int64_t l, const float* n, MlpSaved& s, const flo
     for (std::int64_t i = 0; i < r.offset[e + 1] - r.offset[e]; ++i)
       add_floats(float_at(dn, (r.slot[r.offset[e] + i] / k) * h), float_at(dxs[e].f32(), i * h),
                  h);
-  // The router (replicated): this rank's tokens' part; reduce_gradients sums it over tsp x dp.
-  const std::int64_t global_rows = R * size_ * groups_.dp().size();
-  const double balance_grad = config_.router_aux_loss_coef * aux_weight_ /
-                              static_cast<double>(config_.num_hidden_layers);
-  moe_router_backward(d, r, s.router_logits.f32(), dweight,
-                      moe_balance_probability_grad(moe_chosen_[static_cast<std::size_t>(l)],
-                                                   global_rows, balance_grad),
-                      n, L.router.f32(), tracker_, dn, G.router.f32());
+  moe_router_backward_rows(l, r, s.router_logits.f32(), dweight, n, dn);
   s = MlpSaved();
 }
 

@@ -26,6 +26,7 @@ TspOps::TspOps(const ModelConfig& config, ParallelGroups& groups, const TokenLay
   vocab_rows_ = padded_vocab(config.vocab_size, size_) / size_;
   moe_balance_.assign(static_cast<std::size_t>(config.num_hidden_layers), 0.0);
   moe_chosen_.resize(static_cast<std::size_t>(config.num_hidden_layers));
+  moe_exchange_.resize(static_cast<std::size_t>(config.num_hidden_layers));
 }
 
 void TspOps::set_batch(const LocalBatch* batch) {
@@ -127,6 +128,8 @@ Strategy tsp_strategy(const ModelConfig& config, ParallelGroups& groups) {
   Strategy s;
   groups.split_kv_replicas(kv_replicas(config, groups.tokens().size()));
   s.specs = make_shard_specs(config, groups.tokens().size(), groups.tokens().rank());
+  if (plan.moe_schedule == MoeSchedule::Expert)
+    own_whole_experts(config, groups.tokens().size(), groups.tokens().rank(), s.specs);
   assign_reduction_axes(plan, s.specs);
   s.make_ops = [](const ModelConfig& c, ParallelGroups& g, const TokenLayout& layout,
                   ModelTensors& params, ModelTensors& grads, MemoryTracker& tracker) {

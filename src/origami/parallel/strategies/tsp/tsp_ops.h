@@ -53,9 +53,28 @@ class TspOps : public StrategyContext {
                     float* dn) override;
   kernels::LossSum head_forward(const float* nf, bool with_backward) override;
   void head_backward(float grad_scale, float* dnf) override;
-  // Mixture of experts (tsp_moe.cpp): the weight ring over every expert's shard.
+  // Mixture of experts: the weight ring over every expert's shard (tsp_moe.cpp), or the
+  // expert schedule's all-to-alls to whole experts (tsp_moe_expert.cpp).
   void set_aux_weight(double weight) override { aux_weight_ = weight; }
   double router_aux_loss() const override;
+  // The expert schedule's exchange of layer l's last forward: per expert (owners in rank
+  // order), this rank's kept assignments, and per source rank and local expert the
+  // assignments it received.
+  struct MoeExchange {
+    std::int64_t local = 0;              // E/D: experts per rank
+    std::vector<std::int64_t> sent;      // [E]
+    std::vector<std::int64_t> received;  // [D, E/D]
+    std::int64_t to(int owner) const;    // rows sent to `owner` (this rank included)
+    std::int64_t from(int source) const; // rows received from `source`
+    // Per rank, rows x width floats: to each owner / from each source.
+    std::vector<std::int64_t> to_counts(std::int64_t width) const;
+    std::vector<std::int64_t> from_counts(std::int64_t width) const;
+    TspExpertRows rows(int self) const;  // the ones that cross the axis (schedule.h)
+    std::int64_t kept() const;           // every row sent (this rank's kept assignments)
+  };
+  const MoeExchange& moe_exchange(std::int64_t l) const {
+    return moe_exchange_[static_cast<std::size_t>(l)];
+  }
 
   // The duplicate of the axis carrying the shard broadcasts and ring hops (its stats are the
   // weight traffic; the axis' own are K/V, dK/dV, gradient reductions and the embedding's).
@@ -101,8 +120,25 @@ class TspOps : public StrategyContext {
   std::int64_t moe_floats() const;
   void pack_moe_shard(std::int64_t l, float* out) const;
   void moe_global_balance(std::int64_t l, const MoeRouting& routing, const float* logits);
+  // The backward's routing, from the saved logits or (recompute mlp) logits recomputed.
+  MoeRouting moe_backward_routing(std::int64_t l, const float* n, MlpSaved& s);
+  void moe_router_backward_rows(std::int64_t l, const MoeRouting& routing, const float* logits,
+                                const std::vector<double>& dweight, const float* n, float* dn);
   void moe_forward(std::int64_t l, const float* n, MlpSaved& s, float* x);
   void moe_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dx, float* dn);
+  bool expert_schedule() const { return groups_.plan().moe_schedule == MoeSchedule::Expert; }
+  void moe_expert_forward(std::int64_t l, const float* n, MlpSaved& s, float* x);
+  void moe_expert_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dy,
+                           float* dn);
+  // The routing's kept assignments' counts exchanged with the owners (all-to-all of E/D
+  // counts to each rank) into moe_exchange_[l].
+  void moe_exchange_counts(std::int64_t l, const MoeRouting& routing);
+  // Rows of `width` floats between the packed order of this rank's kept assignments (grouped
+  // by owner, then expert) and the owner's expert-major order (each local expert's rows from
+  // every source together); one all-to-all each way.
+  Tensor moe_to_owners(const MoeExchange& ex, const float* packed, std::int64_t width,
+                       MemCategory category);
+  Tensor moe_from_owners(const MoeExchange& ex, const float* expert_major, std::int64_t width);
 
   int size_, rank_;
   comm::Communicator& axis_;  // the tsp axis: K/V gathers, reductions, all-to-all
@@ -135,11 +171,17 @@ class TspOps : public StrategyContext {
   // the balance over the job's micro-batch and its counts of chosen assignments.
   std::vector<double> moe_balance_;
   std::vector<std::vector<std::int64_t>> moe_chosen_;
+  std::vector<MoeExchange> moe_exchange_;  // the expert schedule's, per layer
   double aux_weight_ = 1.0;
 };
 
 // TSP as a Strategy for RankModel: TP-style blocks of every weight over the tsp axis, with
 // the reduction axes above.
 Strategy tsp_strategy(const ModelConfig& config, ParallelGroups& groups);
+
+// The expert schedule's specs (docs/moe.md): every expert tensor of `specs` (make_shard_specs
+// on an axis of D ranks) held whole by its owner (tsp_expert_owner), rank `rank` holding
+// the others as empty blocks. E must divide by D (validate_plan).
+void own_whole_experts(const ModelConfig& config, int D, int rank, std::vector<ShardSpec>& specs);
 
 }  // namespace origami::parallel
