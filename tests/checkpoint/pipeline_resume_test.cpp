@@ -53,7 +53,9 @@ struct Move {
 };
 
 // gtest names the cases by this (ctest lists them).
-void PrintTo(const Move& m, std::ostream* os) { *os << m.name(); }
+void PrintTo(const Move& m, std::ostream* os) {
+  *os << m.name();
+}
 
 const Layout kPp2Tsp2{"tsp", 1, "pp=2,tsp=2"}, kPp4{"dp", 1, "pp=4"}, kTsp4{"tsp", 4, ""},
     kPp2Dp2{"dp", 1, "pp=2,dp=2"};
@@ -101,8 +103,8 @@ TEST_P(PipelineResume, ContinuesTheUninterruptedRunUnderAnotherLayout) {
   for (std::size_t i = 0; i < ta.size(); ++i) {
     double worst = 0;
     for (std::int64_t e = 0; e < ta[i].tensor->numel(); ++e)
-      worst = std::max(worst, std::abs(static_cast<double>(ta[i].tensor->f32()[e]) -
-                                       tb[i].tensor->f32()[e]));
+      worst = std::max(
+          worst, std::abs(static_cast<double>(ta[i].tensor->f32()[e]) - tb[i].tensor->f32()[e]));
     EXPECT_LE(worst, 1e-6) << ta[i].name << " differs by " << worst;
   }
   std::filesystem::remove_all(a);
