@@ -1,6 +1,6 @@
 // Exact resume: N steps, save, M more steps == N + M steps without stopping, bit for bit
-// (every loss, every parameter and AdamW moment), under every strategy; and a replicated
-// tensor is written once.
+// (every loss, every parameter and AdamW moment), under every strategy and pipeline stages;
+// and a replicated tensor is written once.
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -55,7 +55,8 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ExactResume,
                                            Layout{"tp", 2, ""}, Layout{"tpsp", 2, ""},
                                            Layout{"sp", 2, ""}, Layout{"tp", 1, "dp=2,tp=2"},
                                            Layout{"tp", 1, "tp=2,sp=2"}, Layout{"tsp", 2, ""},
-                                           Layout{"tsp", 1, "dp=2,tsp=2"}),
+                                           Layout{"tsp", 1, "dp=2,tsp=2"},
+                                           Layout{"tsp", 1, "pp=2,tsp=2"}),
                          [](const auto& info) {
                            std::string n = info.param.name();
                            for (char& c : n)

@@ -2,6 +2,7 @@
 // single-device run's (same seed, same data), on threads and under mpirun; plans that cannot
 // work are refused with exit code 2 and a message naming the constraint.
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -32,6 +33,13 @@ std::string job_for(const std::string& flags) {
   std::string job = kJob;
   job.replace(job.find("--batch 2"), 9, "--batch 1");
   return job + flags;
+}
+
+// The launcher prefix of a run over `np` MPI processes. Open MPI keeps allocations until exit
+// (as in tests/comm): no leak check.
+std::string mpirun(int np) {
+  return "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
+         "/tests/comm/origami_mpirun " + std::to_string(np) + " ";
 }
 
 TEST(ParallelCli, EveryStrategyPrintsTheSingleDeviceLosses) {
@@ -139,11 +147,7 @@ TEST(ParallelCli, GlobalBatchDerivesTheSplitAndRefusesContradictions) {
 
 TEST(ParallelCli, UnderMpirunTheMpiTransportIsChosen) {
   const CliRun single = origami(kJob + "--strategy single");
-  const CliRun r =
-      origami(kJob + "--strategy tp --mesh tp=2,sp=2",
-              // Open MPI keeps allocations until exit (as in tests/comm): no leak check.
-              "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
-                  "/tests/comm/origami_mpirun 4 ");
+  const CliRun r = origami(kJob + "--strategy tp --mesh tp=2,sp=2", mpirun(4));
   ASSERT_EQ(r.code, 0) << r.all();
   EXPECT_THAT(r.all(), HasSubstr("on 4 ranks (mpi)"));
   EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
@@ -202,9 +206,7 @@ TEST(ParallelCli, DefaultTspDegreeIsTheLargestTheRegistryAccepts) {
 
 TEST(ParallelCli, TspUnderMpirunEqualsOneDevice) {
   const CliRun single = origami(kJob + "--strategy single");
-  const CliRun r = origami(kJob + "--strategy tsp --degree 2",
-                           "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
-                               "/tests/comm/origami_mpirun 2 ");
+  const CliRun r = origami(kJob + "--strategy tsp --degree 2", mpirun(2));
   ASSERT_EQ(r.code, 0) << r.all();
   EXPECT_THAT(r.all(), HasSubstr("tsp=2 zigzag on 2 ranks (mpi)"));
   EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
@@ -214,21 +216,43 @@ TEST(ParallelCli, TspUnderMpirunEqualsOneDevice) {
 // prints the one device's losses at --batch 2.
 TEST(ParallelCli, DpTimesTspUnderMpirunAtOnePerReplicaEqualsOneDevice) {
   const CliRun single = origami(kJob + "--strategy single");
-  const CliRun r = origami(job_for("--strategy tsp --mesh dp=2,tsp=2"),
-                           "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
-                               "/tests/comm/origami_mpirun 4 ");
+  const CliRun r = origami(job_for("--strategy tsp --mesh dp=2,tsp=2"), mpirun(4));
   ASSERT_EQ(r.code, 0) << r.all();
   EXPECT_THAT(r.all(), HasSubstr("on 4 ranks (mpi)"));
   EXPECT_THAT(r.all(), HasSubstr("global batch 2 (1 x micro-batch 1 per replica x dp 2)"));
   EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
 }
 
+// Checkpoints across pipeline stages between MPI processes: pp=2 x dp=2 with the optimizer
+// sharded over dp (ZeRO-1) saves after step 2 under mpirun (each stage's processes write
+// their stage's tensors, the moments gathered over dp); resumed on threads under pp=2 x tsp=2,
+// step 3 prints the one device's loss.
+TEST(ParallelCli, PipelineCheckpointUnderMpirunResumesUnderAnotherLayout) {
+  const std::string dir = origami::cli_test::temp_base() + "_pp_ckpt";
+  const CliRun single = origami(kJob + "--grad-accum 2 --strategy single");
+  ASSERT_EQ(single.code, 0) << single.all();
+  const CliRun saved = origami(
+      job_for("--grad-accum 2 --mesh pp=2,dp=2 --shard-optimizer --save-every 2 --save-dir " + dir),
+      mpirun(4));
+  ASSERT_EQ(saved.code, 0) << saved.all();
+  EXPECT_THAT(saved.all(), HasSubstr("on 4 ranks (mpi)"));
+  EXPECT_THAT(saved.all(), HasSubstr("AdamW state sharded over dp 2"));
+  EXPECT_EQ(losses(saved.all()), losses(single.all())) << saved.all();
+  const CliRun resumed =
+      origami(kJob + "--grad-accum 2 --mesh pp=2,tsp=2 --resume " + dir + "/step-00000002");
+  ASSERT_EQ(resumed.code, 0) << resumed.all();
+  EXPECT_THAT(resumed.all(), HasSubstr("resumed from " + dir + "/step-00000002 at step 2"));
+  const std::vector<std::string> want = losses(single.all());
+  ASSERT_EQ(want.size(), 3u);
+  EXPECT_EQ(losses(resumed.all()), std::vector<std::string>{want[2]}) << resumed.all();
+  std::filesystem::remove_all(dir);
+}
+
 // Bad input found on the ranks of an MPI job ends the job with the same code as on one
 // process (2), every rank's message naming the constraint.
 TEST(ParallelCli, UnderMpirunBadInputExitsTwo) {
-  const CliRun r = origami("train --model tiny --seq 33 --strategy sp --degree 2 --steps 1",
-                           "ASAN_OPTIONS=detect_leaks=0 " + std::string(ORIGAMI_BINARY_DIR) +
-                               "/tests/comm/origami_mpirun 2 ");
+  const CliRun r =
+      origami("train --model tiny --seq 33 --strategy sp --degree 2 --steps 1", mpirun(2));
   EXPECT_EQ(r.code, 2) << r.all();
   EXPECT_THAT(r.err, HasSubstr("rank 0: error: zigzag layout needs the sequence length"));
 }
@@ -251,8 +275,7 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
            {"--strategy tp --degree 2 --recompute some", "unknown recompute policy"},
            {"--strategy sp --degree 2 --layout spiral", "unknown token layout"},
            {"--strategy sp --degree 2 --layout balanced", "needs --document-masking"},
-           {"--strategy tp --degree 2 --layout balanced --document-masking",
-            "splits no sequence"},
+           {"--strategy tp --degree 2 --layout balanced --document-masking", "splits no sequence"},
            {"--strategy tp --degree 2 --backend mpi", "needs the program started by mpirun"},
            {"--strategy tp --degree 2 --backend carrier-pigeon", "unknown --backend"},
            // Pipeline stages (tiny: 2 layers): the split is checked before any rank starts,
@@ -261,8 +284,6 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
            {"--mesh pp=2,tsp=2 --pp-layers 1,2", "--pp-layers 1,2 sums to 3 layers"},
            {"--mesh pp=2,tsp=2 --pp-layers 2", "gives 1 stages but the mesh has pp=2"},
            {"--mesh pp=2 --pp-layers 1,x", "item 2 ('x')"},
-           {"--mesh pp=2,tsp=2 --save-dir /tmp/origami-pp-refused",
-            "checkpointing (--save-dir, --resume, --init-from) is not built for pipeline stages"},
        }) {
     const CliRun r = origami(kJob + b.flags);
     EXPECT_EQ(r.code, 2) << b.flags << "\n" << r.all();

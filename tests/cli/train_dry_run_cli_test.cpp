@@ -72,14 +72,21 @@ TEST(TrainDryRunCli, BadInputExplainsItself) {
   r = origami("train --dry-run --model tiny --seq 63 --strategy tsp --degree 2");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("63"));
-  // Pipeline stages: the dry run checks the split as the run does (tiny: 2 layers), and
-  // refuses a valid one: the dry run does not simulate stages yet.
+  // Pipeline stages: the dry run checks the split as the run does (tiny: 2 layers).
   r = origami("train --dry-run --model tiny --seq 64 --mesh pp=2,tsp=2 --pp-layers 3,1");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("--pp-layers 3,1 sums to 4 layers but the model has 2"));
-  r = origami("train --dry-run --model tiny --seq 64 --mesh pp=2,tsp=2");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_THAT(r.err, HasSubstr("the dry run is not built for pipeline stages yet"));
+}
+
+// Pipeline stages in a dry run: each stage's ranks run their 1F1B order; the report has a row
+// per rank (stage 0 is ranks 0, 1) and the pp traffic.
+TEST(TrainDryRunCli, PipelineStagesRunPerStage) {
+  const CliRun r =
+      origami("train --dry-run --model tiny --seq 64 --mesh pp=2,tsp=2 --grad-accum 3");
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_THAT(r.out, HasSubstr("pp=2"));
+  EXPECT_THAT(r.out, HasSubstr("saved activations"));
+  EXPECT_THAT(r.out, HasSubstr("step time"));
 }
 
 // The dry run's flags are refused, not ignored, where they would have no effect.

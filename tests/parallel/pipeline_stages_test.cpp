@@ -226,13 +226,6 @@ TEST(PipelineStages, WhatStagesDoNotRunWithIsRefusedNamingIt) {
       pipeline_refusal([&] { validate_plan({.pp = 2, .tsp = 2}, experts, 16, 1, 4); });
   EXPECT_THAT(moe, HasSubstr("pp=2 with num_local_experts 4"));
   EXPECT_THAT(moe, HasSubstr("drop pp from --mesh"));
-  // The parts of the engine not built for stages name themselves and what to use instead.
-  const std::string dry =
-      pipeline_refusal([] { refuse_unbuilt_pipeline({.pp = 2, .tsp = 2}, "the dry run"); });
-  EXPECT_THAT(dry, HasSubstr("pp=2"));
-  EXPECT_THAT(dry, HasSubstr("the dry run is not built for pipeline stages yet"));
-  EXPECT_THAT(dry, HasSubstr("drop pp from --mesh"));
-  EXPECT_EQ(pipeline_refusal([] { refuse_unbuilt_pipeline({.tsp = 2}, "the dry run"); }), "");
 }
 
 // The 1F1B orders of every stage timed on a slot clock: a forward takes `f` slots, a backward

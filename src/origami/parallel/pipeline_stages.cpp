@@ -110,12 +110,4 @@ void check_pipeline_model(const ParallelConfig& p, const ModelConfig& model) {
         p.pp, model.num_local_experts));
 }
 
-void refuse_unbuilt_pipeline(const ParallelConfig& p, const std::string& what) {
-  if (p.pp > 1)
-    throw ConfigError(fmt::format("{}: {} is not built for pipeline stages yet (training runs "
-                                  "them); drop pp from --mesh (use its ranks for dp, or for the "
-                                  "tsp/tp/sp axis)",
-                                  p.describe(), what));
-}
-
 }  // namespace origami::parallel

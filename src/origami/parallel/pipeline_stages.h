@@ -50,9 +50,4 @@ int stage_of_tensor(const std::string& name, const std::vector<StageLayers>& sta
 // change): tied embeddings (the table would live on the first and the last stage at once).
 void check_pipeline_model(const ParallelConfig& plan, const ModelConfig& model);
 
-// Refuses a plan with pp > 1 for a part of the engine that does not run pipeline stages yet
-// (`what`: "the dry run", "checkpoints (--save-dir)", ...): ConfigError naming pp, `what`
-// and what to use instead.
-void refuse_unbuilt_pipeline(const ParallelConfig& plan, const std::string& what);
-
 }  // namespace origami::parallel

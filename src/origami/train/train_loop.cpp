@@ -350,9 +350,6 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
   sh.plan.moe_schedule = parallel::parse_moe_schedule(o.moe_schedule);
   sh.plan.pp_layers = parallel::parse_pp_layers(o.pp_layers);
   parallel::check_balanced_layout(sh.plan, o.document_masking);
-  if (!o.checkpoint.save_dir.empty() || !o.checkpoint.resume.empty() ||
-      !o.checkpoint.init_from.empty())
-    parallel::refuse_unbuilt_pipeline(sh.plan, "checkpointing (--save-dir, --resume, --init-from)");
   parse_recompute(o.recompute);
   if (o.link.enabled && sh.plan.world() == 1 && !mpi)
     throw ConfigError("--link-model needs a parallel run (one device sends nothing): choose "
