@@ -261,6 +261,10 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
            {"--mesh pp=2,tsp=2 --pp-layers 1,2", "--pp-layers 1,2 sums to 3 layers"},
            {"--mesh pp=2,tsp=2 --pp-layers 2", "gives 1 stages but the mesh has pp=2"},
            {"--mesh pp=2 --pp-layers 1,x", "item 2 ('x')"},
+           {"--mesh pp=2 --pp-virtual 2",
+            "pp=2 x --pp-virtual 2 = 4 model chunks over a model of 2 layers"},
+           {"--mesh pp=2 --pp-virtual 0", "--pp-virtual 0: each pipeline rank holds at least"},
+           {"--mesh dp=2 --pp-virtual 2", "interleaving needs pp=2 or more"},
            {"--mesh pp=2,tsp=2 --save-dir /tmp/origami-pp-refused",
             "checkpointing (--save-dir, --resume, --init-from) is not built for pipeline stages"},
        }) {

@@ -63,6 +63,7 @@ std::vector<std::pair<std::string, std::string>> agreed_fields(const TrainOption
           {"--tp-sequence-parallel", o.tp_sequence_parallel ? "on" : "off"},
           {"--tsp-schedule", o.tsp_schedule},
           {"--pp-layers", o.pp_layers},
+          {"--pp-virtual", std::to_string(o.pp_virtual)},
           {"--layout", o.layout},
           {"--recompute", o.recompute},
           {"--shard-optimizer", o.shard_optimizer ? "on" : "off"},
