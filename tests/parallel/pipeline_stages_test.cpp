@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness.h"
@@ -33,6 +34,12 @@ std::string pipeline_refusal(Fn&& fn) {
     return e.what();
   }
   return "";
+}
+
+// Each named tensor's stage (pp rank) under `split` is the one given.
+void expect_tensor_stages(const PipelineSplit& split,
+                          const std::vector<std::pair<std::string, int>>& want) {
+  for (const auto& [name, stage] : want) EXPECT_EQ(stage_of_tensor(name, split), stage) << name;
 }
 
 TEST(PipelineStages, BalancedSplitFollowsItsStatedRule) {
@@ -208,19 +215,19 @@ TEST(PipelineStages, InterleavedChunksGoRoundTheRanks) {
   EXPECT_EQ(split.rank_of_chunk(2), 0);
   EXPECT_EQ(split.chunk_of_layer(5), 2);
   EXPECT_EQ(split.chunk_of_layer(6), 3);
-  EXPECT_EQ(stage_of_tensor("model.embed_tokens.weight", split), 0);
-  EXPECT_EQ(stage_of_tensor("model.layers.1.mlp.up_proj.weight", split), 0);
-  EXPECT_EQ(stage_of_tensor("model.layers.3.mlp.up_proj.weight", split), 1);
-  EXPECT_EQ(stage_of_tensor("model.layers.4.self_attn.o_proj.weight", split), 0);
-  EXPECT_EQ(stage_of_tensor("model.layers.6.post_attention_layernorm.weight", split), 1);
-  EXPECT_EQ(stage_of_tensor("lm_head.weight", split), 1);
+  expect_tensor_stages(split, {{"model.embed_tokens.weight", 0},
+                               {"model.layers.1.mlp.up_proj.weight", 0},
+                               {"model.layers.3.mlp.up_proj.weight", 1},
+                               {"model.layers.4.self_attn.o_proj.weight", 0},
+                               {"model.layers.6.post_attention_layernorm.weight", 1},
+                               {"lm_head.weight", 1}});
   EXPECT_THROW(split.layers_of(2, 0), Error);
   EXPECT_THROW(split.chunk_of_layer(7), Error);
   // pp 3 x v 2 over 6 layers: the last rank holds chunks 2 and 5 (layers 2 and 5 and the head).
   const PipelineSplit three = stage_layers({.pp = 3, .pp_virtual = 2}, 6);
-  EXPECT_EQ(stage_of_tensor("model.layers.2.mlp.down_proj.weight", three), 2);
-  EXPECT_EQ(stage_of_tensor("model.layers.3.mlp.down_proj.weight", three), 0);
-  EXPECT_EQ(stage_of_tensor("model.norm.weight", three), 2);
+  expect_tensor_stages(three, {{"model.layers.2.mlp.down_proj.weight", 2},
+                               {"model.layers.3.mlp.down_proj.weight", 0},
+                               {"model.norm.weight", 2}});
   EXPECT_EQ(ParallelConfig({.pp = 2, .pp_virtual = 2, .tsp = 2}).describe(),
             "pp=2 (virtual 2) dp=1 tsp=2 zigzag");
   EXPECT_EQ(ParallelConfig({.pp = 2, .pp_virtual = 2, .pp_layers = {2, 1, 1, 3}}).describe(),
@@ -233,12 +240,12 @@ TEST(PipelineStages, EachStageHoldsOnlyItsTensors) {
   const ModelConfig m = parity::make_model(64, 16, 32, 2, 2, 4);
   const ParallelConfig p{.pp = 2, .pp_layers = {1, 3}};
   const PipelineSplit stages = stage_layers(p, m.num_hidden_layers);
-  EXPECT_EQ(stage_of_tensor("model.embed_tokens.weight", stages), 0);
-  EXPECT_EQ(stage_of_tensor("model.layers.0.mlp.up_proj.weight", stages), 0);
-  EXPECT_EQ(stage_of_tensor("model.layers.1.input_layernorm.weight", stages), 1);
-  EXPECT_EQ(stage_of_tensor("model.layers.3.self_attn.q_proj.weight", stages), 1);
-  EXPECT_EQ(stage_of_tensor("model.norm.weight", stages), 1);
-  EXPECT_EQ(stage_of_tensor("lm_head.weight", stages), 1);
+  expect_tensor_stages(stages, {{"model.embed_tokens.weight", 0},
+                                {"model.layers.0.mlp.up_proj.weight", 0},
+                                {"model.layers.1.input_layernorm.weight", 1},
+                                {"model.layers.3.self_attn.q_proj.weight", 1},
+                                {"model.norm.weight", 1},
+                                {"lm_head.weight", 1}});
   std::vector<std::vector<std::int64_t>> held(2);  // elements per tensor, by stage
   comm::run_ranks(2, [&](comm::Communicator& w) {
     ParallelGroups g(w, p);
