@@ -30,8 +30,8 @@ namespace origami::parallel {
 
 namespace {
 
-// Message tags of micro-batch i's pass through chunk c (of n chunks in all): its activations
-// (forward) and their gradient (backward).
+// Message tags of micro-batch i's pass through chunk c (the sending chunk; m micro-batches a
+// step): its output activations (forward) and its input gradient (backward), one tag each.
 int pipeline_activation_tag(int chunk, int micro, int micro_batches) {
   return 2 * (chunk * micro_batches + micro);
 }
