@@ -24,6 +24,7 @@
 #include "origami/comm/run_ranks.h"
 #include "origami/core/error.h"
 #include "origami/kernels/threads.h"
+#include "origami/parallel/pipeline_schedule.h"
 #include "origami/parallel/strategies/mesh/mesh_ops.h"
 #include "origami/parallel/rank_model.h"
 #include "origami/parallel/strategies/tsp/tsp_ops.h"
@@ -64,6 +65,9 @@ struct RankFigures {
   std::array<std::int64_t, kNumMemCategories> peak{};
   std::int64_t peak_total = 0;
   std::map<std::string, comm::OpStats> ops;  // per op kind, every communicator of the rank
+  // Pipeline plans: the measured steps' seconds in the pipeline and, of them, waited for the
+  // neighbouring stages (RankModel::pipeline_seconds, pipeline_wait_seconds), summed.
+  double pipeline_s = 0, pipeline_wait_s = 0;
 };
 
 struct StepRun {
@@ -77,6 +81,7 @@ struct StepRun {
 
 struct StepOptions {
   std::int64_t seq = 1024, batch = 1;  // the job's micro-batch, batch / dp per replica
+  int micro_batches = 1;  // micro-batches per step (the same tokens each; a pipeline's m)
   Recompute recompute = Recompute::None;
   int warmup = 1;   // steps before the measured ones (peaks and stats reset after them)
   int steps = 1;    // measured steps
@@ -104,6 +109,7 @@ inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const Step
                                   "dp={} replicas the same number; use a multiple of {}",
                                   o.batch, sc.plan.dp, sc.plan.dp));
   parallel::validate_plan(sc.plan, m, o.seq, o.batch / sc.plan.dp, world_size);  // per replica
+  parallel::check_pipeline_schedule(sc.plan.pp, sc.plan.pp_virtual, o.micro_batches);
   // Random tokens, the same for every strategy: memory and time do not depend on them.
   std::mt19937 gen(static_cast<unsigned>(o.seed));
   std::vector<std::int32_t> ids(static_cast<std::size_t>(o.batch * o.seq)), labels(ids.size());
@@ -126,6 +132,7 @@ inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const Step
           parallel::ParallelGroups groups(world, sc.plan);
           std::vector<comm::Communicator> comms = {world, groups.dp(), groups.tp(),
                                                    groups.tokens()};
+          if (sc.plan.pp > 1) comms.push_back(groups.pp());  // the stage boundaries' sends
           parallel::Strategy strategy = parallel::make_strategy(m, groups);
           // TSP's weight traffic and its weight-gradient reductions run on their own
           // communicators: keep a reference to their stats.
@@ -146,8 +153,9 @@ inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const Step
           // The rank's share of the global batch: its data-parallel replica's sequences.
           const std::int64_t per = o.batch / groups.dp().size();
           const std::size_t first = static_cast<std::size_t>(groups.dp().rank() * per * o.seq);
-          const std::vector<parallel::LocalBatch> micro{model.localize(
-              TokenBatch{per, o.seq, ids.data() + first, labels.data() + first})};
+          const std::vector<parallel::LocalBatch> micro(
+              static_cast<std::size_t>(o.micro_batches),
+              model.localize(TokenBatch{per, o.seq, ids.data() + first, labels.data() + first}));
           for (int s = 0; s < o.warmup; ++s)
             parallel::parallel_train_step(model, optimizer, micro, 1e-4f, 1.0);
           if (o.warmup > 0) tracker.reset_peaks();
@@ -158,8 +166,13 @@ inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const Step
           double loss = 0;
           std::vector<double> each;
           auto t_prev = t0;
+          RankFigures& mine = run.ranks[static_cast<std::size_t>(world.rank())];
           for (int s = 0; s < o.steps; ++s) {
             loss = parallel::parallel_train_step(model, optimizer, micro, 1e-4f, 1.0).loss;
+            if (sc.plan.pp > 1) {
+              mine.pipeline_s += model.pipeline_seconds();
+              mine.pipeline_wait_s += model.pipeline_wait_seconds();
+            }
             if (o.time_each) {
               world.barrier();
               const auto t = std::chrono::steady_clock::now();
@@ -168,7 +181,6 @@ inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const Step
             }
           }
           world.barrier();
-          RankFigures& mine = run.ranks[static_cast<std::size_t>(world.rank())];
           if (world.rank() == 0) {
             run.wall_s =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

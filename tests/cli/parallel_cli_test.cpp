@@ -97,6 +97,29 @@ TEST(ParallelCli, PipelineStagesPrintTheSingleDeviceLossesAndTheirLayout) {
   }
 }
 
+// Interleaved 1F1B from the CLI (model small: 4 layers, so pp 2 x 2 chunks of one layer): the
+// one device's losses, each stage's two chunks and the interleaved bubble formula printed.
+TEST(ParallelCli, InterleavedPipelinePrintsTheSingleDeviceLossesAndItsChunks) {
+  const std::string job = "train --model small --seq 32 --batch 2 --steps 2 --log-every 1 "
+                          "--threads 1 --seed 5 --grad-accum 2 ";
+  const CliRun single = origami(job + "--strategy single");
+  ASSERT_EQ(single.code, 0) << single.all();
+  const CliRun r = origami(job + "--mesh pp=2 --pp-virtual 2");
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("interleaved 1F1B (2 chunks a rank) over 2 micro-batches"));
+  EXPECT_THAT(r.all(), HasSubstr("stage 0: layers 0..0 + embedding; layers 2..2"));
+  EXPECT_THAT(r.all(), HasSubstr("stage 1: layers 1..1; layers 3..3 + final norm, LM head"));
+  EXPECT_THAT(r.all(), HasSubstr("bubble (p-1)/(v m) = 1/(2x2) = 0.250"));
+  EXPECT_THAT(r.all(), HasSubstr("formula (p-1)/(vm+p-1) = 20.0%"));
+  // Interleaving needs the micro-batches in groups of pp: refused before any rank starts.
+  const CliRun odd = origami("train --model small --seq 32 --batch 2 --steps 1 --grad-accum 3 "
+                             "--mesh pp=2 --pp-virtual 2");
+  EXPECT_EQ(odd.code, 2) << odd.all();
+  EXPECT_THAT(odd.all(), HasSubstr("--grad-accum 3 under pp=2 with --pp-virtual 2"));
+  EXPECT_THAT(odd.all(), HasSubstr("use --grad-accum 2"));
+}
+
 // --global-batch, the other way to say the batch (global = micro-batch x dp x grad-accum):
 // what is not given is derived and said, and the run is the one device's with the same
 // global batch; contradictions are refused with exit 2 naming the flags and a value that works.
@@ -284,6 +307,10 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
            {"--mesh pp=2,tsp=2 --pp-layers 1,2", "--pp-layers 1,2 sums to 3 layers"},
            {"--mesh pp=2,tsp=2 --pp-layers 2", "gives 1 stages but the mesh has pp=2"},
            {"--mesh pp=2 --pp-layers 1,x", "item 2 ('x')"},
+           {"--mesh pp=2 --pp-virtual 2",
+            "pp=2 x --pp-virtual 2 = 4 model chunks over a model of 2 layers"},
+           {"--mesh pp=2 --pp-virtual 0", "--pp-virtual 0: each pipeline rank holds at least"},
+           {"--mesh dp=2 --pp-virtual 2", "interleaving needs pp=2 or more"},
        }) {
     const CliRun r = origami(kJob + b.flags);
     EXPECT_EQ(r.code, 2) << b.flags << "\n" << r.all();

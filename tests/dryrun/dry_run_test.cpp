@@ -137,21 +137,30 @@ TEST(DryRun, EqualsARealRunForEveryStrategy) {
 // and the dry run of a stage allocates and sends exactly what its real run does, per
 // category: a sent activation or gradient is freed at a fixed point of the stage's order (the
 // neighbour's reply), not when a send happens to be found done. pp 2 (one layer per stage)
-// and pp 2 x tsp 2, over 3 micro-batches (m > p), under every recompute policy; stage 0 holds
-// two micro-batches in flight, the last stage one.
+// and pp 2 x tsp 2, over 3 micro-batches (m > p), and interleaved pp 2 x 2 chunks over 4,
+// under every recompute policy; stage 0 holds more passes in flight than the last stage.
 TEST(DryRun, EqualsARealRunPerPipelineStage) {
   const ModelConfig m = small_model();
   const auto z = TokenLayoutKind::Zigzag;
+  // Interleaved 1F1B (two chunks a rank): a pass's output may return to the rank it came
+  // from, so a send's release point can be the very pass that consumed it (reply_after).
+  parallel::ParallelConfig interleaved = make_parallel_config("dp", 1, "pp=2", false, z);
+  interleaved.pp_virtual = 2;
   const std::vector<Layout> staged = {
       {"pp2", make_parallel_config("dp", 1, "pp=2", false, z)},
-      {"pp2xtsp2", make_parallel_config("tsp", 1, "pp=2,tsp=2", false, z)}};
+      {"pp2xtsp2", make_parallel_config("tsp", 1, "pp=2,tsp=2", false, z)},
+      {"pp2_virtual2", interleaved}};
   std::vector<const char*> policies = {"none", "mlp", "full"};
 #ifdef ORIGAMI_TESTS_SANITIZED
   policies = {"none", "full"};
 #endif
   for (const Layout& l : staged)
     for (const char* recompute : policies) {
-      const DryRunReport dry = expect_dry_equals_real(m, l, recompute, 3);
+      // Micro-batches: 3 (m > p), or 4 under interleaving (a multiple of pp), with a layer
+      // and a layer per chunk (4 layers).
+      const bool chunks = l.plan.pp_virtual > 1;
+      const DryRunReport dry = expect_dry_equals_real(
+          chunks ? parity::make_model(97, 64, 96, 4, 2, 4) : m, l, recompute, chunks ? 4 : 3);
       const std::string what = std::string(l.name) + " recompute " + recompute;
       const std::size_t last = dry.ranks.size() - 1;  // a rank of the last stage
       ASSERT_TRUE(dry.ranks[0].comm.count("pp") && dry.ranks[last].comm.count("pp")) << what;

@@ -44,7 +44,7 @@ struct StagedOp {
 };
 std::vector<StagedOp> one_f_one_b_serialised(int p, int m) {
   std::vector<std::vector<parallel::PipelineStep>> per_stage;
-  for (int s = 0; s < p; ++s) per_stage.push_back(parallel::one_f_one_b_order(p, s, m));
+  for (int s = 0; s < p; ++s) per_stage.push_back(parallel::pipeline_order(p, 1, s, m));
   std::vector<std::vector<bool>> fdone(static_cast<std::size_t>(p),
                                        std::vector<bool>(static_cast<std::size_t>(m))),
       bdone = fdone;

@@ -4,13 +4,15 @@
 // 5-layer model with uneven splits (4,1; 1,3,1; the balanced 1,2,1,1), fewer micro-batches
 // than stages (m < p), as many (m = p) and more (m > p), composed with tsp 2 (both of TSP's
 // schedules), dp 2 and the baselines' tp 2 (with and without sequence-parallel regions) and
-// sp 2. Under the sanitizers a reduced set. And the tracker's view of each stage's
-// micro-batches in flight.
+// sp 2; and interleaved 1F1B (--pp-virtual 2) at pp 2 and 3, m = p and m > p, composed with
+// tsp 2 and dp 2. Under the sanitizers a reduced set. And the tracker's view of each stage's
+// micro-batches (chunk passes) in flight.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "origami/kernels/threads.h"
+#include "origami/parallel/pipeline_schedule.h"
 #include "../sanitizers.h"
 #include "threads_util.h"
 
@@ -30,13 +32,22 @@ ParallelConfig staged(ParallelConfig p, int pp, std::vector<std::int64_t> layers
   return p;
 }
 
+// Interleaved 1F1B: `virtual_stages` chunks a rank (`layers`: per chunk, or the balanced split).
+ParallelConfig interleaved(ParallelConfig p, int pp, int virtual_stages,
+                           std::vector<std::int64_t> layers = {}) {
+  p = staged(p, pp, std::move(layers));
+  p.pp_virtual = virtual_stages;
+  return p;
+}
+
 std::vector<Case> pipeline_cases() {
   std::vector<Case> v;
   auto add = [&](std::string name, ParallelConfig p, int micro, std::int64_t B = 1,
-                 Recompute r = Recompute::None, int steps = 0) {
+                 Recompute r = Recompute::None, int steps = 0,
+                 ModelConfig model = pipeline_model()) {
     Case c;
     c.name = std::move(name);
-    c.model = pipeline_model();
+    c.model = std::move(model);
     c.plan = p;
     c.micro = micro;
     c.batch = B;
@@ -52,6 +63,12 @@ std::vector<Case> pipeline_cases() {
   add("pp4_balanced_m6_steps", staged(one, 4), 6, 1, Recompute::None, 5);  // m > p
   add("pp2_tsp2_2x3_m3_steps", staged(make_tsp_plan(1, 2), 2, {2, 3}), 3, 2, Recompute::None, 5);
   add("pp2_dp2_m2_steps", staged(make_plan(2, 1, 1), 2, {3, 2}), 2, 2, Recompute::None, 5);
+  // Interleaved 1F1B: pp 2 x 2 chunks over the 5 layers (balanced 1,2,1,1, or given), pp 3 x
+  // 2 chunks over 6 (one layer a chunk); m = p and m > p (a multiple of p).
+  const ModelConfig six = make_model(97, 32, 48, 4, 2, 6);
+  add("pp2_v2_tsp2_m4_steps", interleaved(make_tsp_plan(1, 2), 2, 2, {1, 1, 2, 1}), 4, 2,
+      Recompute::None, 5);
+  add("pp3_v2_m3_steps", interleaved(one, 3, 2), 3, 1, Recompute::Mlp, 5, six);
 #ifndef ORIGAMI_TESTS_SANITIZED
   add("pp3_tsp2_m2_full", staged(make_tsp_plan(1, 2), 3, {2, 1, 2}), 2, 2, Recompute::Full);
   add("pp4_dp2_m5", staged(make_plan(2, 1, 1), 4), 5, 2);
@@ -62,6 +79,11 @@ std::vector<Case> pipeline_cases() {
   add("pp2_tp2_m2", staged(make_plan(1, 2, 1), 2, {2, 3}), 2, 2);
   add("pp2_sp2_m3", staged(make_plan(1, 1, 2), 2, {3, 2}), 3, 1);
   add("pp2_tpsp2_m2", staged(make_plan(1, 2, 1, true), 2, {2, 3}), 2, 2);  // sharded stream rows
+  add("pp2_v2_m2_steps", interleaved(one, 2, 2), 2, 1, Recompute::None, 5);
+  add("pp2_v2_dp2_m2_full", interleaved(make_plan(2, 1, 1), 2, 2), 2, 2, Recompute::Full);
+  add("pp3_v2_dp2_m6_steps", interleaved(make_plan(2, 1, 1), 3, 2), 6, 2, Recompute::None, 5, six);
+  add("pp3_v2_tsp2_m6", interleaved(make_tsp_plan(1, 2), 3, 2), 6, 2, Recompute::None, 0, six);
+  add("pp2_v2_dp2_tsp2_m4", interleaved(make_tsp_plan(2, 2), 2, 2, {2, 1, 1, 1}), 4, 2);
 #endif
   return v;
 }
@@ -80,35 +102,41 @@ TEST_P(PipelineParity, LossGradientsAndStepsEqualOneDevice) {
 INSTANTIATE_TEST_SUITE_P(Matrix, PipelineParity, ::testing::ValuesIn(pipeline_cases()),
                          case_name);
 
+// Every stage's peak saved activations over one step of m micro-batches (plan.pp ranks, each
+// its pp rank's tracker), the micro-batches of one sequence of 16 tokens.
+std::vector<std::int64_t> stage_activation_peaks(const ModelConfig& model,
+                                                 const ParallelConfig& plan, int m) {
+  Case c;
+  c.model = model;
+  c.plan = plan;
+  c.micro = m;
+  c.seq = 16;
+  c.batch = 1;
+  const Data d = make_data(c, 1);
+  std::vector<std::int64_t> peaks(static_cast<std::size_t>(plan.pp));
+  comm::run_ranks(plan.world(), [&](comm::Communicator& world) {
+    parallel::ParallelGroups groups(world, c.plan);
+    parallel::RankModel rank(c.model, groups, c.seq, c.recompute, world.tracker(), kSeed);
+    std::vector<parallel::LocalBatch> micro;
+    for (int i = 0; i < m; ++i) micro.push_back(rank.localize(micro_batch(c, d, 0, i)));
+    world.tracker().reset_peaks();
+    rank.accumulate(micro, 1e-3);
+    peaks[static_cast<std::size_t>(rank.stage())] = world.tracker().peak(MemCategory::Activations);
+  });
+  return peaks;
+}
+
 // The tracker sees 1F1B's micro-batches in flight: stage s of p holds min(p - s, m) of them at
 // once (pipeline_schedule.h), so with one layer per stage stage s's saved activations peak at
 // min(p - s, m) times its one-micro-batch peak: stage 0 the most, the last stage's (one in
 // flight) not growing with m.
 TEST(PipelineMemory, EachStageHoldsItsMicroBatchesInFlight) {
   const int stages = 3;
+  const ModelConfig model = make_model(97, 32, 48, 4, 2, stages);
+  ParallelConfig plan = make_plan(1, 1, 1);
+  plan.pp = stages;
   std::vector<std::vector<std::int64_t>> peaks;  // [m - 1][stage]: peak saved activations
-  for (int m = 1; m <= 4; ++m) {
-    Case c;
-    c.model = make_model(97, 32, 48, 4, 2, stages);
-    c.plan = make_plan(1, 1, 1);
-    c.plan.pp = stages;
-    c.micro = m;
-    c.seq = 16;
-    c.batch = 1;
-    const Data d = make_data(c, 1);
-    std::vector<std::int64_t> stage_peaks(stages);
-    comm::run_ranks(stages, [&](comm::Communicator& world) {
-      parallel::ParallelGroups groups(world, c.plan);
-      parallel::RankModel model(c.model, groups, c.seq, c.recompute, world.tracker(), kSeed);
-      std::vector<parallel::LocalBatch> micro;
-      for (int i = 0; i < m; ++i) micro.push_back(model.localize(micro_batch(c, d, 0, i)));
-      world.tracker().reset_peaks();
-      model.accumulate(micro, 1e-3);
-      stage_peaks[static_cast<std::size_t>(model.stage())] =
-          world.tracker().peak(MemCategory::Activations);
-    });
-    peaks.push_back(stage_peaks);
-  }
+  for (int m = 1; m <= 4; ++m) peaks.push_back(stage_activation_peaks(model, plan, m));
   for (int m = 1; m <= 4; ++m) {
     const auto& at = peaks[static_cast<std::size_t>(m - 1)];
     EXPECT_EQ(at[0], std::min(stages, m) * peaks[0][0]) << "stage 0, m = " << m;
@@ -116,6 +144,34 @@ TEST(PipelineMemory, EachStageHoldsItsMicroBatchesInFlight) {
     EXPECT_EQ(at[stages - 1], peaks[0][stages - 1]) << "last stage, m = " << m;
     EXPECT_GT(at[0], 0);
   }
+}
+
+// Under interleaving a rank holds pipeline_in_flight chunk passes at once (warm-up + 1): with
+// one layer a chunk (pp 2 x 2 chunks over 4 layers) rank 0's peak is that many one-layer
+// passes; the last rank's is one fewer plus one pass of its head chunk (the head's forward is
+// followed at once by its backward, so only one of those is ever held). The one-pass figures
+// from 1F1B over 4 stages of one layer at m = 1: stage 1 (a layer alone) and stage 3 (a layer
+// and the final norm).
+TEST(PipelineMemory, InterleavedRanksHoldTheirChunkPassesInFlight) {
+  const ModelConfig model = make_model(97, 32, 48, 4, 2, 4);
+  ParallelConfig plain = make_plan(1, 1, 1);
+  plain.pp = 4;
+  const std::vector<std::int64_t> one_pass = stage_activation_peaks(model, plain, 1);
+  const std::int64_t layer = one_pass[1], head_chunk = one_pass[3];
+  ASSERT_GT(layer, 0);
+  ParallelConfig plan = plain;
+  plan.pp = 2;
+  plan.pp_virtual = 2;
+  for (const int m : {2, 4, 6}) {
+    const std::vector<std::int64_t> at = stage_activation_peaks(model, plan, m);
+    const int first = parallel::pipeline_in_flight(2, 2, 0, m);
+    const int last = parallel::pipeline_in_flight(2, 2, 1, m);
+    EXPECT_EQ(at[0], first * layer) << "rank 0, m = " << m << ", " << first << " in flight";
+    EXPECT_EQ(at[1], (last - 1) * layer + head_chunk) << "rank 1, m = " << m;
+  }
+  EXPECT_EQ(parallel::pipeline_in_flight(2, 2, 0, 2), 4);  // every pass of m = p at once
+  EXPECT_EQ(parallel::pipeline_in_flight(2, 2, 0, 6), 5);
+  EXPECT_EQ(parallel::pipeline_in_flight(2, 2, 1, 6), 3);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness.h"
@@ -33,6 +34,12 @@ std::string pipeline_refusal(Fn&& fn) {
     return e.what();
   }
   return "";
+}
+
+// Each named tensor's stage (pp rank) under `split` is the one given.
+void expect_tensor_stages(const PipelineSplit& split,
+                          const std::vector<std::pair<std::string, int>>& want) {
+  for (const auto& [name, stage] : want) EXPECT_EQ(stage_of_tensor(name, split), stage) << name;
 }
 
 TEST(PipelineStages, BalancedSplitFollowsItsStatedRule) {
@@ -68,7 +75,7 @@ TEST(PipelineStages, BalancedSplitFollowsItsStatedRule) {
 
 TEST(PipelineStages, StageRangesAreContiguousFromTheSplit) {
   ParallelConfig p{.pp = 2, .pp_layers = {3, 5}};
-  std::vector<StageLayers> s = stage_layers(p, 8);
+  std::vector<StageLayers> s = stage_layers(p, 8).chunks;
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].first, 0);
   EXPECT_EQ(s[0].count, 3);
@@ -76,7 +83,7 @@ TEST(PipelineStages, StageRangesAreContiguousFromTheSplit) {
   EXPECT_EQ(s[1].count, 5);
   p.pp = 3;
   p.pp_layers.clear();  // the balanced default
-  s = stage_layers(p, 8);
+  s = stage_layers(p, 8).chunks;
   ASSERT_EQ(s.size(), 3u);
   EXPECT_EQ(s[2].first + s[2].count, 8);
   for (std::size_t i = 1; i < s.size(); ++i) EXPECT_EQ(s[i].first, s[i - 1].first + s[i - 1].count);
@@ -175,6 +182,56 @@ TEST(PipelineStages, BadPipelinesAreRefusedNamingWhatToChange) {
   EXPECT_THAT(refusal({.pp = 2, .dp = 2, .tsp = 2}, 4),
               HasSubstr("the mesh pp=2,dp=2,tsp=2,tp=1 needs 8 ranks but the world has 4"));
   EXPECT_THAT(refusal({.pp = 0}, 1), HasSubstr("every mesh degree must be >= 1"));
+  // Interleaving: p x v chunks, each of at least one layer; --pp-layers then counts chunks.
+  EXPECT_EQ(refusal({.pp = 2, .pp_virtual = 2}, 2), "");
+  EXPECT_EQ(refusal({.pp = 2, .pp_virtual = 2, .pp_layers = {1, 1, 1, 1}}, 2), "");
+  EXPECT_THAT(refusal({.pp = 2, .pp_virtual = 3}, 2),
+              HasSubstr("pp=2 x --pp-virtual 3 = 6 model chunks over a model of 4 layers"));
+  EXPECT_THAT(refusal({.pp = 2, .pp_virtual = 3}, 2), HasSubstr("use --pp-virtual 2 or less"));
+  EXPECT_THAT(refusal({.pp = 2, .pp_virtual = 0}, 2), HasSubstr("--pp-virtual 0"));
+  EXPECT_THAT(refusal({.pp = 2, .pp_virtual = -1}, 2), HasSubstr("at least one model chunk"));
+  EXPECT_THAT(refusal({.pp_virtual = 2}, 1), HasSubstr("interleaving needs pp=2 or more"));
+  EXPECT_THAT(refusal({.pp = 2, .pp_virtual = 2, .pp_layers = {2, 2}}, 2),
+              HasSubstr("--pp-layers 2,2 gives 2 chunks but pp=2 x --pp-virtual 2 has 4"));
+  EXPECT_THAT(refusal({.pp = 2, .pp_virtual = 2, .pp_layers = {2, 2}}, 2),
+              HasSubstr("e.g. --pp-layers 1,1,1,1"));
+  EXPECT_THAT(refusal({.pp = 2, .pp_virtual = 2, .pp_layers = {1, 1, 1, 2}}, 2),
+              HasSubstr("sums to 5 layers but the model has 4"));
+}
+
+TEST(PipelineStages, InterleavedChunksGoRoundTheRanks) {
+  // 7 layers over pp 2 x v 2: the balanced chunks 2,2,2,1 (chunk 0 on rank 0, 1 on rank 1,
+  // 2 on rank 0, 3 on rank 1).
+  const ParallelConfig p{.pp = 2, .pp_virtual = 2};
+  const PipelineSplit split = stage_layers(p, 7);
+  ASSERT_EQ(split.chunk_count(), 4);
+  ASSERT_EQ(split.chunks.size(), 4u);
+  EXPECT_EQ(split.chunks[2].first, 4);
+  EXPECT_EQ(split.chunks[2].count, 2);
+  EXPECT_EQ(split.chunks[3].count, 1);
+  EXPECT_EQ(split.chunk_of(0, 1), 2);
+  EXPECT_EQ(split.chunk_of(1, 1), 3);
+  EXPECT_EQ(split.layers_of(1, 0).first, 2);
+  EXPECT_EQ(split.rank_of_chunk(2), 0);
+  EXPECT_EQ(split.chunk_of_layer(5), 2);
+  EXPECT_EQ(split.chunk_of_layer(6), 3);
+  expect_tensor_stages(split, {{"model.embed_tokens.weight", 0},
+                               {"model.layers.1.mlp.up_proj.weight", 0},
+                               {"model.layers.3.mlp.up_proj.weight", 1},
+                               {"model.layers.4.self_attn.o_proj.weight", 0},
+                               {"model.layers.6.post_attention_layernorm.weight", 1},
+                               {"lm_head.weight", 1}});
+  EXPECT_THROW(split.layers_of(2, 0), Error);
+  EXPECT_THROW(split.chunk_of_layer(7), Error);
+  // pp 3 x v 2 over 6 layers: the last rank holds chunks 2 and 5 (layers 2 and 5 and the head).
+  const PipelineSplit three = stage_layers({.pp = 3, .pp_virtual = 2}, 6);
+  expect_tensor_stages(three, {{"model.layers.2.mlp.down_proj.weight", 2},
+                               {"model.layers.3.mlp.down_proj.weight", 0},
+                               {"model.norm.weight", 2}});
+  EXPECT_EQ(ParallelConfig({.pp = 2, .pp_virtual = 2, .tsp = 2}).describe(),
+            "pp=2 (virtual 2) dp=1 tsp=2 zigzag");
+  EXPECT_EQ(ParallelConfig({.pp = 2, .pp_virtual = 2, .pp_layers = {2, 1, 1, 3}}).describe(),
+            "pp=2 (virtual 2, layers 2,1,1,3) dp=1 tp=1 sp=1");
 }
 
 TEST(PipelineStages, EachStageHoldsOnlyItsTensors) {
@@ -182,13 +239,13 @@ TEST(PipelineStages, EachStageHoldsOnlyItsTensors) {
   // and the LM head; every other tensor is an empty block, its spec marked off the stage.
   const ModelConfig m = parity::make_model(64, 16, 32, 2, 2, 4);
   const ParallelConfig p{.pp = 2, .pp_layers = {1, 3}};
-  const std::vector<StageLayers> stages = stage_layers(p, m.num_hidden_layers);
-  EXPECT_EQ(stage_of_tensor("model.embed_tokens.weight", stages), 0);
-  EXPECT_EQ(stage_of_tensor("model.layers.0.mlp.up_proj.weight", stages), 0);
-  EXPECT_EQ(stage_of_tensor("model.layers.1.input_layernorm.weight", stages), 1);
-  EXPECT_EQ(stage_of_tensor("model.layers.3.self_attn.q_proj.weight", stages), 1);
-  EXPECT_EQ(stage_of_tensor("model.norm.weight", stages), 1);
-  EXPECT_EQ(stage_of_tensor("lm_head.weight", stages), 1);
+  const PipelineSplit stages = stage_layers(p, m.num_hidden_layers);
+  expect_tensor_stages(stages, {{"model.embed_tokens.weight", 0},
+                                {"model.layers.0.mlp.up_proj.weight", 0},
+                                {"model.layers.1.input_layernorm.weight", 1},
+                                {"model.layers.3.self_attn.q_proj.weight", 1},
+                                {"model.norm.weight", 1},
+                                {"lm_head.weight", 1}});
   std::vector<std::vector<std::int64_t>> held(2);  // elements per tensor, by stage
   comm::run_ranks(2, [&](comm::Communicator& w) {
     ParallelGroups g(w, p);
@@ -228,19 +285,21 @@ TEST(PipelineStages, WhatStagesDoNotRunWithIsRefusedNamingIt) {
   EXPECT_THAT(moe, HasSubstr("drop pp from --mesh"));
 }
 
-// The 1F1B orders of every stage timed on a slot clock: a forward takes `f` slots, a backward
-// `b`; a step starts when its stage is free and its input is there (the previous stage's
-// forward, the next stage's backward, or on the last stage its own forward).
+// The orders of every rank timed on a slot clock: a chunk's forward takes `f` slots, its
+// backward `b`; a pass starts when its rank is free and its input is there (the previous
+// chunk's forward, the next chunk's backward, or on the last chunk its own forward).
 struct PipelineTiming {
   int step_slots = 0;
   std::vector<int> busy, most_in_flight;
-  std::vector<std::string> rows;  // one per stage, as docs/strategies.md draws it (f = b = 1)
+  std::vector<std::string> rows;  // one per rank, as docs/strategies.md draws it (f = b = 1)
 };
-PipelineTiming time_one_f_one_b(int p, int m, int f, int b) {
+PipelineTiming time_pipeline(int p, int v, int m, int f, int b) {
+  const PipelineSplit split{.stages = p, .virtual_stages = v, .chunks = {}};
   std::vector<std::vector<PipelineStep>> order;
-  for (int s = 0; s < p; ++s) order.push_back(one_f_one_b_order(p, s, m));
-  const auto at = [m](int s, int n) { return static_cast<std::size_t>(s * m + n); };
-  std::vector<int> fdone(static_cast<std::size_t>(p * m), -1), bdone = fdone;
+  for (int s = 0; s < p; ++s) order.push_back(pipeline_order(p, v, s, m));
+  const int chunks = p * v;
+  const auto at = [m](int chunk, int n) { return static_cast<std::size_t>(chunk * m + n); };
+  std::vector<int> fdone(static_cast<std::size_t>(chunks * m), -1), bdone = fdone;
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   std::vector<int> free_at(static_cast<std::size_t>(p), 0), in_flight(static_cast<std::size_t>(p), 0);
   PipelineTiming t;
@@ -253,15 +312,17 @@ PipelineTiming time_one_f_one_b(int p, int m, int f, int b) {
       const std::size_t us = static_cast<std::size_t>(s);
       if (next[us] == order[us].size()) continue;
       const PipelineStep step = order[us][next[us]];
-      const int ready = step.backward ? (s == p - 1 ? fdone[at(s, step.micro)]
-                                                    : bdone[at(s + 1, step.micro)])
-                                      : (s == 0 ? 0 : fdone[at(s - 1, step.micro)]);
+      const int c = split.chunk_of(s, step.chunk);
+      const int ready = step.backward ? (c == chunks - 1 ? fdone[at(c, step.micro)]
+                                                         : bdone[at(c + 1, step.micro)])
+                                      : (c == 0 ? 0 : fdone[at(c - 1, step.micro)]);
       if (ready < 0) continue;
       const int start = std::max(free_at[us], ready), slots = step.backward ? b : f;
-      (step.backward ? bdone : fdone)[at(s, step.micro)] = start + slots;
-      cells[us].resize(static_cast<std::size_t>(start), "..");
+      (step.backward ? bdone : fdone)[at(c, step.micro)] = start + slots;
+      cells[us].resize(static_cast<std::size_t>(start), v == 1 ? ".." : "...");
       std::string cell(1, step.backward ? 'B' : 'F');
       cell += std::to_string(step.micro);
+      if (v > 1) cell += static_cast<char>('a' + step.chunk);  // F3b: micro-batch 3, chunk 1
       cells[us].insert(cells[us].end(), static_cast<std::size_t>(slots), cell);
       free_at[us] = start + slots;
       t.busy[us] += slots;
@@ -277,7 +338,7 @@ PipelineTiming time_one_f_one_b(int p, int m, int f, int b) {
     t.step_slots = std::max(t.step_slots, free_at[us]);
   }
   for (std::vector<std::string>& c : cells) {
-    c.resize(static_cast<std::size_t>(t.step_slots), "..");
+    c.resize(static_cast<std::size_t>(t.step_slots), v == 1 ? ".." : "...");
     std::string row;
     for (const std::string& cell : c) {
       if (!row.empty()) row += ' ';
@@ -288,53 +349,105 @@ PipelineTiming time_one_f_one_b(int p, int m, int f, int b) {
   return t;
 }
 
-TEST(PipelineSchedule, OneFOneBRunsEveryMicroBatchOnceForwardBeforeBackward) {
+TEST(PipelineSchedule, EveryOrderRunsEachChunkPassOnceForwardBeforeBackward) {
   for (int p = 1; p <= 5; ++p)
-    for (int m = 1; m <= 7; ++m)
-      for (int s = 0; s < p; ++s) {
-        const std::vector<PipelineStep> order = one_f_one_b_order(p, s, m);
-        ASSERT_EQ(std::ssize(order), 2 * m);
-        std::vector<int> forward_at(static_cast<std::size_t>(m), -1), backward_at = forward_at;
-        for (int i = 0; i < 2 * m; ++i) {
-          const PipelineStep& st = order[static_cast<std::size_t>(i)];
-          (st.backward ? backward_at : forward_at)[static_cast<std::size_t>(st.micro)] = i;
-        }
-        for (int n = 0; n < m; ++n) {
-          const std::size_t un = static_cast<std::size_t>(n);
-          EXPECT_GE(forward_at[un], 0);
-          EXPECT_GT(backward_at[un], forward_at[un]);
-          if (n > 0) {  // micro-batches in order, both ways (the neighbours' messages too)
-            EXPECT_GT(forward_at[un], forward_at[un - 1]);
-            EXPECT_GT(backward_at[un], backward_at[un - 1]);
+    for (int v = 1; v <= 3; ++v)
+      for (int m = 1; m <= 8; ++m) {
+        if (v > 1 && (p == 1 || m % p != 0)) continue;
+        for (int s = 0; s < p; ++s) {
+          const std::vector<PipelineStep> order = pipeline_order(p, v, s, m);
+          ASSERT_EQ(std::ssize(order), 2 * m * v);
+          // [chunk][micro-batch]: the position of its forward and of its backward.
+          std::vector<std::vector<int>> forward_at(static_cast<std::size_t>(v),
+                                                   std::vector<int>(static_cast<std::size_t>(m), -1));
+          std::vector<std::vector<int>> backward_at = forward_at;
+          for (int i = 0; i < 2 * m * v; ++i) {
+            const PipelineStep& st = order[static_cast<std::size_t>(i)];
+            ASSERT_TRUE(st.chunk >= 0 && st.chunk < v && st.micro >= 0 && st.micro < m);
+            int& slot = (st.backward ? backward_at : forward_at)[static_cast<std::size_t>(
+                st.chunk)][static_cast<std::size_t>(st.micro)];
+            EXPECT_EQ(slot, -1) << "a pass twice";
+            slot = i;
           }
+          for (std::size_t k = 0; k < forward_at.size(); ++k)
+            for (std::size_t n = 0; n < forward_at[k].size(); ++n) {
+              EXPECT_GE(forward_at[k][n], 0);
+              EXPECT_GT(backward_at[k][n], forward_at[k][n]);
+              if (n > 0) {  // each chunk's micro-batches in order, both ways
+                EXPECT_GT(forward_at[k][n], forward_at[k][n - 1]);
+                EXPECT_GT(backward_at[k][n], backward_at[k][n - 1]);
+              }
+            }
+          // On the last rank the head's forward is followed at once by its backward (the head
+          // keeps one micro-batch's state: block_ops.h).
+          if (s == p - 1)
+            for (std::size_t i = 0; i + 1 < order.size(); ++i)
+              if (!order[i].backward && order[i].chunk == v - 1) {
+                EXPECT_TRUE(order[i + 1].backward && order[i + 1].micro == order[i].micro &&
+                            order[i + 1].chunk == v - 1)
+                    << p << " " << v << " " << m;
+              }
         }
       }
-  EXPECT_THROW(one_f_one_b_order(2, 2, 1), Error);
-  EXPECT_THROW(one_f_one_b_order(2, 0, 0), Error);
+  EXPECT_THROW(pipeline_order(2, 1, 2, 1), Error);
+  EXPECT_THROW(pipeline_order(2, 1, 0, 0), Error);
+  EXPECT_THROW(pipeline_order(2, 0, 0, 2), Error);
 }
 
 TEST(PipelineSchedule, SlotClockGivesTheBubbleAndInFlightFormulas) {
-  // m < p, m = p, m > p; a backward of one and of two slots.
+  // 1F1B and interleaved with 2 and 3 chunks a rank; m < p, m = p, m > p (interleaved: every
+  // multiple of p up to 8); a backward of one and of two slots.
   for (int p = 1; p <= 5; ++p)
-    for (int m = 1; m <= 8; ++m)
-      for (const int b : {1, 2}) {
-        const PipelineTiming t = time_one_f_one_b(p, m, 1, b);
-        EXPECT_EQ(t.step_slots, (m + p - 1) * (1 + b)) << p << " " << m;
-        for (int s = 0; s < p; ++s) {
-          const std::size_t us = static_cast<std::size_t>(s);
-          const double idle = 1.0 - static_cast<double>(t.busy[us]) / t.step_slots;
-          EXPECT_NEAR(idle, one_f_one_b_bubble(p, m), 1e-12) << p << " " << m << " " << s;
-          EXPECT_EQ(t.most_in_flight[us], one_f_one_b_in_flight(p, s, m)) << p << " " << m;
+    for (int v = 1; v <= 3; ++v)
+      for (int m = 1; m <= 8; ++m) {
+        if (v > 1 && (p == 1 || m % p != 0)) continue;
+        for (const int b : {1, 2}) {
+          const PipelineTiming t = time_pipeline(p, v, m, 1, b);
+          EXPECT_EQ(t.step_slots, (m * v + p - 1) * (1 + b)) << p << " " << v << " " << m;
+          for (int s = 0; s < p; ++s) {
+            const std::size_t us = static_cast<std::size_t>(s);
+            const double idle = 1.0 - static_cast<double>(t.busy[us]) / t.step_slots;
+            EXPECT_NEAR(idle, pipeline_bubble(p, v, m), 1e-12) << p << " " << v << " " << m;
+            const double idle_of_busy =
+                static_cast<double>(t.step_slots - t.busy[us]) / t.busy[us];
+            EXPECT_NEAR(idle_of_busy, pipeline_bubble_of_busy(p, v, m), 1e-12);
+            EXPECT_EQ(t.most_in_flight[us], pipeline_in_flight(p, v, s, m))
+                << p << " " << v << " " << m << " " << s;
+          }
         }
       }
-  // The docs' diagram (docs/strategies.md, "Pipeline stages").
-  const PipelineTiming t = time_one_f_one_b(4, 6, 1, 1);
+  EXPECT_EQ(pipeline_in_flight(4, 1, 0, 6), 4);  // min(p - s, m) for 1F1B
+  EXPECT_EQ(pipeline_in_flight(4, 1, 3, 6), 1);
+  // The docs' diagrams (docs/strategies.md, "Pipeline stages").
+  const PipelineTiming t = time_pipeline(4, 1, 6, 1, 1);
   EXPECT_EQ(t.rows, (std::vector<std::string>{
                         "F0 F1 F2 F3 .. .. .. B0 F4 B1 F5 B2 .. B3 .. B4 .. B5",
                         ".. F0 F1 F2 .. .. B0 F3 B1 F4 B2 F5 B3 .. B4 .. B5 ..",
                         ".. .. F0 F1 .. B0 F2 B1 F3 B2 F4 B3 F5 B4 .. B5 .. ..",
                         ".. .. .. F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 .. .. .."}));
-  EXPECT_DOUBLE_EQ(one_f_one_b_bubble(4, 6), 3.0 / 9.0);
+  EXPECT_DOUBLE_EQ(pipeline_bubble(4, 1, 6), 3.0 / 9.0);
+  // Interleaved, p = 4 x 2 chunks (a: the rank's first, b: its second), m = 4: 11 chunk
+  // pass slots of forward and backward where 1F1B's 4 x 1 chunks take 7 of twice the length.
+  const PipelineTiming interleaved = time_pipeline(4, 2, 4, 1, 1);
+  EXPECT_EQ(interleaved.rows,
+            (std::vector<std::string>{
+                "F0a F1a F2a F3a F0b F1b F2b F3b ... ... ... B0b ... B1b ... B2b ... B3b B0a B1a B2a B3a",
+                "... F0a F1a F2a F3a F0b F1b F2b F3b ... B0b ... B1b ... B2b ... B3b B0a B1a B2a B3a ...",
+                "... ... F0a F1a F2a F3a F0b F1b F2b B0b F3b B1b ... B2b ... B3b B0a B1a B2a B3a ... ...",
+                "... ... ... F0a F1a F2a F3a F0b B0b F1b B1b F2b B2b F3b B3b B0a B1a B2a B3a ... ... ..."}));
+  EXPECT_DOUBLE_EQ(pipeline_bubble(4, 2, 4), 3.0 / 11.0);
+  EXPECT_DOUBLE_EQ(pipeline_bubble_of_busy(4, 2, 4), 3.0 / 8.0);
+  EXPECT_DOUBLE_EQ(pipeline_bubble_of_busy(4, 1, 4), 3.0 / 4.0);
+}
+
+TEST(PipelineSchedule, InterleavingNeedsMicroBatchesInGroupsOfTheStages) {
+  EXPECT_EQ(pipeline_refusal([] { check_pipeline_schedule(2, 2, 4); }), "");
+  EXPECT_EQ(pipeline_refusal([] { check_pipeline_schedule(3, 1, 4); }), "");  // 1F1B: any m
+  const std::string m = pipeline_refusal([] { check_pipeline_schedule(3, 2, 4); });
+  EXPECT_THAT(m, HasSubstr("--grad-accum 4 under pp=3 with --pp-virtual 2"));
+  EXPECT_THAT(m, HasSubstr("must be a multiple of 3; use --grad-accum 3"));
+  EXPECT_THAT(pipeline_refusal([] { check_pipeline_schedule(4, 2, 2); }),
+              HasSubstr("use --grad-accum 4"));
 }
 
 }  // namespace

@@ -138,7 +138,12 @@ TrainCommand::TrainCommand(CLI::App& app) {
                        "cuts the layers into N pipeline stages (pp=2,dp=2,tsp=2)");
   command_->add_option("--pp-layers", o.pp_layers,
                        "layers per pipeline stage, first to last, e.g. 3,5 (default: balanced; "
-                       "the embedding on the first stage, the LM head on the last)");
+                       "the embedding on the first stage, the LM head on the last); with "
+                       "--pp-virtual v, pp x v counts: layers per chunk, chunk c on stage c mod pp");
+  command_->add_option("--pp-virtual", o.pp_virtual,
+                       "model chunks per pipeline stage: 1 is 1F1B, v > 1 interleaved 1F1B "
+                       "(bubble (pp-1)/(v m); --grad-accum m a multiple of pp)")
+      ->capture_default_str();
   command_->add_flag("--tp-sequence-parallel", o.tp_sequence_parallel,
                      "TP with Megatron's sequence-parallel regions (as --strategy tpsp)");
   command_->add_option("--layout", o.layout, "token layout on the sequence axis: zigzag, contiguous, balanced "
@@ -208,6 +213,7 @@ int TrainCommand::run_dry() {
   plan.tsp_schedule = parallel::parse_tsp_schedule(o.tsp_schedule);
   plan.moe_schedule = parallel::parse_moe_schedule(o.moe_schedule);
   plan.pp_layers = parallel::parse_pp_layers(o.pp_layers);
+  plan.pp_virtual = o.pp_virtual;
   parallel::check_balanced_layout(plan, o.document_masking);
   if (!o.batch_fixed && o.global_batch == 0) o.batch = 1;  // one long sequence unless asked
   const std::string derived = resolve_global_batch(o, plan.dp);

@@ -42,10 +42,13 @@ std::string ParallelConfig::describe() const {
       token_degree() > 1 ? fmt::format(" {}", token_layout_name(layout)) : std::string();
   // The stages first (the outermost axis); the split only when given (else the balanced
   // default of pipeline_stages.h, which needs the model's layer count).
+  std::vector<std::string> notes;
+  if (pp_virtual > 1) notes.push_back(fmt::format("virtual {}", pp_virtual));
+  if (!pp_layers.empty()) notes.push_back(fmt::format("layers {}", fmt::join(pp_layers, ",")));
   const std::string stages =
-      pp <= 1             ? std::string()
-      : pp_layers.empty() ? fmt::format("pp={} ", pp)
-                          : fmt::format("pp={} (layers {}) ", pp, fmt::join(pp_layers, ","));
+      pp <= 1        ? std::string()
+      : notes.empty() ? fmt::format("pp={} ", pp)
+                      : fmt::format("pp={} ({}) ", pp, fmt::join(notes, ", "));
   if (is_tsp())
     return fmt::format("{}dp={} tsp={}{}{}{}", stages, dp, tsp, layout_word,
                        tsp_schedule == TspSchedule::Allgather ? " allgather" : "",

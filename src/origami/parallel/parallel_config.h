@@ -38,6 +38,9 @@ const char* moe_schedule_name(MoeSchedule s);
 
 struct ParallelConfig {
   int pp = 1;   // pipeline stages, each a contiguous group of layers (the outermost axis)
+  // --pp-virtual: model chunks per pp rank (interleaved 1F1B when > 1; pipeline_stages.h
+  // states the layer -> (rank, chunk) mapping, pipeline_schedule.h the order).
+  int pp_virtual = 1;
   int dp = 1;   // replicas, each on other sequences
   int tp = 1;   // weight shards, same tokens (Megatron TP)
   int sp = 1;   // token shards, same weights (context parallel); TP+SP with tp
@@ -46,8 +49,8 @@ struct ParallelConfig {
   TokenLayoutKind layout = TokenLayoutKind::Zigzag;
   TspSchedule tsp_schedule = TspSchedule::BroadcastRing;  // TSP plans only (validate_plan)
   MoeSchedule moe_schedule = MoeSchedule::Ring;  // TSP plans of a mixture of experts only
-  // --pp-layers: layers per stage, first to last; empty: the balanced default
-  // (pipeline_stages.h states the rule and checks a given split).
+  // --pp-layers: layers per chunk (per stage when pp_virtual is 1), first to last; empty: the
+  // balanced default (pipeline_stages.h states the rule and checks a given split).
   std::vector<std::int64_t> pp_layers = {};
 
   int world() const { return pp * dp * tp * sp * tsp; }
@@ -63,7 +66,8 @@ struct ParallelConfig {
   // "pp=N," in front when there are pipeline stages (pp outermost: a stage is a block of
   // consecutive world ranks).
   std::string mesh_spec() const;
-  // e.g. "dp=1 tp=2 (sequence-parallel regions) sp=2 zigzag", "pp=2 (layers 3,5) dp=1 tsp=2 ..."
+  // e.g. "dp=1 tp=2 (sequence-parallel regions) sp=2 zigzag", "pp=2 (layers 3,5) dp=1 tsp=2 ...",
+  // "pp=2 (virtual 2, layers 1,2,2,1) dp=1 tsp=2 ..."
   std::string describe() const;
 };
 

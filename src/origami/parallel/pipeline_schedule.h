@@ -1,9 +1,20 @@
-// The 1F1B (one forward, one backward; non-interleaved) pipeline schedule: the order in which
-// each stage runs its micro-batches' forwards and backwards (docs/strategies.md, "Pipeline
-// stages", has the diagram). Stage s of p runs min(p - 1 - s, m) warm-up forwards, then one
-// forward and one backward in turn, then the remaining backwards, so it holds at most
-// min(p - s, m) micro-batches' activations at once (stage 0 the most) and its neighbours'
-// messages arrive in the order it consumes them.
+// The pipeline schedules: the order in which each pp rank runs its micro-batches' forwards and
+// backwards over its model chunks (pipeline_stages.h maps chunks to ranks; docs/strategies.md,
+// "Pipeline stages", has the diagrams). p ranks, v chunks each, m micro-batches.
+//   v = 1, 1F1B (non-interleaved; PipeDream-flush): rank s runs min(p - 1 - s, m) warm-up
+//     forwards, then one forward and one backward in turn, then the remaining backwards.
+//   v > 1, interleaved 1F1B (Megatron-LM, Narayanan et al. 2021): the m x v chunk passes of
+//     a rank in "virtual micro-batch" order k = 0 .. m v - 1, groups of p micro-batches going
+//     through chunk 0, then chunk 1, ...: forward k is micro-batch (k div pv) p + k mod p on
+//     local chunk (k mod pv) div p; backward k the same micro-batch on local chunk
+//     v - 1 - (k mod pv) div p. Warm-up: min((p - s - 1) x 2 + (v - 1) p, m v) forwards, then
+//     forward k + warm-up and backward k in turn, then the remaining backwards. Needs m a
+//     multiple of p (check_pipeline_schedule), as Megatron does.
+// Either way a rank holds at most min(warm-up + 1, m v) chunk passes' activations at once
+// (rank 0 the most), each direction's messages arrive in the order the rank consumes them,
+// and on the last rank the head's forward of a micro-batch is followed at once by its
+// backward (so the head keeps one micro-batch's state). tests/parallel/pipeline_stages_test
+// runs every order on a slot clock against these formulas.
 #pragma once
 
 #include <vector>
@@ -13,18 +24,30 @@ namespace origami::parallel {
 struct PipelineStep {
   int micro = 0;          // the micro-batch, 0 .. m-1
   bool backward = false;  // its forward, or its backward
+  int chunk = 0;          // the rank's local chunk, 0 .. v-1 (PipelineSplit::chunk_of)
 };
 
-// Stage `stage` (0 .. stages-1)'s order over `micro_batches` micro-batches (>= 1).
-std::vector<PipelineStep> one_f_one_b_order(int stages, int stage, int micro_batches);
+// Refuses (ConfigError naming --grad-accum) a schedule that cannot run: the interleaved one
+// (virtual_stages > 1) over a micro-batch count that is not a multiple of the stages.
+void check_pipeline_schedule(int stages, int virtual_stages, int micro_batches);
 
-// The most micro-batches stage `stage` holds in flight (forward run, backward not yet):
-// min(stages - stage, micro_batches).
-int one_f_one_b_in_flight(int stages, int stage, int micro_batches);
+// Rank `stage` (0 .. stages-1)'s order over `micro_batches` micro-batches (>= 1), each going
+// through `virtual_stages` chunks of the rank (the rules above).
+std::vector<PipelineStep> pipeline_order(int stages, int virtual_stages, int stage,
+                                         int micro_batches);
 
-// The idle fraction of a 1F1B step with equal stage times (every forward one slot, every
-// backward the same number of slots): (p - 1) / (m + p - 1) of the step, which is (p - 1) / m
-// of the busy time, the figure usually quoted.
-double one_f_one_b_bubble(int stages, int micro_batches);
+// The forwards rank `stage` runs before its first backward.
+int pipeline_warmup(int stages, int virtual_stages, int stage, int micro_batches);
+
+// The most chunk passes rank `stage` holds in flight (forward run, backward not yet):
+// min(warm-up + 1, m v); with v = 1 that is min(stages - stage, m).
+int pipeline_in_flight(int stages, int virtual_stages, int stage, int micro_batches);
+
+// THE bubble formula. With equal chunk times (every chunk's forward one slot, every backward
+// the same number of slots) a step lasts (m v + p - 1) chunk passes, of which each rank is
+// busy m v: idle (p - 1) / (m v + p - 1) of the step (pipeline_bubble), which is (p - 1) / (v m)
+// of the busy time (pipeline_bubble_of_busy, the figure usually quoted; (p - 1) / m for 1F1B).
+double pipeline_bubble(int stages, int virtual_stages, int micro_batches);
+double pipeline_bubble_of_busy(int stages, int virtual_stages, int micro_batches);
 
 }  // namespace origami::parallel

@@ -22,7 +22,7 @@ TokenLayout make_layout(ParallelGroups& g, std::int64_t seq) {
 }
 
 // The plan's stages, the model checked against them before any shard is allocated.
-std::vector<StageLayers> checked_stages(const ParallelConfig& p, const ModelConfig& config) {
+PipelineSplit checked_stages(const ParallelConfig& p, const ModelConfig& config) {
   check_pipeline_model(p, config);
   return stage_layers(p, config.num_hidden_layers);
 }
@@ -30,7 +30,7 @@ std::vector<StageLayers> checked_stages(const ParallelConfig& p, const ModelConf
 // The strategy's specs with every other stage's tensors made empty blocks: this rank
 // allocates, initialises, reduces and steps only its own stage's.
 std::vector<ShardSpec> keep_stage_tensors(std::vector<ShardSpec> specs,
-                                          const std::vector<StageLayers>& stages, int stage) {
+                                          const PipelineSplit& stages, int stage) {
   for (ShardSpec& s : specs) {
     s.on_stage = stage_of_tensor(s.name, stages) == stage;
     if (!s.on_stage) s.local = Shape{0};

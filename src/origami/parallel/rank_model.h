@@ -10,9 +10,9 @@
 // is a reduce-scatter that leaves each dp rank its optimizer slice, and the norm sums the
 // slices' squares over dp too (each element counted once).
 // With pipeline stages (pp > 1) a rank holds only its stage's tensors (the others are empty
-// blocks, ShardSpec::on_stage false), runs its stage's 1F1B order (accumulate), and the loss
-// sum and the gradient norm's squares are also summed over pp (only the last stage has a
-// loss; every stage has squares).
+// blocks, ShardSpec::on_stage false), runs its stage's 1F1B or interleaved order
+// (accumulate), and the loss sum and the gradient norm's squares are also summed over pp (only
+// the last stage has a loss; every stage has squares).
 // The optimizer step over these operations is train/rank_step.h's.
 #pragma once
 
@@ -44,8 +44,9 @@ class RankModel {
   ModelTensors& params() { return params_; }
   ModelTensors& grads() { return grads_; }
   MemoryTracker& tracker() { return tracker_; }
-  // Every pipeline stage's layers (one stage of all layers without pp) and this rank's stage.
-  const std::vector<StageLayers>& stages() const { return stages_; }
+  // The pipeline's chunks and their ranks (one chunk of all layers without pp) and this rank's
+  // stage (its pp rank).
+  const PipelineSplit& stages() const { return stages_; }
   int stage() const { return stage_; }
 
   // This rank's rows of B full sequences (the sequences of its data-parallel shard); under the
@@ -61,7 +62,7 @@ class RankModel {
 
   // Forward + backward of the step's micro-batches, gradients accumulating (the gradient of
   // the loss sum scaled by grad_scale): one after another without stages; with pp > 1 in this
-  // stage's 1F1B order (pipeline_schedule.h), the stage's activations sent to the next stage
+  // stage's pipeline order (pipeline_schedule.h), each chunk's activations sent to the next
   // and their gradients back over groups.pp() (rank_model_pipeline.cpp). Returns the rank's
   // local loss sum (zero off the last stage) and a mixture of experts' auxiliary loss of the
   // step (each micro-batch's router_aux_loss() weighted 1 / micro-batches; 0 for a dense
@@ -98,7 +99,7 @@ class RankModel {
   ParallelGroups& groups_;
   MemoryTracker& tracker_;
   TokenLayout layout_;
-  std::vector<StageLayers> stages_;
+  PipelineSplit stages_;
   int stage_ = 0;
   std::vector<ShardSpec> specs_;
   ModelTensors params_, grads_;

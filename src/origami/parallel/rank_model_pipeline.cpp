@@ -1,25 +1,30 @@
-// A pipeline stage's part of a step (RankModel::accumulate with pp > 1): the stage's 1F1B order
-// (pipeline_schedule.h) over the step's micro-batches.
-//   forward of micro-batch i   its input stream rows from the previous stage (the first stage
-//                              embeds), its output sent to the next (the last stage computes
-//                              the loss instead);
-//   backward of i              the gradient of its output from the next stage (the last stage
-//                              starts from the loss), the gradient of its input sent to the
-//                              previous (the first stage applies it to the embedding).
+// A pipeline rank's part of a step (RankModel::accumulate with pp > 1): the rank's order
+// (pipeline_schedule.h: 1F1B, or interleaved 1F1B over its v chunks) over the step's
+// micro-batches. For a pass of micro-batch i through chunk c (pipeline_stages.h's mapping):
+//   forward    its input stream rows from chunk c - 1's rank (chunk 0 embeds), its output sent
+//              to chunk c + 1's rank (the last chunk computes the loss instead);
+//   backward   the gradient of its output from chunk c + 1's rank (the last chunk starts from
+//              the loss), the gradient of its input sent to chunk c - 1's rank (chunk 0
+//              applies it to the embedding).
+// Chunk c - 1 lives on the previous pp rank and c + 1 on the next, cyclically (under
+// interleaving the last rank's chunk c < p v - 1 sends to rank 0's chunk c + 1), so each rank
+// receives activations from one peer and gradients from one (the same one at p = 2; the tags,
+// one per chunk, micro-batch and direction, tell them apart).
 // Each rank sends only its own stream rows (under sp/tsp they stay sequence-sharded), to the
 // rank of the neighbouring stage at the same dp/tp/sp/tsp coordinates: groups.pp(), whose rank
 // is the stage, and that rank holds the same rows. Each direction's receive is posted one
-// micro-batch ahead of its use, so the neighbour's message lands while this stage computes.
-// Sends complete in the background; each sent buffer is kept until a fixed point of this
-// stage's order, the first message back from the same neighbour that the neighbour sends only
-// after consuming this one (reply_after), or the step's end, and waited for and freed there:
-// the tracker sees the same frees in every run, whatever the timing, which is what the dry run
-// replays (docs/dry-run.md, "Pipeline stages"); the wait finds the send done (the reply proves
-// it arrived), so it never stalls. Every wait is bounded by the communicator's timeout
-// (communicator.h). The time blocked in those receives and in a closing pp barrier is the
-// stage's measured bubble.
+// message ahead of its use (in the order the schedule consumes them), so the neighbour's
+// message lands while this rank computes. Sends complete in the background; each sent buffer
+// is kept until a fixed point of this rank's order, the first message back from the same
+// neighbour that the neighbour sends only after consuming this one (reply_after), or the
+// step's end, and waited for and freed there: the tracker sees the same frees in every run,
+// whatever the timing, which is what the dry run replays (docs/dry-run.md, "Pipeline
+// stages"); the wait finds the send done (the reply proves it arrived), so it never stalls.
+// Every wait is bounded by the communicator's timeout (communicator.h). The time blocked in
+// those receives and in a closing pp barrier is the rank's measured bubble.
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -31,40 +36,57 @@ namespace origami::parallel {
 
 namespace {
 
-// Message tags of micro-batch i: its activations (forward) and their gradient (backward).
-int pipeline_activation_tag(int micro) {
-  return 2 * micro;
+// Message tags of micro-batch i's pass through chunk c (the sending chunk; m micro-batches a
+// step): its output activations (forward) and its input gradient (backward), one tag each.
+int pipeline_activation_tag(int chunk, int micro, int micro_batches) {
+  return 2 * (chunk * micro_batches + micro);
 }
-int pipeline_gradient_tag(int micro) {
-  return 2 * micro + 1;
+int pipeline_gradient_tag(int chunk, int micro, int micro_batches) {
+  return pipeline_activation_tag(chunk, micro, micro_batches) + 1;
 }
 
-// One direction's receives, in micro-batch order (1F1B consumes both directions in order).
+// One chunk pass of the schedule, with its global chunk.
+struct StagePass {
+  PipelineStep step;
+  int chunk = 0;  // global chunk (PipelineSplit::chunk_of)
+};
+
+// The first message rank `receiver` sends to rank `sender` once it has consumed the message
+// `sender` sent for the receiver's pass `consumed`: the receiver's order (a pure function)
+// runs `consumed` and, from that pass on, the first pass whose output goes to `sender` (a
+// forward's activations to the next chunk's rank, a backward's input gradient to the previous
+// chunk's) sends it. Returns the sender's pass that takes that message, or none when the
+// receiver sends nothing more to `sender` this step.
+std::optional<StagePass> reply_after(const PipelineSplit& split, int receiver, int sender,
+                                     int micro_batches, const StagePass& consumed) {
+  const std::vector<PipelineStep> order =
+      pipeline_order(split.stages, split.virtual_stages, receiver, micro_batches);
+  auto chunk = [&](const PipelineStep& s) { return split.chunk_of(receiver, s.chunk); };
+  auto it = std::find_if(order.begin(), order.end(), [&](const PipelineStep& s) {
+    return s.micro == consumed.step.micro && s.backward == consumed.step.backward &&
+           chunk(s) == consumed.chunk;
+  });
+  ORIGAMI_CHECK(it != order.end(), "rank {} has no {} of chunk {}, micro-batch {}", receiver,
+                consumed.step.backward ? "backward" : "forward", consumed.chunk,
+                consumed.step.micro);
+  const int last_chunk = split.chunk_count() - 1;
+  for (; it != order.end(); ++it) {
+    const int c = chunk(*it);
+    const int to = it->backward ? c - 1 : c + 1;  // the chunk that takes this pass's output
+    if (to < 0 || to > last_chunk || split.rank_of_chunk(to) != sender) continue;
+    return StagePass{{it->micro, it->backward, to / split.stages}, to};
+  }
+  return std::nullopt;
+}
+
+// One direction's receives, in the order the schedule consumes them.
 struct StageInbox {
-  int peer = -1;  // the neighbouring stage; -1: this direction receives nothing
-  int (*tag)(int) = nullptr;
-  int next = 0;  // the micro-batch whose receive is posted (or m: none left)
+  int peer = -1;                 // the neighbouring rank of this direction
+  std::vector<StagePass> queue;  // the passes whose input comes from `peer`, in order
+  std::size_t next = 0;          // the queue entry whose receive is posted (or size: none left)
   Tensor buffer;
   comm::Handle handle;
 };
-
-// The first message stage `receiver` sends back after consuming this stage's message of
-// micro-batch `micro`: the receiver's order (a pure function) runs the step consuming it (its
-// forward of `micro` for an activation, its backward for a gradient) and then, at the next
-// step of the other kind, sends back (a backward's input gradient goes to the previous stage,
-// a forward's output to the next). Returns that step's micro-batch, or -1 when the receiver
-// sends nothing back after it this step.
-int reply_after(int stages, int receiver, int micro_batches, int micro, bool consumed_by_backward) {
-  const std::vector<PipelineStep> order = one_f_one_b_order(stages, receiver, micro_batches);
-  auto it = std::find_if(order.begin(), order.end(), [&](const PipelineStep& s) {
-    return s.micro == micro && s.backward == consumed_by_backward;
-  });
-  ORIGAMI_CHECK(it != order.end(), "stage {} has no {} of micro-batch {}", receiver,
-                consumed_by_backward ? "backward" : "forward", micro);
-  it = std::find_if(std::next(it), order.end(),
-                    [&](const PipelineStep& s) { return s.backward != consumed_by_backward; });
-  return it == order.end() ? -1 : it->micro;
-}
 
 }  // namespace
 
@@ -78,41 +100,53 @@ double RankModel::accumulate_stage(const std::vector<LocalBatch>& micro, double 
     waited += std::chrono::duration<double>(Clock::now() - t).count();
   };
   comm::Communicator& pp = groups_.pp();
+  const PipelineSplit& split = stages_;
   const int stages = pp.size(), m = static_cast<int>(micro.size());
-  const bool first = stage_ == 0, last = stage_ + 1 == stages;
-  const std::int64_t layer0 = stages_[static_cast<std::size_t>(stage_)].first;
-  const std::int64_t layer_end = layer0 + stages_[static_cast<std::size_t>(stage_)].count;
+  const int last_chunk = split.chunk_count() - 1;
   const std::int64_t h = config_.hidden_size;
+  check_pipeline_schedule(stages, split.virtual_stages, m);
+
+  std::vector<StagePass> passes;
+  for (const PipelineStep& step : pipeline_order(stages, split.virtual_stages, stage_, m))
+    passes.push_back({step, split.chunk_of(stage_, step.chunk)});
 
   // The stream rows of micro-batch i on this rank (its batch handed to the strategy).
   auto use_batch = [&](int i) {
     ops_->set_batch(&micro[static_cast<std::size_t>(i)]);
     return ops_->stream_rows();
   };
-  auto post = [&](StageInbox& box) {
-    if (box.peer < 0 || box.next >= m) return;
-    box.buffer = Tensor(tracker_, MemCategory::CommBuffers, {use_batch(box.next), h});
-    box.handle = pp.irecv(box.buffer, box.peer, box.tag(box.next));
+  auto tag_of = [m](const StagePass& pass) {
+    return pass.step.backward ? pipeline_gradient_tag(pass.chunk + 1, pass.step.micro, m)
+                              : pipeline_activation_tag(pass.chunk - 1, pass.step.micro, m);
   };
-  // A send in flight, freed when `release` (the inbox of the neighbour's reply) takes
-  // micro-batch `at` (reply_after), or at the step's end (release null).
+  auto post = [&](StageInbox& box) {
+    if (box.next >= box.queue.size()) return;
+    const StagePass& pass = box.queue[box.next];
+    box.buffer = Tensor(tracker_, MemCategory::CommBuffers, {use_batch(pass.step.micro), h});
+    box.handle = pp.irecv(box.buffer, box.peer, tag_of(pass));
+  };
+  // A send in flight, freed when `release` (the inbox of the neighbour's reply) takes the
+  // reply of chunk `chunk`, micro-batch `micro` (reply_after), or at the step's end (release
+  // null).
   struct Sending {
     Tensor buffer;
     comm::Handle handle;
     const StageInbox* release = nullptr;
-    int at = -1;
+    int chunk = -1, micro = -1;
   };
   std::vector<Sending> sending;
-  auto take = [&](StageInbox& box, int i) {
-    ORIGAMI_CHECK(box.next == i, "stage {} expected micro-batch {}'s message, schedule is at {}",
-                  stage_, box.next, i);
+  auto take = [&](StageInbox& box, const StagePass& pass) {
+    ORIGAMI_CHECK(box.next < box.queue.size() && box.queue[box.next].chunk == pass.chunk &&
+                      box.queue[box.next].step.micro == pass.step.micro,
+                  "rank {} expected another message than chunk {}'s of micro-batch {}", stage_,
+                  pass.chunk, pass.step.micro);
     timed_wait(box.handle);
     Tensor got = std::move(box.buffer);
     ++box.next;
     // This message proves the sends it answers arrived: free them before the next receive's
     // buffer is allocated.
     std::erase_if(sending, [&](Sending& s) {
-      if (s.release != &box || s.at != i) return false;
+      if (s.release != &box || s.chunk != pass.chunk || s.micro != pass.step.micro) return false;
       timed_wait(s.handle);
       return true;
     });
@@ -120,37 +154,44 @@ double RankModel::accumulate_stage(const std::vector<LocalBatch>& micro, double 
     return got;
   };
   StageInbox activations, gradients;
-  activations.peer = first ? -1 : stage_ - 1;
-  activations.tag = pipeline_activation_tag;
-  gradients.peer = last ? -1 : stage_ + 1;
-  gradients.tag = pipeline_gradient_tag;
+  activations.peer = (stage_ + stages - 1) % stages;
+  gradients.peer = (stage_ + 1) % stages;
+  for (const StagePass& pass : passes) {
+    if (!pass.step.backward && pass.chunk > 0) activations.queue.push_back(pass);
+    if (pass.step.backward && pass.chunk < last_chunk) gradients.queue.push_back(pass);
+  }
   post(activations);
   post(gradients);
 
-  // Micro-batch i's activation goes to the next stage, whose reply is a gradient; its
-  // gradient to the previous stage, whose reply is an activation.
-  auto send = [&](Tensor t, int i, bool backward) {
-    const int peer = backward ? stage_ - 1 : stage_ + 1;
-    comm::Handle handle =
-        pp.isend(t, peer, backward ? pipeline_gradient_tag(i) : pipeline_activation_tag(i));
-    const int at = reply_after(stages, peer, m, i, backward);
-    const StageInbox* reply = backward ? &activations : &gradients;
-    sending.push_back({std::move(t), std::move(handle), at < 0 ? nullptr : reply, at});
+  // Micro-batch i's pass through chunk `from` sends its output to chunk `to` (a forward's to
+  // the next chunk, a backward's to the previous), which consumes it in the same direction.
+  auto send = [&](Tensor t, int from, int to, int i, bool backward) {
+    const int peer = split.rank_of_chunk(to);
+    comm::Handle handle = pp.isend(t, peer, backward ? pipeline_gradient_tag(from, i, m)
+                                                     : pipeline_activation_tag(from, i, m));
+    const std::optional<StagePass> reply =
+        reply_after(split, peer, stage_, m, StagePass{{i, backward, to / stages}, to});
+    // A reply forward comes in as activations, a reply backward as gradients.
+    const StageInbox* box = !reply ? nullptr : reply->step.backward ? &gradients : &activations;
+    sending.push_back({std::move(t), std::move(handle), box, reply ? reply->chunk : -1,
+                       reply ? reply->step.micro : -1});
   };
 
   double local = 0;
-  for (const PipelineStep& step : one_f_one_b_order(stages, stage_, m)) {
-    const int i = step.micro;
-    if (!step.backward) {
-      Tensor x = first ? Tensor() : take(activations, i);
+  for (const StagePass& pass : passes) {
+    const int i = pass.step.micro, c = pass.chunk;
+    const int id = c * m + i;  // the driver's key of this pass's saved state
+    if (!pass.step.backward) {
+      Tensor x = c == 0 ? Tensor() : take(activations, pass);
       use_batch(i);
-      local += driver_.stage_forward(i, layer0, layer_end, x).sum;
-      if (!last) send(std::move(x), i, false);
+      const StageLayers& layers = split.chunks[static_cast<std::size_t>(c)];
+      local += driver_.stage_forward(id, layers.first, layers.first + layers.count, x).sum;
+      if (c < last_chunk) send(std::move(x), c, c + 1, i, false);
     } else {
-      Tensor dx = last ? Tensor() : take(gradients, i);
+      Tensor dx = c == last_chunk ? Tensor() : take(gradients, pass);
       use_batch(i);
-      driver_.stage_backward(i, grad_scale, dx);
-      if (!first) send(std::move(dx), i, true);
+      driver_.stage_backward(id, grad_scale, dx);
+      if (c > 0) send(std::move(dx), c, c - 1, i, true);
     }
   }
   ops_->set_batch(nullptr);

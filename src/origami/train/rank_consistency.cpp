@@ -64,6 +64,7 @@ std::vector<std::pair<std::string, std::string>> agreed_fields(const TrainOption
           {"--tsp-schedule", o.tsp_schedule},
           {"--moe-schedule", o.moe_schedule},
           {"--pp-layers", o.pp_layers},
+          {"--pp-virtual", std::to_string(o.pp_virtual)},
           {"--layout", o.layout},
           {"--recompute", o.recompute},
           {"--shard-optimizer", o.shard_optimizer ? "on" : "off"},

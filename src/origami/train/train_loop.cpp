@@ -112,19 +112,33 @@ std::string rank_memory_report(const std::vector<MemoryStats>& ranks) {
   return out;
 }
 
-// The stage layout and the 1F1B bubble of a pipeline run (m = --grad-accum micro-batches).
-std::string pipeline_layout(const std::vector<parallel::StageLayers>& stages, int micro) {
-  const int p = static_cast<int>(stages.size());
-  std::string out = fmt::format("pipeline: {} stages, 1F1B over {} micro-batches (--grad-accum)",
-                                p, micro);
+// "1F1B" or "interleaved 1F1B (v chunks a rank)": the schedule of a pipeline run.
+std::string pipeline_schedule_name(int virtual_stages) {
+  return virtual_stages == 1 ? std::string("1F1B")
+                             : fmt::format("interleaved 1F1B ({} chunks a rank)", virtual_stages);
+}
+
+// The chunk layout and the bubble formula of a pipeline run (m = --grad-accum micro-batches).
+std::string pipeline_layout(const parallel::PipelineSplit& split, int micro) {
+  const int p = split.stages, v = split.virtual_stages;
+  std::string out = fmt::format("pipeline: {} stages, {} over {} micro-batches (--grad-accum)", p,
+                                pipeline_schedule_name(v), micro);
   for (int s = 0; s < p; ++s) {
-    const parallel::StageLayers& l = stages[static_cast<std::size_t>(s)];
-    out += fmt::format("\n  stage {}: layers {}..{}{}{}", s, l.first, l.first + l.count - 1,
-                       s == 0 ? " + embedding" : "", s + 1 == p ? " + final norm, LM head" : "");
+    out += fmt::format("\n  stage {}:", s);
+    for (int k = 0; k < v; ++k) {
+      const int c = split.chunk_of(s, k);
+      const parallel::StageLayers& l = split.layers_of(s, k);
+      out += fmt::format("{} layers {}..{}{}{}", k == 0 ? "" : ";", l.first, l.first + l.count - 1,
+                         c == 0 ? " + embedding" : "",
+                         c + 1 == split.chunk_count() ? " + final norm, LM head" : "");
+    }
   }
-  out += fmt::format("\n  bubble (p-1)/m = {}/{} = {:.3f} of the busy time ({:.1f}% of the step)",
-                     p - 1, micro, static_cast<double>(p - 1) / micro,
-                     100.0 * parallel::one_f_one_b_bubble(p, micro));
+  const std::string formula = v == 1 ? "(p-1)/m" : "(p-1)/(v m)";
+  const std::string figures = v == 1 ? fmt::format("{}/{}", p - 1, micro)
+                                     : fmt::format("{}/({}x{})", p - 1, v, micro);
+  out += fmt::format("\n  bubble {} = {} = {:.3f} of the busy time ({:.1f}% of the step)", formula,
+                     figures, parallel::pipeline_bubble_of_busy(p, v, micro),
+                     100.0 * parallel::pipeline_bubble(p, v, micro));
   return out;
 }
 
@@ -132,11 +146,14 @@ std::string pipeline_layout(const std::vector<parallel::StageLayers>& stages, in
 // fraction of its time in the pipeline, over the steps after the first (a stage's ranks
 // averaged). `times`: every world rank's {seconds in the pipeline, of them waited}, in world
 // order (pp outermost: stage s is ranks [s, s + 1) x world / pp).
-std::string pipeline_bubble_report(const std::vector<double>& times, int stages, int micro) {
+std::string pipeline_bubble_report(const std::vector<double>& times, int stages,
+                                   int virtual_stages, int micro) {
   const std::size_t per_stage = times.size() / 2 / static_cast<std::size_t>(stages);
   std::string out = fmt::format("pipeline bubble, measured (time waiting for the neighbours / "
-                                "time in the pipeline; 1F1B formula (p-1)/(m+p-1) = {:.1f}%):",
-                                100.0 * parallel::one_f_one_b_bubble(stages, micro));
+                                "time in the pipeline; {} formula {} = {:.1f}%):",
+                                pipeline_schedule_name(virtual_stages),
+                                virtual_stages == 1 ? "(p-1)/(m+p-1)" : "(p-1)/(vm+p-1)",
+                                100.0 * parallel::pipeline_bubble(stages, virtual_stages, micro));
   for (int s = 0; s < stages; ++s) {
     double total = 0, waited = 0;
     for (std::size_t r = s * per_stage; r < (s + 1) * per_stage; ++r) {
@@ -267,7 +284,8 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   if (sh.plan.pp > 1) {
     std::vector<double> all(2 * static_cast<std::size_t>(world.size()));
     world.all_gather(pipeline_times, all);
-    log(pipeline_bubble_report(all, sh.plan.pp, static_cast<int>(o.grad_accum)));
+    log(pipeline_bubble_report(all, sh.plan.pp, sh.plan.pp_virtual,
+                               static_cast<int>(o.grad_accum)));
   }
   // Every rank's peaks, gathered to all (works on both transports).
   const MemoryStats mine = tracker.stats();
@@ -349,6 +367,7 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
   sh.plan.tsp_schedule = parallel::parse_tsp_schedule(o.tsp_schedule);
   sh.plan.moe_schedule = parallel::parse_moe_schedule(o.moe_schedule);
   sh.plan.pp_layers = parallel::parse_pp_layers(o.pp_layers);
+  sh.plan.pp_virtual = o.pp_virtual;
   parallel::check_balanced_layout(sh.plan, o.document_masking);
   parse_recompute(o.recompute);
   if (o.link.enabled && sh.plan.world() == 1 && !mpi)
@@ -366,6 +385,8 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
     const int code = comm::mpi_main([&](comm::Communicator& world) {
       resolve_batch(o, sh.plan.dp, log, world.rank() == 0);
       parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world.size());
+      parallel::check_pipeline_schedule(sh.plan.pp, sh.plan.pp_virtual,
+                                        static_cast<int>(o.grad_accum));
       // Ranks started on this host share its memory.
       const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
       check_run_memory(o, sh.plan, local != nullptr ? std::max(1, std::atoi(local)) : 1);
@@ -377,6 +398,8 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
     const int world = sh.plan.world();
     resolve_batch(o, sh.plan.dp, log, true);
     parallel::validate_plan(sh.plan, o.model, o.seq, o.batch, world);  // before any rank starts
+    parallel::check_pipeline_schedule(sh.plan.pp, sh.plan.pp_virtual,
+                                      static_cast<int>(o.grad_accum));
     check_run_memory(o, sh.plan, world);  // every rank is a thread of this process
     sh.kernel_threads = std::max(1, o.threads / world);
     comm::RunOptions ro;

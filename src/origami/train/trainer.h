@@ -90,6 +90,9 @@ struct TrainOptions {
   // --pp-layers "3,5": layers per pipeline stage, first to last (parallel/pipeline_stages.h);
   // empty: the balanced default.
   std::string pp_layers;
+  // --pp-virtual v: model chunks per pipeline rank; v > 1 runs interleaved 1F1B
+  // (parallel/pipeline_schedule.h), with --pp-layers then giving pp x v chunk counts.
+  int pp_virtual = 1;
   std::string recompute = "none";
   // --shard-optimizer (ZeRO-1, model/optimizer.h): AdamW's state split over the dp axis, the
   // dp gradient reduction a reduce-scatter, the parameters all-gathered after the step. At

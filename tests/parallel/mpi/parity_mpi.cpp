@@ -75,7 +75,8 @@ std::vector<Case> cases() {
   add("tp4_kvrep2_steps", gqa, plan(1, 4, 1), Recompute::None, 5);
   add("tsp4_kvrep2_steps", gqa, tsp(1, 4, parallel::TokenLayoutKind::Zigzag), Recompute::Full, 5);
   // Pipeline stages (rank_model_pipeline.cpp): the boundary sends between processes, 1F1B over
-  // 3 micro-batches of 5 layers split unevenly; pp 2 alone (world 2) and pp 2 x tsp 2 (world 4).
+  // 3 micro-batches of 5 layers split unevenly; pp 2 alone (world 2) and pp 2 x tsp 2 (world 4);
+  // and interleaved 1F1B at pp 2 (world 2).
   const ModelConfig five = make_model(97, 32, 48, 4, 2, 5);
   auto staged = [](parallel::ParallelConfig p, std::vector<std::int64_t> layers) {
     p.pp = static_cast<int>(layers.size());
@@ -95,8 +96,14 @@ std::vector<Case> cases() {
   parallel::ParallelConfig expert_plan = tsp(2, 2, parallel::TokenLayoutKind::Zigzag);
   expert_plan.moe_schedule = parallel::MoeSchedule::Expert;
   add("moe_expert_dp2xtsp2_steps", experts, expert_plan, Recompute::None, 5);
+  // Interleaved 1F1B (two chunks a rank, 1,2,1,1 layers): the last rank's chunk 1 sends to
+  // rank 0's chunk 2, over 4 micro-batches (a multiple of pp).
+  parallel::ParallelConfig interleaved = staged(plan(1, 1, 1), {1, 2, 1, 1});
+  interleaved.pp = 2;
+  interleaved.pp_virtual = 2;
+  add("pp2_virtual2_m4_steps", five, interleaved, Recompute::None, 5);
   for (Case& c : v)
-    if (c.plan.pp > 1) c.micro = 3;
+    if (c.plan.pp > 1) c.micro = c.plan.pp_virtual > 1 ? 4 : 3;
   return v;
 }
 
