@@ -18,6 +18,7 @@
 
 #include "origami/kernels/gemm.h"
 #include "origami/kernels/parallel.h"
+#include "origami/kernels/reduce.h"
 #include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 
@@ -108,26 +109,6 @@ double measure_sgemm_gflops(int runs) {
 
 namespace {
 
-// Four 16-byte vectors of accumulators: SSE2, every x86-64, issues enough loads to outrun the
-// memory of one core (the probe measures memory, not the adder); GCC's vector extension keeps
-// it free of any one ISA's intrinsics.
-using Float4 = float __attribute__((vector_size(16)));
-
-float sum_floats(const float* p, std::int64_t n) {
-  Float4 a[4] = {};
-  std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int j = 0; j < 4; ++j) {
-      Float4 v;
-      std::memcpy(&v, p + i + 4 * j, sizeof v);
-      a[j] += v;
-    }
-  const Float4 t = (a[0] + a[1]) + (a[2] + a[3]);
-  float s = t[0] + t[1] + t[2] + t[3];
-  for (; i < n; ++i) s += p[i];
-  return s;
-}
-
 double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -162,7 +143,7 @@ MemoryBandwidth measure_memory_bandwidth(int threads, int runs) {
   for (int r = 0; r < runs + 1; ++r) {
     const double read =
         timed_split(n, threads, [&](std::int64_t b, std::int64_t e, std::int64_t part) {
-          sums[static_cast<std::size_t>(part) * 16] += sum_floats(buf.data() + b, e - b);
+          sums[static_cast<std::size_t>(part) * 16] += kernels::sum(e - b, buf.data() + b);
         });
     const double copy =
         timed_split(half, threads, [&](std::int64_t b, std::int64_t e, std::int64_t) {
@@ -188,7 +169,11 @@ MemoryBandwidth measure_memory_bandwidth(int threads, int runs) {
 
 MemoryBandwidth memory_bandwidth(int threads) {
   const std::string key =
-      fmt::format("{} | memory bandwidth | {} threads", cpu_model_name(), std::max(1, threads));
+      // The SIMD target is part of the key: the read pass runs on its vectors. ("v2": the
+      // figures cached before 2026-12-02 came from SSE-wide adds, which one Zen 5 core could
+      // not issue fast enough to reach its memory: 28.5 GB/s where full-width loads read 38-41.)
+      fmt::format("{} | memory bandwidth v2 | {} | {} threads", cpu_model_name(),
+                  kernels::simd_target(), std::max(1, threads));
   const fs::path file = cache_file();
   nlohmann::json cache = file.empty() ? nlohmann::json::object() : read_cache(file);
   if (cache.contains(key) && cache[key].is_object()) {
