@@ -1,10 +1,12 @@
 // Skinny linear products for decode (gemv.h) on Highway vectors, compiled for every SIMD target
-// and dispatched at run time (kernels/simd.h). A tile is J rows of W against R rows of x: each
-// W row streams from memory once per call (re-read from L1 for the second and later R), and
-// each (W row, x row) pair has kUnroll vector accumulators over interleaved vectors of the row,
-// whatever J and R are, so every y element is summed in the same order by every tile shape and
-// thread count. J (W rows side by side for one x row) is per weight type, by measurement
-// (kWRowsFp32, kWRowsBf16); a batch takes one W row at a time against R x rows.
+// and dispatched at run time (kernels/simd.h). A tile is one row of W against R rows of x: the
+// W row streams from memory once per call (the second and later R re-read it from L1), and each
+// (W row, x row) pair has kUnroll vector accumulators over interleaved vectors of the row,
+// whatever R is, so every y element is summed in the same order by every tile shape and thread
+// count. One W row at a time, not several side by side (measured on this Zen 5, decode_bench's
+// step_products, 1 row, 1 thread, cache-line-aligned weights, thread CPU time, loaded machine,
+// three alternating runs: bf16 8.7-10.1 ms with one W row, 15.8-16.7 with four side by side;
+// fp32 13.2-14.9 and 16.4-19.5): the prefetcher follows one stream per core best.
 // One body for fp32 and bf16 weights (WT = float or the uint16_t bits of bf16, LoadAs in
 // bf16_vec-inl.h): a bf16 W vector is widened to fp32 exactly and multiplied in fp32, so a
 // bf16 product equals the fp32 product of the bf16-rounded weights and reads half the bytes.
@@ -32,15 +34,8 @@
 #define ORIGAMI_KERNELS_GEMV_SHARED_
 namespace origami::kernels::gemv_simd {
 // Vector accumulators per (W row, x row) pair: independent chains that hide the latency of an
-// FMA when a tile has a single W row and a single x row.
+// FMA when a tile has a single x row.
 constexpr int kUnroll = 4;
-// W rows side by side in a tile of one x row (a decode step of one sequence), per weight type:
-// measured on this Zen 5 (decode_bench's step_products, rows 1, 1 thread, CPU time, three
-// alternating runs each, loaded machine): fp32 4 rows 17.1-19.8 ms, 2 rows 19.3-24.6, 1 row
-// 20.0-22.9; bf16 1 row 13.4-15.5 ms, 2 rows 20.8-21.4, 4 rows 15.3-18.8. Any J gives the
-// same sums (each pair keeps its own accumulators), so this is a speed choice only.
-constexpr int kWRowsFp32 = 4;
-constexpr int kWRowsBf16 = 1;
 }  // namespace origami::kernels::gemv_simd
 #endif
 
@@ -48,72 +43,58 @@ HWY_BEFORE_NAMESPACE();
 namespace origami::kernels::gemv_simd::HWY_NAMESPACE {
 using namespace vec::HWY_NAMESPACE;
 
-// x rows per tile of one W row: kUnroll * R accumulators, R x vectors and one W vector in
-// registers (21 of AVX-512's 32 with R = 4, 11 of AVX2's and SSE's 16 with R = 2).
+// x rows per tile: kUnroll * R accumulators and one W vector in registers, x read from L1 as a
+// memory operand (17 of AVX-512's 32 registers with R = 4, 9 of AVX2's and SSE's 16 with R = 2).
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 constexpr int kXRows = 4;
 #else
 constexpr int kXRows = 2;
 #endif
 
-// y[r*ldy + j] (=|+=) dot(x row r, W row j) for J W rows from w and R x rows from x.
-template <int J, int R, class WT>
+// y[r*ldy] (=|+=) dot(x row r, the W row at w) for R x rows from x.
+template <int R, class WT>
 HWY_INLINE void Tile(std::int64_t in, const float* HWY_RESTRICT x, const WT* HWY_RESTRICT w,
                      float* y, std::int64_t ldy, bool accumulate) {
   const DF d;
   constexpr std::int64_t N = kFloatLanes;
-  VF acc[J][R][kUnroll];
-  for (int j = 0; j < J; ++j)
-    for (int r = 0; r < R; ++r)
-      for (int u = 0; u < kUnroll; ++u) acc[j][r][u] = hn::Zero(d);
-  const auto step = [&](int u, std::int64_t k, std::int64_t count) {
-    VF xv[R];
-    for (int r = 0; r < R; ++r) xv[r] = Load(x + r * in + k, count);
-    for (int j = 0; j < J; ++j) {
-      const VF wv = LoadAs(w + j * in + k, count);
-      for (int r = 0; r < R; ++r) acc[j][r][u] = hn::MulAdd(wv, xv[r], acc[j][r][u]);
-    }
-  };
+  VF acc[R][kUnroll];
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < kUnroll; ++u) acc[r][u] = hn::Zero(d);
   std::int64_t k = 0;
   for (; k + kUnroll * N <= in; k += kUnroll * N)
-    for (int u = 0; u < kUnroll; ++u) step(u, k + u * N, N);
-  // The last whole vectors and the partial one, into the first accumulator.
-  for (; k < in; k += N) step(0, k, std::min(N, in - k));
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < J; ++j) {
-      const VF sum =
-          hn::Add(hn::Add(acc[j][r][0], acc[j][r][1]), hn::Add(acc[j][r][2], acc[j][r][3]));
-      const float dot = hn::GetLane(hn::SumOfLanes(d, sum));
-      float& out = y[r * ldy + j];
-      out = accumulate ? out + dot : dot;
+    for (int u = 0; u < kUnroll; ++u) {
+      const VF wv = LoadAs(w + k + u * N, N);
+      for (int r = 0; r < R; ++r)
+        acc[r][u] = hn::MulAdd(wv, hn::LoadU(d, x + r * in + k + u * N), acc[r][u]);
     }
+  // The last whole vectors and the partial one, into the first accumulator.
+  for (; k < in; k += N) {
+    const std::int64_t count = std::min(N, in - k);
+    const VF wv = LoadAs(w + k, count);
+    for (int r = 0; r < R; ++r) acc[r][0] = hn::MulAdd(wv, Load(x + r * in + k, count), acc[r][0]);
+  }
+  for (int r = 0; r < R; ++r) {
+    const VF sum = hn::Add(hn::Add(acc[r][0], acc[r][1]), hn::Add(acc[r][2], acc[r][3]));
+    const float dot = hn::GetLane(hn::SumOfLanes(d, sum));
+    float& out = y[r * ldy];
+    out = accumulate ? out + dot : dot;
+  }
 }
 
-// The J W rows at w against all `rows` x rows (R at a time when J = 1); y is column j of y.
-template <int J, class WT>
-HWY_INLINE void Block(std::int64_t rows, std::int64_t in, const float* x, const WT* w, float* y,
-                      std::int64_t ldy, bool accumulate) {
-  constexpr int R = J == 1 ? kXRows : 1;
+// The W row at w against all `rows` x rows, R at a time; y is column j of y.
+template <class WT>
+HWY_INLINE void Row(std::int64_t rows, std::int64_t in, const float* x, const WT* w, float* y,
+                    std::int64_t ldy, bool accumulate) {
   std::int64_t r = 0;
-  for (; r + R <= rows; r += R) Tile<J, R>(in, x + r * in, w, y + r * ldy, ldy, accumulate);
-  for (; r < rows; ++r) Tile<J, 1>(in, x + r * in, w, y + r * ldy, ldy, accumulate);
+  for (; r + kXRows <= rows; r += kXRows)
+    Tile<kXRows>(in, x + r * in, w, y + r * ldy, ldy, accumulate);
+  for (; r < rows; ++r) Tile<1>(in, x + r * in, w, y + r * ldy, ldy, accumulate);
 }
 
-// Output columns [j0, j1) of y, i.e. W rows [j0, j1): J at a time for one x row (J * kUnroll
-// accumulators: 16 with J = 4), one at a time against R x rows for a batch.
-template <int J, class WT>
-HWY_INLINE void ColumnsOf(std::int64_t j0, std::int64_t j1, std::int64_t rows, std::int64_t in,
-                          std::int64_t out, const float* x, const WT* W, float* y,
-                          bool accumulate) {
-  std::int64_t j = j0;
-  if (rows == 1)
-    for (; j + J <= j1; j += J) Block<J>(rows, in, x, W + j * in, y + j, out, accumulate);
-  for (; j < j1; ++j) Block<1>(rows, in, x, W + j * in, y + j, out, accumulate);
-}
-
+// Output columns [j0, j1) of y, i.e. W rows [j0, j1).
 void Columns(std::int64_t j0, std::int64_t j1, std::int64_t rows, std::int64_t in, std::int64_t out,
              const float* x, const float* W, float* y, bool accumulate) {
-  ColumnsOf<kWRowsFp32>(j0, j1, rows, in, out, x, W, y, accumulate);
+  for (std::int64_t j = j0; j < j1; ++j) Row(rows, in, x, W + j * in, y + j, out, accumulate);
 }
 
 // bf16 W rows [j0, j1), widened. With more x rows than one tile takes, a W row is widened
@@ -123,14 +104,17 @@ void Columns(std::int64_t j0, std::int64_t j1, std::int64_t rows, std::int64_t i
 void ColumnsBf16(std::int64_t j0, std::int64_t j1, std::int64_t rows, std::int64_t in,
                  std::int64_t out, const float* x, const std::uint16_t* W, float* y,
                  bool accumulate) {
-  if (rows <= kXRows) return ColumnsOf<kWRowsBf16>(j0, j1, rows, in, out, x, W, y, accumulate);
+  if (rows <= kXRows) {
+    for (std::int64_t j = j0; j < j1; ++j) Row(rows, in, x, W + j * in, y + j, out, accumulate);
+    return;
+  }
   thread_local std::vector<float> wide;  // grows to `in` once per thread
   if (wide.size() < static_cast<std::size_t>(in)) wide.resize(static_cast<std::size_t>(in));
   for (std::int64_t j = j0; j < j1; ++j) {
     ForEachVector(in, [&](std::int64_t k, std::int64_t count) {
       Store(LoadBf16(W + j * in + k, count), wide.data() + k, count);
     });
-    Block<1>(rows, in, x, wide.data(), y + j, out, accumulate);
+    Row(rows, in, x, wide.data(), y + j, out, accumulate);
   }
 }
 
