@@ -181,8 +181,9 @@ MemoryBandwidth measure_memory_bandwidth(int threads, int runs) {
 MemoryBandwidth memory_bandwidth(int threads) {
   const std::string key =
       // The SIMD target is part of the key: the read pass runs on its vectors. ("v2": the
-      // figures cached before 2026-12-02 came from SSE-wide adds, which one Zen 5 core could
-      // not issue fast enough to reach its memory: 28.5 GB/s where full-width loads read 38-41.)
+      // figures cached before 2026-12-02 came from SSE-wide adds over an unaligned buffer, below
+      // what one Zen 5 core reads: 27.8-31.5 GB/s where this probe reads 32.6-36.7, loaded
+      // machine, docs/inference.md.)
       fmt::format("{} | memory bandwidth v2 | {} | {} threads", cpu_model_name(),
                   kernels::simd_target(), std::max(1, threads));
   const fs::path file = cache_file();

@@ -6,7 +6,8 @@
 // count. One W row at a time, not several side by side (measured on this Zen 5, decode_bench's
 // step_products, 1 row, 1 thread, cache-line-aligned weights, thread CPU time, loaded machine,
 // three alternating runs: bf16 8.7-10.1 ms with one W row, 15.8-16.7 with four side by side;
-// fp32 13.2-14.9 and 16.4-19.5): the prefetcher follows one stream per core best.
+// fp32 13.2-14.9 and 16.4-19.5; docs/inference.md has the rest): one stream per core, which
+// is likely what this CPU's prefetcher follows best.
 // One body for fp32 and bf16 weights (WT = float or the uint16_t bits of bf16, LoadAs in
 // bf16_vec-inl.h): a bf16 W vector is widened to fp32 exactly and multiplied in fp32, so a
 // bf16 product equals the fp32 product of the bf16-rounded weights and reads half the bytes.
