@@ -106,24 +106,34 @@ TEST_P(Gemv, AgreesWithLinearForward) {
 }
 
 // Row r's result does not depend on the other rows (a batch gives each sequence what it gets
-// alone: greedy decode of a batch matches decoding each prompt by itself), nor on the threads.
+// alone: greedy decode of a batch matches decoding each prompt by itself), nor on the threads,
+// with fp32 and with bf16 weights (a batch of 7 takes the bf16 kernel's widened-copy path).
 TEST_P(Gemv, BitwiseIndependentOfBatchAndThreads) {
   std::mt19937 rng(18);
   const std::int64_t rows = 7, in = 301, out = 263;
   const auto x = random_floats(rng, rows * in);
   const auto W = random_floats(rng, out * in);
-  std::vector<float> batch(static_cast<std::size_t>(rows * out));
-  {
-    testing::ThreadCountScope two(2);
-    linear_forward_skinny(rows, in, out, x.data(), W.data(), batch.data());
-  }
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::vector<float> one(static_cast<std::size_t>(out));
-    linear_forward_skinny(1, in, out, x.data() + r * in, W.data(), one.data());
-    for (std::int64_t j = 0; j < out; ++j)
-      ASSERT_EQ(std::bit_cast<std::uint32_t>(one[static_cast<std::size_t>(j)]),
-                std::bit_cast<std::uint32_t>(batch[static_cast<std::size_t>(r * out + j)]))
-          << "row " << r << " column " << j;
+  const std::vector<bf16> W16 = testing::random_bf16(rng, out * in);
+  const auto product = [&](bool bf16_weights, std::int64_t n, const float* xr, float* y) {
+    if (bf16_weights)
+      linear_forward_skinny_bf16(n, in, out, xr, W16.data(), y);
+    else
+      linear_forward_skinny(n, in, out, xr, W.data(), y);
+  };
+  for (bool bf16_weights : {false, true}) {
+    std::vector<float> batch(static_cast<std::size_t>(rows * out));
+    {
+      testing::ThreadCountScope two(2);
+      product(bf16_weights, rows, x.data(), batch.data());
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::vector<float> one(static_cast<std::size_t>(out));
+      product(bf16_weights, 1, x.data() + r * in, one.data());
+      for (std::int64_t j = 0; j < out; ++j)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(one[static_cast<std::size_t>(j)]),
+                  std::bit_cast<std::uint32_t>(batch[static_cast<std::size_t>(r * out + j)]))
+            << (bf16_weights ? "bf16" : "fp32") << " row " << r << " column " << j;
+    }
   }
 }
 

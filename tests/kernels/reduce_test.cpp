@@ -1,6 +1,7 @@
 // The communicator's element-wise kernels (reduce.h) on every SIMD target: equal, bit for bit,
 // to the scalar acc = acc + in and acc = in > acc ? in : acc for every element type and every
-// length around the vector widths, nothing written past n; NaN as documented.
+// length around the vector widths, nothing written past n; NaN as documented. And the plain
+// sum against float64.
 #include "origami/kernels/reduce.h"
 
 #include <cmath>
@@ -76,6 +77,27 @@ TEST_P(Reduce, NaNAndInfinities) {
   EXPECT_EQ(acc[2], 3.0f);
   EXPECT_EQ(acc[3], inf);
   EXPECT_EQ(acc[4], inf);
+}
+
+// sum(): within the float bound of its float64 value, gamma_n * sum |x| (four accumulators
+// only lower it), at lengths around and past the vector widths and n = 0; the element past n
+// (a NaN) is never read.
+TEST_P(Reduce, SumMatchesFloat64Reference) {
+  std::mt19937 rng(72);
+  for (std::int64_t n : {0, 1, 3, 15, 17, 63, 65, 1001, 40009}) {
+    auto x = random_values<float>(rng, static_cast<std::size_t>(n) + 1);
+    x.back() = std::numeric_limits<float>::quiet_NaN();  // past n: must not be read
+    double exact = 0, magnitude = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      exact += x[static_cast<std::size_t>(i)];
+      magnitude += std::abs(x[static_cast<std::size_t>(i)]);
+    }
+    const double u = std::ldexp(1.0, -24), nu = static_cast<double>(n) * u;
+    EXPECT_LE(std::abs(static_cast<double>(sum(n, x.data())) - exact),
+              nu / (1 - nu) * magnitude + u * std::abs(exact))
+        << "n=" << n;
+  }
+  EXPECT_EQ(sum(0, nullptr), 0.0f);
 }
 
 ORIGAMI_ON_EVERY_SIMD_TARGET(Reduce);

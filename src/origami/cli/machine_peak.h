@@ -28,7 +28,8 @@ MachinePeak machine_peak();
 // descheduled by other work on a shared machine is not charged), cached per machine as the
 // peak is.
 struct MemoryBandwidth {
-  double read_gbs = 0;  // 1e9 bytes/s summing kBandwidthBytes of floats, best of several passes
+  double read_gbs = 0;  // 1e9 bytes/s summing kBandwidthBytes of floats (kernels::sum: the widest
+                        // vectors, four accumulators, one range per thread), best of several passes
   double copy_gbs = 0;  // copying half of it onto the other half, bytes read + written (STREAM's
                         // count)
   int threads = 1;

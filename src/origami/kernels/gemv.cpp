@@ -1,14 +1,19 @@
 // Skinny linear products for decode (gemv.h) on Highway vectors, compiled for every SIMD target
-// and dispatched at run time (kernels/simd.h). A tile is J consecutive rows of W against R rows
-// of x: each W vector is loaded once and multiplied into the R accumulators, so W streams from
-// memory once per call and the x rows (at most kSkinnyMaxRows of `in` floats) stay in L1/L2.
-// Each (W row, x row) pair has one vector accumulator over the whole row, whatever J and R are,
-// so every y element is summed in the same order by every tile shape and thread count.
+// and dispatched at run time (kernels/simd.h). A tile is one row of W against R rows of x: the
+// W row streams from memory once per call (the second and later R re-read it from L1), and each
+// (W row, x row) pair has kUnroll vector accumulators over interleaved vectors of the row,
+// whatever R is, so every y element is summed in the same order by every tile shape and thread
+// count. One W row at a time, not several side by side (measured on this Zen 5, decode_bench's
+// step_products, 1 row, 1 thread, cache-line-aligned weights, thread CPU time, loaded machine,
+// three alternating runs: bf16 8.7-10.1 ms with one W row, 15.8-16.7 with four side by side;
+// fp32 13.2-14.9 and 16.4-19.5; docs/inference.md has the rest): one stream per core, which
+// is likely what this CPU's prefetcher follows best.
 // One body for fp32 and bf16 weights (WT = float or the uint16_t bits of bf16, LoadAs in
 // bf16_vec-inl.h): a bf16 W vector is widened to fp32 exactly and multiplied in fp32, so a
 // bf16 product equals the fp32 product of the bf16-rounded weights and reads half the bytes.
-// Not ReorderWidenMulAccumulate (AVX-512 BF16's dot product): it takes both operands in bf16,
-// which would round the activations too; decode is bound by the weights' bytes, not by the FMAs.
+// Not AVX512_BF16's vdpbf16ps: it takes both operands in bf16, so the activations would be
+// rounded to bf16 (or split in two bf16 terms, doubling the products), and measured on this
+// Zen 5 it multiplied fewer weights per second than the widening does (docs/inference.md).
 #include "origami/kernels/gemv.h"
 
 #include <algorithm>
@@ -29,9 +34,9 @@
 #ifndef ORIGAMI_KERNELS_GEMV_SHARED_  // once, not per target
 #define ORIGAMI_KERNELS_GEMV_SHARED_
 namespace origami::kernels::gemv_simd {
-// W rows per tile: four independent accumulator chains for a single x row (an FMA's latency
-// hidden), four concurrent streams for the prefetcher.
-constexpr std::int64_t kWRows = 4;
+// Vector accumulators per (W row, x row) pair: independent chains that hide the latency of an
+// FMA when a tile has a single x row.
+constexpr int kUnroll = 4;
 }  // namespace origami::kernels::gemv_simd
 #endif
 
@@ -39,90 +44,78 @@ HWY_BEFORE_NAMESPACE();
 namespace origami::kernels::gemv_simd::HWY_NAMESPACE {
 using namespace vec::HWY_NAMESPACE;
 
-// x rows per tile: J*R accumulators, R x vectors and one W vector in registers (21 of AVX-512's
-// 32 with R = 4, 11 of AVX2's and SSE's 16 with R = 2).
+// x rows per tile: kUnroll * R accumulators and one W vector in registers, x read from L1 as a
+// memory operand (17 of AVX-512's 32 registers with R = 4, 9 of AVX2's and SSE's 16 with R = 2).
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 constexpr int kXRows = 4;
 #else
 constexpr int kXRows = 2;
 #endif
 
-// y[r*ldy + j] (=|+=) dot(x row r, W row j) for J W rows from w and R x rows from x.
-template <int J, int R, class WT>
+// y[r*ldy] (=|+=) dot(x row r, the W row at w) for R x rows from x.
+template <int R, class WT>
 HWY_INLINE void Tile(std::int64_t in, const float* HWY_RESTRICT x, const WT* HWY_RESTRICT w,
                      float* y, std::int64_t ldy, bool accumulate) {
   const DF d;
-  VF acc[J][R];
-  for (int j = 0; j < J; ++j)
-    for (int r = 0; r < R; ++r) acc[j][r] = hn::Zero(d);
-  ForEachVector(in, [&](std::int64_t k, std::int64_t count) {
-    VF xv[R];
-    for (int r = 0; r < R; ++r) xv[r] = Load(x + r * in + k, count);
-    for (int j = 0; j < J; ++j) {
-      const VF wv = LoadAs(w + j * in + k, count);
-      for (int r = 0; r < R; ++r) acc[j][r] = hn::MulAdd(wv, xv[r], acc[j][r]);
-    }
-  });
+  constexpr std::int64_t N = kFloatLanes;
+  VF acc[R][kUnroll];
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < J; ++j) {
-      const float dot = hn::GetLane(hn::SumOfLanes(d, acc[j][r]));
-      float& out = y[r * ldy + j];
-      out = accumulate ? out + dot : dot;
+    for (int u = 0; u < kUnroll; ++u) acc[r][u] = hn::Zero(d);
+  std::int64_t k = 0;
+  for (; k + kUnroll * N <= in; k += kUnroll * N)
+    for (int u = 0; u < kUnroll; ++u) {
+      const VF wv = LoadAs(w + k + u * N, N);
+      for (int r = 0; r < R; ++r)
+        acc[r][u] = hn::MulAdd(wv, hn::LoadU(d, x + r * in + k + u * N), acc[r][u]);
     }
+  // The last whole vectors and the partial one, into the first accumulator.
+  for (; k < in; k += N) {
+    const std::int64_t count = std::min(N, in - k);
+    const VF wv = LoadAs(w + k, count);
+    for (int r = 0; r < R; ++r) acc[r][0] = hn::MulAdd(wv, Load(x + r * in + k, count), acc[r][0]);
+  }
+  for (int r = 0; r < R; ++r) {
+    const VF sum = hn::Add(hn::Add(acc[r][0], acc[r][1]), hn::Add(acc[r][2], acc[r][3]));
+    const float dot = hn::GetLane(hn::SumOfLanes(d, sum));
+    float& out = y[r * ldy];
+    out = accumulate ? out + dot : dot;
+  }
 }
 
-// The J W rows at w against all `rows` x rows, R at a time (the block of W is re-read from
-// cache, not memory, for the second and later R).
-template <int J, class WT>
-HWY_INLINE void Block(std::int64_t rows, std::int64_t in, const float* x, const WT* w, float* y,
-                      std::int64_t ldy, bool accumulate) {
+// The W row at w against all `rows` x rows, R at a time; y is column j of y.
+template <class WT>
+HWY_INLINE void Row(std::int64_t rows, std::int64_t in, const float* x, const WT* w, float* y,
+                    std::int64_t ldy, bool accumulate) {
   std::int64_t r = 0;
   for (; r + kXRows <= rows; r += kXRows)
-    Tile<J, kXRows>(in, x + r * in, w, y + r * ldy, ldy, accumulate);
-  for (; r < rows; ++r) Tile<J, 1>(in, x + r * in, w, y + r * ldy, ldy, accumulate);
+    Tile<kXRows>(in, x + r * in, w, y + r * ldy, ldy, accumulate);
+  for (; r < rows; ++r) Tile<1>(in, x + r * in, w, y + r * ldy, ldy, accumulate);
 }
 
 // Output columns [j0, j1) of y, i.e. W rows [j0, j1).
-template <class WT>
-HWY_INLINE void ColumnsOf(std::int64_t j0, std::int64_t j1, std::int64_t rows, std::int64_t in,
-                          std::int64_t out, const float* x, const WT* W, float* y,
-                          bool accumulate) {
-  std::int64_t j = j0;
-  for (; j + kWRows <= j1; j += kWRows)
-    Block<kWRows>(rows, in, x, W + j * in, y + j, out, accumulate);
-  for (; j < j1; ++j) Block<1>(rows, in, x, W + j * in, y + j, out, accumulate);
-}
 void Columns(std::int64_t j0, std::int64_t j1, std::int64_t rows, std::int64_t in, std::int64_t out,
              const float* x, const float* W, float* y, bool accumulate) {
-  ColumnsOf(j0, j1, rows, in, out, x, W, y, accumulate);
-}
-// J bf16 W rows widened into `wide` (J * in floats, exact).
-template <int J>
-HWY_INLINE void WidenRows(std::int64_t in, const std::uint16_t* w, float* wide) {
-  ForEachVector(J * in, [&](std::int64_t k, std::int64_t count) {
-    Store(LoadBf16(w + k, count), wide + k, count);
-  });
+  for (std::int64_t j = j0; j < j1; ++j) Row(rows, in, x, W + j * in, y + j, out, accumulate);
 }
 
-// With more x rows than one tile takes, a block of W is read once per kXRows of them: widened
-// once into a per-thread fp32 copy (J rows, in L1/L2) and run through the fp32 tiles, rather
-// than widened again for every tile, which made a batch of 16 slower in bf16 than in fp32. The
-// values and the order are the same either way, so the results are too.
+// bf16 W rows [j0, j1), widened. With more x rows than one tile takes, a W row is widened
+// once into a per-thread fp32 copy (in L1) and run through the fp32 tiles, rather than widened
+// again for every tile, which made a batch of 16 slower in bf16 than in fp32. The values and
+// the order are the same either way, so the results are too.
 void ColumnsBf16(std::int64_t j0, std::int64_t j1, std::int64_t rows, std::int64_t in,
                  std::int64_t out, const float* x, const std::uint16_t* W, float* y,
                  bool accumulate) {
-  if (rows <= kXRows) return ColumnsOf(j0, j1, rows, in, out, x, W, y, accumulate);
-  thread_local std::vector<float> wide;  // grows to kWRows * in once per thread
-  if (wide.size() < static_cast<std::size_t>(kWRows * in))
-    wide.resize(static_cast<std::size_t>(kWRows * in));
-  std::int64_t j = j0;
-  for (; j + kWRows <= j1; j += kWRows) {
-    WidenRows<kWRows>(in, W + j * in, wide.data());
-    Block<kWRows>(rows, in, x, wide.data(), y + j, out, accumulate);
+  if (rows <= kXRows) {
+    for (std::int64_t j = j0; j < j1; ++j) Row(rows, in, x, W + j * in, y + j, out, accumulate);
+    return;
   }
-  for (; j < j1; ++j) {
-    WidenRows<1>(in, W + j * in, wide.data());
-    Block<1>(rows, in, x, wide.data(), y + j, out, accumulate);
+  thread_local std::vector<float> wide;  // grows to `in` once per thread
+  if (wide.size() < static_cast<std::size_t>(in)) wide.resize(static_cast<std::size_t>(in));
+  for (std::int64_t j = j0; j < j1; ++j) {
+    ForEachVector(in, [&](std::int64_t k, std::int64_t count) {
+      Store(LoadBf16(W + j * in + k, count), wide.data() + k, count);
+    });
+    Row(rows, in, x, wide.data(), y + j, out, accumulate);
   }
 }
 
@@ -152,10 +145,10 @@ bool check_skinny(const char* name, std::int64_t rows, std::int64_t in, std::int
   return true;
 }
 
-// Blocks of W rows of about 64 KiB of fp32 (32 KiB of bf16), a multiple of the tile's W rows:
-// fixed whatever the thread count, so the split never changes a result.
+// Blocks of W rows of about 64 KiB of fp32 (32 KiB of bf16); each thread takes consecutive
+// blocks (one stream). Every W row is summed alone, so the split never changes a result.
 std::int64_t skinny_grain(std::int64_t in) {
-  return (detail::rows_per_chunk(in, 16384) + kWRows - 1) / kWRows * kWRows;
+  return detail::rows_per_chunk(in, 16384);
 }
 }  // namespace gemv_simd
 

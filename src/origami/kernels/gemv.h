@@ -15,10 +15,10 @@ namespace origami::kernels {
 inline constexpr std::int64_t kSkinnyMaxRows = 16;
 
 // y[rows,out] (=|+=) x[rows,in] @ W^T, W [out,in] row-major, 0 <= rows <= kSkinnyMaxRows.
-// Output rows of W are split over the calling rank's threads in fixed blocks; each y element is
-// one dot product summed in a fixed order, so the result is bitwise the same for any thread
-// count (and for any rows: row r's y does not depend on the other rows). ConfigError-free:
-// bad sizes are ORIGAMI_CHECK failures (a caller's bug).
+// Output rows of W are split over the calling rank's threads in fixed blocks, one W row
+// streamed at a time; each y element is one dot product summed in a fixed order, so the result is
+// bitwise the same for any thread count (and for any rows: row r's y does not depend on the other
+// rows). ConfigError-free: bad sizes are ORIGAMI_CHECK failures (a caller's bug).
 void linear_forward_skinny(std::int64_t rows, std::int64_t in, std::int64_t out, const float* x,
                            const float* W, float* y, bool accumulate = false);
 

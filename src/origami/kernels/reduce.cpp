@@ -1,4 +1,5 @@
-// The element-wise sums and maxima of reduce.h, per target (vec_math-inl.h's AddInto, MaxInto).
+// The element-wise sums and maxima of reduce.h and its plain sum, per target (vec_math-inl.h's
+// AddInto, MaxInto, SumOver).
 #include "origami/kernels/reduce.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -26,6 +27,9 @@ using namespace vec::HWY_NAMESPACE;
   void name(std::int64_t n, T* acc, const T* in) { op(n, acc, in); }
 ORIGAMI_REDUCE_KERNELS(ORIGAMI_DEFINE)
 #undef ORIGAMI_DEFINE
+float Sum(std::int64_t n, const float* x) {
+  return SumOver(n, [&](std::int64_t i, std::int64_t count) { return Load(x + i, count); });
+}
 
 }  // namespace origami::kernels::reduce_simd::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -36,6 +40,7 @@ namespace reduce_simd {
 #define ORIGAMI_EXPORT(name, op, public_name, T) HWY_EXPORT(name);
 ORIGAMI_REDUCE_KERNELS(ORIGAMI_EXPORT)
 #undef ORIGAMI_EXPORT
+HWY_EXPORT(Sum);
 }  // namespace reduce_simd
 
 #define ORIGAMI_PUBLIC(name, op, public_name, T)                    \
@@ -44,6 +49,10 @@ ORIGAMI_REDUCE_KERNELS(ORIGAMI_EXPORT)
   }
 ORIGAMI_REDUCE_KERNELS(ORIGAMI_PUBLIC)
 #undef ORIGAMI_PUBLIC
+
+float sum(std::int64_t n, const float* x) {
+  return n > 0 ? HWY_DYNAMIC_DISPATCH(reduce_simd::Sum)(n, x) : 0.0f;
+}
 
 }  // namespace origami::kernels
 #endif  // HWY_ONCE

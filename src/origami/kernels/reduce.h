@@ -1,7 +1,7 @@
 // Element-wise combination of two arrays, acc = op(acc, in): the kernels of the communicator's
-// reductions (comm/reduce_op.cpp), on Highway vectors, compiled for every SIMD target and
-// dispatched at run time (kernels/simd.h). One thread (the caller's); element-wise, so the
-// result does not depend on the target or on how an array is cut. n >= 0.
+// reductions, and a plain sum (comm/reduce_op.cpp), on Highway vectors, compiled for every SIMD
+// target and dispatched at run time (kernels/simd.h). One thread (the caller's); element-wise, so
+// the result does not depend on the target or on how an array is cut. n >= 0.
 #pragma once
 
 #include <cstdint>
@@ -20,5 +20,11 @@ void max_into(std::int64_t n, float* acc, const float* in);
 void max_into(std::int64_t n, double* acc, const double* in);
 void max_into(std::int64_t n, std::int32_t* acc, const std::int32_t* in);
 void max_into(std::int64_t n, std::int64_t* acc, const std::int64_t* in);
+
+// The sum of x[0..n), on four vector accumulators of the widest target (SumOver in
+// vec_math-inl.h: the order depends on n and the target only). What the memory-read probe
+// streams (cli/machine_peak.h): one core issuing full-width loads on independent chains, as
+// the decode products do, rather than a probe limited by its own adds.
+float sum(std::int64_t n, const float* x);
 
 }  // namespace origami::kernels
