@@ -154,6 +154,8 @@ TEST_F(TrainCli, AMixtureOfExpertsTrainsUnderTspExportsAsMixtralAndReimports) {
   ASSERT_EQ(tsp.code, 0) << tsp.all();
   const std::vector<std::string> want = origami::cli_test::losses(tsp.all());
   ASSERT_EQ(want.size(), 2u) << tsp.all();
+  // The expert load after each step line (docs/moe.md "Load metrics").
+  EXPECT_THAT(tsp.all(), HasSubstr("experts: tokens [")) << tsp.all();
   const CliRun dp = origami(run + " --batch 1 --mesh dp=2,tsp=2");
   ASSERT_EQ(dp.code, 0) << dp.all();
   EXPECT_EQ(origami::cli_test::losses(dp.all()), want) << dp.all();

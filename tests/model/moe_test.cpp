@@ -131,12 +131,18 @@ TEST(MoeModel, RecomputePoliciesGiveTheSameLossAuxAndGradients) {
   LlamaModel none(c, t0, 4, Recompute::None), mlp(c, t1, 4, Recompute::Mlp),
       full(c, t2, 4, Recompute::Full);
   const LossResult r0 = none.forward_backward(batch, 0.05);
-  EXPECT_GT(r0.dropped, 0);
+  EXPECT_GT(r0.moe.dropped, 0);
+  // The load (docs/moe.md "Load metrics"): kept + dropped = tokens x k x layers.
+  std::int64_t assignments = r0.moe.dropped;
+  for (const std::int64_t kept : r0.moe.tokens_per_expert) assignments += kept;
+  EXPECT_EQ(assignments, B * S * c.num_experts_per_tok * c.num_hidden_layers);
+  EXPECT_GE(r0.moe.imbalance(), 1.0);
   for (LlamaModel* m : {&mlp, &full}) {
     const LossResult r = m->forward_backward(batch, 0.05);
     EXPECT_EQ(r.sum, r0.sum);
     EXPECT_EQ(r.aux, r0.aux);  // a recomputed forward does not count its layer twice
-    EXPECT_EQ(r.dropped, r0.dropped);
+    EXPECT_EQ(r.moe.dropped, r0.moe.dropped);  // nor its load
+    EXPECT_EQ(r.moe.tokens_per_expert, r0.moe.tokens_per_expert);
     auto a = named_tensors(m->grads()), b = named_tensors(none.grads());
     for (std::size_t i = 0; i < a.size(); ++i)
       EXPECT_LE(relative_difference(*a[i].tensor, *b[i].tensor), 1e-6) << a[i].name;
@@ -171,6 +177,24 @@ TEST(MoeModel, LayoutsOtherThanTspRefuseItNamingWhatRunsIt) {
   } catch (const ConfigError& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("--moe-capacity-factor"));
   }
+}
+
+// The step's expert load: sums per expert, max / mean, and a mismatch refused.
+TEST(MoeLoad, AddsPerExpertAndMeasuresMaxOverMean) {
+  MoeLoad load;
+  EXPECT_EQ(load.imbalance(), 0.0);  // no assignment yet
+  load.add({3, 0, 1, 0}, 2);
+  load.add({1, 0, 2, 1}, 1);
+  EXPECT_EQ(load.tokens_per_expert, (std::vector<std::int64_t>{4, 0, 3, 1}));
+  EXPECT_EQ(load.dropped, 3);
+  EXPECT_DOUBLE_EQ(load.imbalance(), 4.0 / (8.0 / 4.0));
+  MoeLoad balanced;
+  balanced.add({5, 5, 5}, 0);
+  EXPECT_DOUBLE_EQ(balanced.imbalance(), 1.0);
+  EXPECT_THROW(load.add({1, 2}, 0), Error);
+  MoeLoad idle;
+  idle.add({0, 0}, 0);
+  EXPECT_EQ(idle.imbalance(), 0.0);
 }
 
 }  // namespace

@@ -149,7 +149,7 @@ TEST_P(ModelOracle, LossAndEveryGradientMatchPyTorch) {
   const std::int64_t unmasked = count_unmasked(batch);
   const LossResult loss = model.forward_backward(batch, 1.0 / static_cast<double>(unmasked));
   // A capacity case means to drop; a dense model has no auxiliary loss.
-  EXPECT_EQ(loss.dropped > 0, c.config.moe_capacity_factor > 0) << loss.dropped;
+  EXPECT_EQ(loss.moe.dropped > 0, c.config.moe_capacity_factor > 0) << loss.moe.dropped;
   EXPECT_EQ(loss.aux > 0, c.config.is_moe()) << loss.aux;
 
   ASSERT_NO_FATAL_FAILURE(run_oracle({.config = dir_ + "/config.json",

@@ -134,6 +134,7 @@ inline TokenBatch micro_batch(const Case& c, const Data& d, int set, int m) {
 struct Result {
   double loss = 0;  // mean loss of the gradient check
   double grad_norm = 0;
+  MoeLoad moe;  // the gradient check's expert load (mixture of experts; empty when dense)
   std::vector<std::string> names;
   std::vector<std::vector<float>> grads;  // full tensors, named_tensors() order
   std::vector<double> step_losses;        // the AdamW steps' losses
@@ -170,6 +171,7 @@ inline Result run_single(const Case& c, const Data& d) {
     const LossResult lr = model.forward_backward(b, scale, 1.0 / c.micro);
     sum += lr.sum;
     aux += lr.aux / c.micro;
+    r.moe.add(lr.moe);
   }
   r.loss = (count > 0 ? sum / static_cast<double>(count) : 0.0) + aux;
   r.grad_norm = global_grad_norm(model.grads());
@@ -224,6 +226,7 @@ inline Result run_parallel(const Case& c, const Data& d, comm::Communicator& wor
     zero_tensors(model.grads());
     const parallel::RankModel::Accumulated acc = model.accumulate(micro, scale);
     const double local = acc.loss_sum, aux = acc.aux;
+    r.moe = acc.moe;
     model.reduce_gradients();
     const double sum = model.global_loss_sum(local);
     r.loss = (count > 0 ? sum / static_cast<double>(count) : 0.0) + aux;
@@ -281,6 +284,19 @@ inline void expect_equal(const Case& c, const Result& par, const Result& ref) {
         << c.name << ": gradient of " << ref.names[i];
   }
   EXPECT_LE(relative_difference(par.grad_norm, ref.grad_norm), kGradTolerance) << c.name;
+  // The expert load (docs/moe.md "Load metrics"): exactly one device's counts, and every
+  // token's k assignments of every layer and micro-batch counted once.
+  EXPECT_EQ(par.moe.tokens_per_expert, ref.moe.tokens_per_expert) << c.name;
+  EXPECT_EQ(par.moe.dropped, ref.moe.dropped) << c.name;
+  if (c.model.is_moe()) {
+    std::int64_t assignments = par.moe.dropped;
+    for (const std::int64_t t : par.moe.tokens_per_expert) assignments += t;
+    EXPECT_EQ(assignments, c.batch * c.seq * c.micro * c.model.num_experts_per_tok *
+                               c.model.num_hidden_layers)
+        << c.name;
+    EXPECT_EQ(par.moe.tokens_per_expert.size(),
+              static_cast<std::size_t>(c.model.num_local_experts));
+  }
   double worst_grad = 0;
   std::string worst_grad_name;
   for (std::size_t i = 0; i < ref.grads.size(); ++i) {

@@ -80,7 +80,7 @@ LossResult LlamaModel::run(const TokenBatch& batch, double grad_scale, double au
                  batch.positions);
   ops_.set_aux_weight(aux_weight);
   const kernels::LossSum loss = driver_.run(backward, grad_scale);
-  return {loss.sum, loss.count, ops_.router_aux_loss(), ops_.dropped_assignments()};
+  return {loss.sum, loss.count, ops_.router_aux_loss(), ops_.moe_load()};
 }
 
 double training_flops(const ModelConfig& c, std::int64_t batch, std::int64_t seq) {

@@ -43,9 +43,10 @@ struct LossResult {
   double sum = 0;
   std::int64_t count = 0;
   // Mixture of experts: this micro-batch's load-balancing loss (SingleOps::router_aux_loss;
-  // the step adds aux_weight x this to its mean) and the assignments the capacity dropped.
+  // the step adds aux_weight x this to its mean) and its expert load over the layers (kept
+  // assignments per expert, and the ones the capacity dropped: SingleOps::moe_load).
   double aux = 0;
-  std::int64_t dropped = 0;
+  MoeLoad moe;
   double mean() const { return count > 0 ? sum / static_cast<double>(count) : 0.0; }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "origami/core/error.h"
 #include "origami/kernels/gemm.h"
 #include "origami/kernels/swiglu.h"
 
@@ -34,6 +35,26 @@ MoeRouting moe_route_and_project(const MoeDims& d, const float* n, const MoeWeig
 }
 
 }  // namespace
+
+void MoeLoad::add(const std::vector<std::int64_t>& tokens, std::int64_t dropped_assignments) {
+  if (tokens_per_expert.empty()) tokens_per_expert.assign(tokens.size(), 0);
+  ORIGAMI_CHECK(tokens.size() == tokens_per_expert.size(),
+                "expert load of {} experts added to one of {}", tokens.size(),
+                tokens_per_expert.size());
+  for (std::size_t e = 0; e < tokens.size(); ++e) tokens_per_expert[e] += tokens[e];
+  dropped += dropped_assignments;
+}
+
+double MoeLoad::imbalance() const {
+  std::int64_t total = 0, most = 0;
+  for (const std::int64_t t : tokens_per_expert) {
+    total += t;
+    most = std::max(most, t);
+  }
+  if (total == 0) return 0.0;
+  return static_cast<double>(most) * static_cast<double>(tokens_per_expert.size()) /
+         static_cast<double>(total);
+}
 
 Tensor moe_gather_rows(const MoeDims& d, const MoeRouting& r, std::int64_t e, const float* n,
                        MemoryTracker& tracker) {

@@ -62,6 +62,20 @@ struct MoeStats {
   std::vector<std::int64_t> tokens_per_expert;  // kept assignments per expert
 };
 
+// The expert load of a step (docs/moe.md "Load metrics"): kept assignments per expert summed
+// over the layers and micro-batches (and, sharded, over every rank's tokens), and the
+// assignments a capacity dropped. Kept + dropped = tokens x k x layers.
+struct MoeLoad {
+  std::vector<std::int64_t> tokens_per_expert;  // [E]; empty for a dense model
+  std::int64_t dropped = 0;
+  // Adds a layer's or micro-batch's counts (an empty load takes other's size).
+  void add(const std::vector<std::int64_t>& tokens, std::int64_t dropped_assignments);
+  void add(const MoeLoad& other) { add(other.tokens_per_expert, other.dropped); }
+  // max_e tokens_e / mean_e tokens_e: 1 when balanced, E when one expert takes every
+  // assignment; 0 when there are none.
+  double imbalance() const;
+};
+
 // The routing of `rows` tokens from their router logits [rows, E] (probabilities are formed
 // in double from them).
 MoeRouting route_tokens(const MoeDims& dims, const float* logits);

@@ -41,19 +41,19 @@ SingleOps::SingleOps(const ModelConfig& config, ModelTensors& params, ModelTenso
       grads_(grads),
       tracker_(tracker),
       rope_(make_rope_tables(config, tracker)),
-      balance_(static_cast<std::size_t>(config.num_hidden_layers), 0.0),
-      dropped_(static_cast<std::size_t>(config.num_hidden_layers), 0) {}
+      stats_(static_cast<std::size_t>(config.num_hidden_layers)) {}
 
 double SingleOps::router_aux_loss() const {
   if (!config_.is_moe()) return 0.0;
   double sum = 0;
-  for (double b : balance_) sum += b;
-  return config_.router_aux_loss_coef * sum / static_cast<double>(balance_.size());
+  for (const MoeStats& s : stats_) sum += s.balance;
+  return config_.router_aux_loss_coef * sum / static_cast<double>(stats_.size());
 }
-std::int64_t SingleOps::dropped_assignments() const {
-  std::int64_t sum = 0;
-  for (std::int64_t d : dropped_) sum += d;
-  return sum;
+MoeLoad SingleOps::moe_load() const {
+  MoeLoad load;
+  if (config_.is_moe())
+    for (const MoeStats& s : stats_) load.add(s.tokens_per_expert, s.dropped);
+  return load;
 }
 
 void SingleOps::set_batch(std::int64_t batch, std::int64_t seq, const std::int32_t* ids,
@@ -114,11 +114,8 @@ void SingleOps::attention_backward(std::int64_t l, const float* n, const Attenti
 
 void SingleOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) {
   if (config_.is_moe()) {
-    MoeStats stats;
     moe_block_forward(moe_dims(), n, moe_weights(params_.layers[static_cast<std::size_t>(l)]),
-                      tracker_, s, x, &stats);
-    balance_[static_cast<std::size_t>(l)] = stats.balance;
-    dropped_[static_cast<std::size_t>(l)] = stats.dropped;
+                      tracker_, s, x, &stats_[static_cast<std::size_t>(l)]);
     return;
   }
   mlp_block_forward(mlp_dims(), n, mlp_weights(params_.layers[static_cast<std::size_t>(l)]),

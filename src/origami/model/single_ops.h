@@ -27,9 +27,10 @@ class SingleOps final : public BlockOps {
   void set_aux_weight(double weight) { aux_weight_ = weight; }
   // The last forward's load-balancing loss: router_aux_loss_coef x the mean over the layers of
   // each layer's balance (moe.h) over this micro-batch's tokens, unweighted; 0 for a dense
-  // model. And the assignments the capacity dropped, over all layers.
+  // model. And its expert load summed over the layers (kept assignments per expert, the
+  // assignments the capacity dropped); empty for a dense model.
   double router_aux_loss() const;
-  std::int64_t dropped_assignments() const;
+  MoeLoad moe_load() const;
 
   std::int64_t stream_rows() const override { return batch_ * seq_; }
   void embed_forward(float* x) override;
@@ -63,8 +64,7 @@ class SingleOps final : public BlockOps {
   Tensor logits_, lse_;
   const float* head_input_ = nullptr;
   // Per layer, set (not added) by each forward, so a recomputed forward counts once.
-  std::vector<double> balance_;
-  std::vector<std::int64_t> dropped_;
+  std::vector<MoeStats> stats_;
   double aux_weight_ = 1.0;
 };
 

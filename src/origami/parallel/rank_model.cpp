@@ -102,12 +102,13 @@ LocalBatch RankModel::localize(const TokenBatch& b) const {
 RankModel::Accumulated RankModel::accumulate(const std::vector<LocalBatch>& micro,
                                              double grad_scale) {
   // A mixture of experts is refused under pp > 1 (check_pipeline_model): no aux there.
-  if (groups_.plan().pp > 1) return {accumulate_stage(micro, grad_scale), 0.0};
+  if (groups_.plan().pp > 1) return {accumulate_stage(micro, grad_scale), 0.0, {}};
   Accumulated r;
   const double aux_weight = 1.0 / static_cast<double>(std::max<std::size_t>(1, micro.size()));
   for (const LocalBatch& b : micro) {
     r.loss_sum += run(b, true, grad_scale, aux_weight).sum;
     r.aux += aux_weight * router_aux_loss();
+    r.moe.add(moe_load());
   }
   return r;
 }

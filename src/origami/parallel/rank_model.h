@@ -59,6 +59,7 @@ class RankModel {
   kernels::LossSum run(const LocalBatch& batch, bool backward, double grad_scale,
                        double aux_weight = 1.0);
   double router_aux_loss() const { return ops_->router_aux_loss(); }
+  MoeLoad moe_load() const { return ops_->moe_load(); }
 
   // Forward + backward of the step's micro-batches, gradients accumulating (the gradient of
   // the loss sum scaled by grad_scale): one after another without stages; with pp > 1 in this
@@ -66,9 +67,11 @@ class RankModel {
   // and their gradients back over groups.pp() (rank_model_pipeline.cpp). Returns the rank's
   // local loss sum (zero off the last stage) and a mixture of experts' auxiliary loss of the
   // step (each micro-batch's router_aux_loss() weighted 1 / micro-batches; 0 for a dense
-  // model, which is all that runs under pp > 1).
+  // model, which is all that runs under pp > 1) and its expert load (moe_load() summed over
+  // the micro-batches; empty for a dense model).
   struct Accumulated {
     double loss_sum = 0, aux = 0;
+    MoeLoad moe;
   };
   Accumulated accumulate(const std::vector<LocalBatch>& micro, double grad_scale);
   // The last pipeline accumulate's seconds in all, and of them the seconds this stage waited

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "origami/model/block_ops.h"
+#include "origami/model/moe.h"
 #include "origami/parallel/layout.h"
 #include "origami/parallel/parallel_config.h"
 #include "origami/parallel/shard_spec.h"
@@ -47,9 +48,11 @@ class StrategyOps : public BlockOps {
   virtual void set_batch(const LocalBatch* batch) = 0;
   // Mixture of experts (docs/moe.md): this micro-batch's share of the step's auxiliary loss
   // (1 / micro-batches), and the last forward's auxiliary loss, the same number on every rank
-  // (its counts reduced over the job's micro-batch). A strategy without experts keeps these.
+  // (its counts reduced over the job's micro-batch), and its expert load over the layers and
+  // the job's micro-batch (the same on every rank). A strategy without experts keeps these.
   virtual void set_aux_weight(double /*weight*/) {}
   virtual double router_aux_loss() const { return 0.0; }
+  virtual MoeLoad moe_load() const { return {}; }
 };
 
 // A strategy for RankModel: the rank's shard specs (in named_tensors() order, with their

@@ -23,6 +23,7 @@ ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
   // Pipeline stages run their 1F1B order; aux: a mixture of experts' load-balancing loss.
   const RankModel::Accumulated acc = model.accumulate(micro, scale);
   const double local = acc.loss_sum, aux = acc.aux;
+  s.moe = acc.moe;
   // A sharded optimizer (ZeRO-1) owns one slice of each tensor over dp: the dp reduction
   // leaves each rank that slice, the norm and clipping read the slices, and AdamW::step
   // all-gathers the updated parameters over dp.

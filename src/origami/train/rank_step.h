@@ -15,6 +15,7 @@ struct ParallelStepStats {
   std::int64_t unmasked = 0;
   double grad_norm = 0;
   float clip_coefficient = 1;
+  MoeLoad moe;  // a mixture of experts' load over the step (every rank); empty when dense
 };
 
 // The optimizer of a rank: AdamW over its shards, with `shard_optimizer` (--shard-optimizer,

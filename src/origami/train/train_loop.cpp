@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "origami/comm/mpi_launch.h"
@@ -252,6 +253,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     s.clip_coefficient = st.clip_coefficient;
     s.lr = lr;
     s.data_wait_seconds = mine.wait_seconds;
+    s.moe = st.moe;
     s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double tokens_per_s = static_cast<double>(s.tokens) / s.seconds;
     const double gflops = flops_per_step / s.seconds / 1e9;
@@ -268,6 +270,11 @@ void run_rank(Shared& sh, comm::Communicator& world) {
                           {"simd", kernels::simd_target()},
                           {"peak_bytes", tracker.peak_total()},
                           {"data_wait_s", s.data_wait_seconds}};
+      if (o.model.is_moe()) {  // docs/moe.md "Load metrics"
+        j["moe_tokens_per_expert"] = s.moe.tokens_per_expert;
+        j["moe_imbalance"] = s.moe.imbalance();
+        j["moe_dropped"] = s.moe.dropped;
+      }
       metrics << j.dump() << "\n";
     }
     if (step == 1 || step % o.log_every == 0 || step == o.steps) {
@@ -276,6 +283,9 @@ void run_rank(Shared& sh, comm::Communicator& world) {
           "{:>6.1f} GFLOP/s  MFU {:.1f}%  data wait {:.2f} ms",
           step, s.loss, s.lr, s.grad_norm, tokens_per_s, gflops, 100.0 * gflops / o.peak_gflops,
           1e3 * s.data_wait_seconds));
+      if (o.model.is_moe())
+        log(fmt::format("      experts: tokens {}  imbalance (max/mean) {:.3f}  dropped {}",
+                        s.moe.tokens_per_expert, s.moe.imbalance(), s.moe.dropped));
     }
     if (lead) sh.result.steps.push_back(s);
     ckpt::after_step(o, &world, saved, step,

@@ -24,18 +24,21 @@ StepStats train_step(LlamaModel& model, AdamW& optimizer,
   const double grad_scale = unmasked > 0 ? 1.0 / static_cast<double>(unmasked) : 0.0;
   zero_tensors(model.grads());
   double loss_sum = 0, aux = 0;  // aux: a mixture of experts' load-balancing loss
+  MoeLoad moe;
   const double aux_weight =
       1.0 / static_cast<double>(std::max<std::size_t>(1, micro_batches.size()));
   for (const TokenBatch& b : micro_batches) {
     const LossResult r = model.forward_backward(b, grad_scale, aux_weight);
     loss_sum += r.sum;
     aux += aux_weight * r.aux;
+    moe.add(r.moe);
   }
 
   StepStats s;
   s.step = optimizer.steps_taken() + 1;
   s.loss = (unmasked > 0 ? loss_sum / static_cast<double>(unmasked) : 0.0) + aux;
   s.tokens = tokens;
+  s.moe = moe;
   s.lr = lr;
   s.grad_norm = global_grad_norm(model.grads());
   check_step_finite(s.step, s.loss, s.grad_norm);

@@ -28,6 +28,7 @@ struct StepStats {
   float lr = 0;
   double seconds = 0;
   double data_wait_seconds = 0;  // how long the step waited for its batches (data/prefetch.h)
+  MoeLoad moe;  // a mixture of experts' load over the step's micro-batches; empty when dense
 };
 
 // One optimizer step over `micro_batches` (their losses are averaged over all their unmasked

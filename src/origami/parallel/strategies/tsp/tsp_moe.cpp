@@ -59,6 +59,14 @@ double TspOps::router_aux_loss() const {
   return config_.router_aux_loss_coef * sum / static_cast<double>(config_.num_hidden_layers);
 }
 
+// Dropless under TSP (a capacity is refused), so the chosen assignments are the kept ones.
+MoeLoad TspOps::moe_load() const {
+  MoeLoad load;
+  if (config_.is_moe())
+    for (const std::vector<std::int64_t>& chosen : moe_chosen_) load.add(chosen, 0);
+  return load;
+}
+
 // Collective over tsp x dp: the routing's counts and probability sums over the job's
 // micro-batch (every rank holds R rows of it), and the balance they give.
 void TspOps::moe_global_balance(std::int64_t l, const MoeRouting& r, const float* logits) {

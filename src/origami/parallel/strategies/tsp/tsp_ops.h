@@ -57,6 +57,7 @@ class TspOps : public StrategyContext {
   // expert schedule's all-to-alls to whole experts (tsp_moe_expert.cpp).
   void set_aux_weight(double weight) override { aux_weight_ = weight; }
   double router_aux_loss() const override;
+  MoeLoad moe_load() const override;
   // The expert schedule's exchange of layer l's last forward: per expert (owners in rank
   // order), this rank's kept assignments, and per source rank and local expert the
   // assignments it received.
