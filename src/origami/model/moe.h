@@ -68,7 +68,7 @@ struct MoeStats {
 struct MoeLoad {
   std::vector<std::int64_t> tokens_per_expert;  // [E]; empty for a dense model
   std::int64_t dropped = 0;
-  // Adds a layer's or micro-batch's counts (an empty load takes other's size).
+  // Adds a layer's or micro-batch's counts (the first sets the number of experts).
   void add(const std::vector<std::int64_t>& tokens, std::int64_t dropped_assignments);
   void add(const MoeLoad& other) { add(other.tokens_per_expert, other.dropped); }
   // max_e tokens_e / mean_e tokens_e: 1 when balanced, E when one expert takes every
