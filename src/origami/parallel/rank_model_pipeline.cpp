@@ -21,7 +21,8 @@
 // whatever the timing, which is what the dry run replays (docs/dry-run.md, "Pipeline
 // stages"); the wait finds the send done (the reply proves it arrived), so it never stalls.
 // Every wait is bounded by the communicator's timeout (communicator.h). The time blocked in
-// those receives and in a closing pp barrier is the rank's measured bubble.
+// those receives and in a closing pp barrier is the rank's measured bubble. The planner
+// replays what this holds (pipeline_boundary.h): keep the two in step.
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -29,7 +30,7 @@
 #include <vector>
 
 #include "origami/core/error.h"
-#include "origami/parallel/pipeline_schedule.h"
+#include "origami/parallel/pipeline_boundary.h"
 #include "origami/parallel/rank_model.h"
 
 namespace origami::parallel {
@@ -43,40 +44,6 @@ int pipeline_activation_tag(int chunk, int micro, int micro_batches) {
 }
 int pipeline_gradient_tag(int chunk, int micro, int micro_batches) {
   return pipeline_activation_tag(chunk, micro, micro_batches) + 1;
-}
-
-// One chunk pass of the schedule, with its global chunk.
-struct StagePass {
-  PipelineStep step;
-  int chunk = 0;  // global chunk (PipelineSplit::chunk_of)
-};
-
-// The first message rank `receiver` sends to rank `sender` once it has consumed the message
-// `sender` sent for the receiver's pass `consumed`: the receiver's order (a pure function)
-// runs `consumed` and, from that pass on, the first pass whose output goes to `sender` (a
-// forward's activations to the next chunk's rank, a backward's input gradient to the previous
-// chunk's) sends it. Returns the sender's pass that takes that message, or none when the
-// receiver sends nothing more to `sender` this step.
-std::optional<StagePass> reply_after(const PipelineSplit& split, int receiver, int sender,
-                                     int micro_batches, const StagePass& consumed) {
-  const std::vector<PipelineStep> order =
-      pipeline_order(split.stages, split.virtual_stages, receiver, micro_batches);
-  auto chunk = [&](const PipelineStep& s) { return split.chunk_of(receiver, s.chunk); };
-  auto it = std::find_if(order.begin(), order.end(), [&](const PipelineStep& s) {
-    return s.micro == consumed.step.micro && s.backward == consumed.step.backward &&
-           chunk(s) == consumed.chunk;
-  });
-  ORIGAMI_CHECK(it != order.end(), "rank {} has no {} of chunk {}, micro-batch {}", receiver,
-                consumed.step.backward ? "backward" : "forward", consumed.chunk,
-                consumed.step.micro);
-  const int last_chunk = split.chunk_count() - 1;
-  for (; it != order.end(); ++it) {
-    const int c = chunk(*it);
-    const int to = it->backward ? c - 1 : c + 1;  // the chunk that takes this pass's output
-    if (to < 0 || to > last_chunk || split.rank_of_chunk(to) != sender) continue;
-    return StagePass{{it->micro, it->backward, to / split.stages}, to};
-  }
-  return std::nullopt;
 }
 
 // One direction's receives, in the order the schedule consumes them.

@@ -114,7 +114,8 @@ std::int64_t comm_buffers_peak(const Shapes& s, const Workload& w) {
   return std::max(parallel::mesh_resident_set(s.mesh_rank(), e, shared).peak_bytes(), grads);
 }
 
-std::int64_t workspace_peak(const Shapes& s, const Workload& w) {
+std::int64_t workspace_peak(const Shapes& s, const Workload& w, std::int64_t forward_blocks,
+                            std::int64_t backward_blocks) {
   const std::int64_t Rs = s.stream_rows, Rb = s.block_rows, h = s.h;
   const std::int64_t rope = s.rope_positions * s.d;  // cos and sin, [positions, d/2] each
   const bool full = w.recompute == Recompute::Full, mlp = w.recompute == Recompute::Mlp;
@@ -149,9 +150,11 @@ std::int64_t workspace_peak(const Shapes& s, const Workload& w) {
   // dx + the layer's forward re-run.
   const std::int64_t recomputed =
       full ? Rs * h + std::max(forward_attention(0), forward_mlp(0)) : 0;
+  const std::int64_t fwd = forward_blocks * Rs * h, bwd = backward_blocks * Rs * h;
   const std::int64_t peak =
-      max_of({forward_attention(r), forward_mlp(r), head_forward, head_backward, backward_mlp,
-              backward_attention, recomputed});
+      max_of({forward_attention(r) + fwd, forward_mlp(r) + fwd, head_forward + fwd,
+              head_backward + bwd, backward_mlp + bwd, backward_attention + bwd,
+              recomputed + bwd});
   return (rope + peak) * w.elem.activation;
 }
 

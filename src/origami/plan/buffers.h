@@ -34,8 +34,11 @@ using TspResident = parallel::TspResident;
 TspResident tsp_resident_set(const Shapes& s, Recompute r, std::int64_t comm_elem);
 
 std::int64_t comm_buffers_peak(const Shapes& s, const Workload& w);
-// Peak bytes of MemCategory::Workspace over one micro-batch's forward+backward.
-std::int64_t workspace_peak(const Shapes& s, const Workload& w);
+// Peak bytes of MemCategory::Workspace over one micro-batch's forward+backward; with pipeline
+// stages `forward_blocks` (`backward_blocks`) stream blocks [Rs, h] more (or fewer) during
+// the forward (backward) phases (parallel/pipeline_boundary.h).
+std::int64_t workspace_peak(const Shapes& s, const Workload& w, std::int64_t forward_blocks = 0,
+                            std::int64_t backward_blocks = 0);
 
 // Staging bytes the collectives allocate (comm/collectives/*.cpp): a ring all-reduce of
 // `count` elements over n ranks two chunks of min(1 MiB, largest block); a reduce-scatter

@@ -10,6 +10,7 @@
 #include "origami/comm/collectives/bytes_sent.h"
 #include "origami/comm/communicator.h"
 #include "origami/core/error.h"
+#include "origami/parallel/pipeline_boundary.h"
 #include "origami/parallel/strategies/mesh/schedule.h"
 #include "origami/parallel/strategies/tsp_allgather/schedule.h"
 #include "origami/plan/buffers.h"
@@ -103,11 +104,37 @@ Shapes shapes_of(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
 
 namespace {
 
+// What one rank holds of the model: without pipeline stages all of it (one pass in flight);
+// pp rank `stage` the layers of its chunks, the embedding on stage 0 and the final norm and
+// the LM head on the last (parallel/pipeline_stages.h's mapping), with pipeline_in_flight
+// passes' saved activations at once (parallel/pipeline_schedule.h).
+struct Share {
+  bool embedding = true, head = true;
+  std::vector<std::int64_t> chunk_layers;  // the layers of each chunk the rank holds
+  std::int64_t layers() const {
+    std::int64_t n = 0;
+    for (const std::int64_t c : chunk_layers) n += c;
+    return n;
+  }
+  std::int64_t largest_chunk() const {
+    return *std::max_element(chunk_layers.begin(), chunk_layers.end());
+  }
+  int in_flight = 1;  // passes whose forward ran and backward did not, at most
+  // Boundary row blocks [Rs, h] the rank holds at most at once (pipeline_boundary.h).
+  parallel::BoundaryBlocks boundary;
+};
+
+Share whole_model(const Shapes& s) {
+  Share share;
+  share.chunk_layers = {s.L};
+  return share;
+}
+
 // Elements of each gradient tensor this rank holds, and whether it is an RMSNorm weight.
-std::vector<std::pair<std::int64_t, bool>> rank_tensors(const Shapes& s) {
+std::vector<std::pair<std::int64_t, bool>> rank_tensors(const Shapes& s, const Share& share) {
   std::vector<std::pair<std::int64_t, bool>> t;
-  t.emplace_back(s.vocab_rows * s.h, false);  // embedding
-  for (std::int64_t l = 0; l < s.L; ++l) {
+  if (share.embedding) t.emplace_back(s.vocab_rows * s.h, false);
+  for (std::int64_t l = 0; l < share.layers(); ++l) {
     t.emplace_back(s.h, true);                          // input norm
     t.emplace_back(s.heads * s.d * s.h, false);         // wq
     t.emplace_back(s.kv_heads * s.d * s.h, false);      // wk
@@ -116,25 +143,26 @@ std::vector<std::pair<std::int64_t, bool>> rank_tensors(const Shapes& s) {
     t.emplace_back(s.h, true);                          // post-attention norm
     for (int k = 0; k < 3; ++k) t.emplace_back(s.ffn * s.h, false);  // gate, up, down
   }
-  t.emplace_back(s.h, true);                   // final norm
-  if (!s.tied) t.emplace_back(s.vocab_rows * s.h, false);  // LM head (tied: the embedding's)
+  if (share.head) {
+    t.emplace_back(s.h, true);                             // final norm
+    if (!s.tied) t.emplace_back(s.vocab_rows * s.h, false);  // LM head (tied: the embedding's)
+  }
   return t;
 }
+std::vector<std::pair<std::int64_t, bool>> rank_tensors(const Shapes& s) {
+  return rank_tensors(s, whole_model(s));
+}
 
-}  // namespace
-
-Memory memory_per_device(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
-  check_countable(m, w);  // before any int64 product of the sizes
-  const Shapes s = shapes_of(m, mesh, w);
+Memory memory_of_share(const Shapes& s, const Mesh& mesh, const Workload& w, const Share& share) {
   std::int64_t elems = 0;
-  for (const auto& [n, norm] : rank_tensors(s)) elems += n;
+  for (const auto& [n, norm] : rank_tensors(s, share)) elems += n;
   Memory mem;
   mem.parameters = elems * w.elem.param;
   mem.gradients = elems * w.elem.grad;
   mem.optimizer = elems * (2 * w.elem.optimizer + w.elem.master);  // moments + master copy
   if (w.shard_optimizer && mesh.dp > 1) {  // dp rank 0's slices (the largest when uneven)
     std::int64_t slices = 0;
-    for (const auto& [n, norm] : rank_tensors(s)) slices += comm::balanced_counts(n, mesh.dp)[0];
+    for (const auto& [n, norm] : rank_tensors(s, share)) slices += comm::balanced_counts(n, mesh.dp)[0];
     mem.optimizer = slices * (2 * w.elem.optimizer + w.elem.master);
   }
 
@@ -147,25 +175,66 @@ Memory memory_per_device(const ModelConfig& m, const Mesh& mesh, const Workload&
   const std::int64_t stream = 2 * Rs * s.h + 2 * Rs;
   const std::int64_t attention = groups * Rb * (2 * s.qd + 2 * s.kvd + s.heads);
   const std::int64_t mlp = groups * 2 * Rb * s.ffn;
-  const std::int64_t final_rstd = Rs;
+  const std::int64_t final_rstd = share.head ? Rs : 0;
+  // The layers whose saved state is held at once: every pass in flight's (the largest chunk's
+  // each, an upper bound when the rank's chunks differ).
+  const std::int64_t held = std::int64_t{share.in_flight} * share.largest_chunk();
   std::int64_t act = 0;
   switch (w.recompute) {
     case Recompute::None:  // everything of every layer, then the final norm's rstd
-      act = s.L * (stream + attention + mlp) + final_rstd;
+      act = held * (stream + attention + mlp) + final_rstd;
       break;
     case Recompute::Mlp:  // the last layer's gate/up live until its forward ends
-      act = s.L * (stream + attention) + std::max(mlp, final_rstd);
+      act = held * (stream + attention) + std::max(mlp, final_rstd);
       break;
     case Recompute::Full:  // every layer's input; the last layer re-run saving everything
-      act = s.L * Rs * s.h + final_rstd + (stream + attention + mlp);
+      act = held * Rs * s.h + final_rstd + (stream + attention + mlp);
       break;
   }
   mem.activations = act * w.elem.activation;
   // One [rows, V/T] block at a time (TSP: one [rows, chunk] block of the vocabulary ring).
-  mem.logits = Rb * (s.tsp() ? s.head_chunk_rows() : s.vocab_rows) * w.elem.logits;
-  mem.comm_buffers = comm_buffers_peak(s, w);
-  mem.workspace = workspace_peak(s, w);
+  if (share.head) mem.logits = Rb * (s.tsp() ? s.head_chunk_rows() : s.vocab_rows) * w.elem.logits;
+  // Under pp the boundary blocks are held beside the layers' buffers (their peaks added: an
+  // upper bound).
+  mem.comm_buffers = comm_buffers_peak(s, w) + share.boundary.comm_buffers * Rs * s.h * w.elem.comm;
+  mem.workspace =
+      workspace_peak(s, w, share.boundary.workspace_forward, share.boundary.workspace_backward);
   return mem;
+}
+
+}  // namespace
+
+Memory memory_per_device(const ModelConfig& m, const Mesh& mesh, const Workload& w) {
+  if (mesh.pp > 1) {  // the worst stage's
+    Memory worst;
+    for (int stage = 0; stage < mesh.pp; ++stage) {
+      const Memory here = memory_of_stage(m, mesh, w, stage);
+      if (stage == 0 || here.total() > worst.total()) worst = here;
+    }
+    return worst;
+  }
+  check_countable(m, w);  // before any int64 product of the sizes
+  const Shapes s = shapes_of(m, mesh, w);
+  return memory_of_share(s, mesh, w, whole_model(s));
+}
+
+Memory memory_of_stage(const ModelConfig& m, const Mesh& mesh, const Workload& w, int stage) {
+  check_countable(m, w);
+  parallel::check_pipeline_model(mesh, m);
+  const parallel::PipelineSplit split = parallel::stage_layers(mesh, m.num_hidden_layers);
+  const int micro = static_cast<int>(w.grad_accum);
+  parallel::check_pipeline_schedule(split.stages, split.virtual_stages, micro);
+  if (stage < 0 || stage >= split.stages)
+    throw ConfigError(fmt::format("pipeline stage {} of pp={}", stage, split.stages));
+  const Shapes s = shapes_of(m, mesh, w);
+  Share share;
+  share.embedding = stage == 0;
+  share.head = stage == split.stages - 1;
+  for (int local = 0; local < split.virtual_stages; ++local)
+    share.chunk_layers.push_back(split.layers_of(stage, local).count);
+  share.in_flight = parallel::pipeline_in_flight(split.stages, split.virtual_stages, stage, micro);
+  share.boundary = parallel::pipeline_boundary_blocks(split, stage, micro);
+  return memory_of_share(s, mesh, w, share);
 }
 
 std::int64_t all_gather_sent(std::int64_t block_count, int n, std::int64_t elem) {

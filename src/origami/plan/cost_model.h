@@ -93,7 +93,12 @@ struct Memory {
            overhead;
   }
 };
+// With pipeline stages (mesh.pp > 1) the worst stage's (memory_of_stage, by total).
 Memory memory_per_device(const ModelConfig& m, const Mesh& mesh, const Workload& w);
+// pp rank `stage`'s peaks (docs/planner.md, "Pipeline stages"): the resident categories of its
+// own tensors, the saved activations of its passes in flight (pipeline_in_flight), the
+// logits on the last stage only, and beside the layers' buffers the boundary rows it holds.
+Memory memory_of_stage(const ModelConfig& m, const Mesh& mesh, const Workload& w, int stage);
 
 // Where an operation is issued: the forward pass, the backward pass (including the forward
 // re-run of full recompute), or once per step (the gradient reductions).
