@@ -4,8 +4,8 @@
 // 5-layer model with uneven splits (4,1; 1,3,1; the balanced 1,2,1,1), fewer micro-batches
 // than stages (m < p), as many (m = p) and more (m > p), composed with tsp 2 (both of TSP's
 // schedules), dp 2 and the baselines' tp 2 (with and without sequence-parallel regions) and
-// sp 2; and interleaved 1F1B (--pp-virtual 2) at pp 2 and 3, m = p and m > p, composed with
-// tsp 2 and dp 2. Under the sanitizers a reduced set. And the tracker's view of each stage's
+// sp 2; and interleaved 1F1B (--pp-virtual 2) at pp 2, 3 and 4, m = p and m > p, composed with
+// tsp 2, dp 2 and tp 2. Under the sanitizers a reduced set. And the tracker's view of each stage's
 // micro-batches (chunk passes) in flight.
 #include <gtest/gtest.h>
 
@@ -84,6 +84,11 @@ std::vector<Case> pipeline_cases() {
   add("pp3_v2_dp2_m6_steps", interleaved(make_plan(2, 1, 1), 3, 2), 6, 2, Recompute::None, 5, six);
   add("pp3_v2_tsp2_m6", interleaved(make_tsp_plan(1, 2), 3, 2), 6, 2, Recompute::None, 0, six);
   add("pp2_v2_dp2_tsp2_m4", interleaved(make_tsp_plan(2, 2), 2, 2, {2, 1, 1, 1}), 4, 2);
+  // pp 4 x 2 chunks over 8 layers (one a chunk; the last rank's chunk 3 feeds rank 0's chunk 4),
+  // m = p, five steps; and the baselines' tp 2 under interleaving.
+  const ModelConfig eight = make_model(97, 32, 48, 4, 2, 8);
+  add("pp4_v2_m4_steps", interleaved(one, 4, 2), 4, 1, Recompute::None, 5, eight);
+  add("pp2_v2_tp2_m2", interleaved(make_plan(1, 2, 1), 2, 2), 2, 2);
 #endif
   return v;
 }
