@@ -194,7 +194,8 @@ TEST_F(TrainCli, AMixtureOfExpertsTrainsUnderTspExportsAsMixtralAndReimports) {
 
 // The mesh strategies train a mixture of experts too (docs/moe.md "The mesh strategies"):
 // `--strategy single` (the degree-1 mesh, bitwise one device: parallel.Parity.*/moe_single)
-// prints the losses and the expert load that TSP 2, dp 2, tp 2 and sp 2 print.
+// prints the losses and the expert load that TSP 2, dp 2, tp 2 and sp 2 print; with a
+// capacity, those of tp 2.
 TEST_F(TrainCli, AMixtureOfExpertsTrainsOnOneDeviceAndUnderTheMeshStrategies) {
   const std::string run = "train --model tiny-moe --steps 2 --seq 16 --log-every 1 --threads 1";
   // Each "experts: tokens [ ... ]  imbalance ..." line of a run's log.
@@ -219,6 +220,17 @@ TEST_F(TrainCli, AMixtureOfExpertsTrainsOnOneDeviceAndUnderTheMeshStrategies) {
     EXPECT_EQ(origami::cli_test::losses(r.all()), want) << layout << "\n" << r.all();
     EXPECT_EQ(loads(r.all()), loads(single.all())) << layout;
   }
+  // A capacity runs where every rank routes the whole micro-batch: tp 2 drops exactly what
+  // one device drops (0.75 keeps at most 3/4 of the assignments).
+  const std::string capped = run + " --batch 2 --moe-capacity-factor 0.75";
+  const CliRun one = origami(capped + " --strategy single");
+  const CliRun tp = origami(capped + " --strategy tp --degree 2");
+  ASSERT_EQ(one.code, 0) << one.all();
+  ASSERT_EQ(tp.code, 0) << tp.all();
+  EXPECT_EQ(origami::cli_test::losses(tp.all()), origami::cli_test::losses(one.all()));
+  EXPECT_EQ(loads(tp.all()), loads(one.all()));
+  ASSERT_FALSE(loads(one.all()).empty()) << one.all();
+  EXPECT_THAT(loads(one.all()).front(), ::testing::Not(HasSubstr("dropped 0"))) << one.all();
 }
 
 TEST_F(TrainCli, MemoryCapStopsTheRunWithTheCategoryNamed) {

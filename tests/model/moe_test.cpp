@@ -150,8 +150,9 @@ TEST(MoeModel, RecomputePoliciesGiveTheSameLossAuxAndGradients) {
 }
 
 // docs/moe.md "What runs where": the mesh strategies and TSP's broadcast-ring schedule run a
-// mixture of experts; TSP's allgather schedule, pipeline stages and a capacity factor beside
-// any engine layout (single included) are refused before any work, naming what runs them.
+// mixture of experts, a capacity factor where every rank routes the job's whole micro-batch
+// (single, tp, tpsp); TSP's allgather schedule, pipeline stages and a capacity beside tsp, sp
+// or dp are refused before any work, naming what runs them.
 TEST(MoeModel, TheMeshAndTspRunItAndTheRestRefuseNamingWhatRunsIt) {
   ModelConfig c = tiny_moe(2);
   auto plan_of = [](const char* strategy, int degree, const char* mesh = "") {
@@ -180,10 +181,12 @@ TEST(MoeModel, TheMeshAndTspRunItAndTheRestRefuseNamingWhatRunsIt) {
   EXPECT_THAT(a, ::testing::HasSubstr("--strategy single, dp, tp, tpsp, sp/cp"));
   EXPECT_THAT(refusal(plan_of("tp", 1, "pp=2,tp=2"), c),
               ::testing::HasSubstr("pp=2 with num_local_experts 4"));
-  c.moe_capacity_factor = 1.25;  // the capacity: the library's LlamaModel only
-  for (const parallel::ParallelConfig& p :
-       {plan_of("single", 1), plan_of("tp", 2), plan_of("tsp", 2)})
-    EXPECT_THAT(refusal(p, c), ::testing::HasSubstr("--moe-capacity-factor 1.25")) << p.describe();
+  c.moe_capacity_factor = 1.25;  // the capacity: where every rank routes the whole micro-batch
+  for (const parallel::ParallelConfig& p : {plan_of("single", 1), plan_of("tp", 2), tpsp})
+    EXPECT_EQ(refusal(p, c), "") << p.describe();
+  for (const parallel::ParallelConfig& p : {plan_of("dp", 2), plan_of("sp", 2), plan_of("tsp", 2)})
+    EXPECT_THAT(refusal(p, c), ::testing::HasSubstr("--moe-capacity-factor 1.25 under"))
+        << p.describe();
 }
 
 // The step's expert load: sums per expert, max / mean, and a mismatch refused.

@@ -92,6 +92,12 @@ ModelConfig with_experts(ModelConfig m, std::int64_t experts, std::int64_t top_k
   return m;
 }
 
+// The same model with a capacity factor (docs/models.md "Capacity").
+ModelConfig with_capacity(ModelConfig m, double factor) {
+  m.moe_capacity_factor = factor;
+  return m;
+}
+
 // The same model with one table for the embedding and the LM head.
 ModelConfig tied(ModelConfig m) {
   m.tie_word_embeddings = true;
@@ -344,6 +350,10 @@ std::vector<Case> matrix() {
   v.back().zero_router = true;
   add("moe_sp2_idle_experts", with_experts(mha(), 4, 2), plan(1, 1, 2));
   v.back().zero_router = true;
+  // A capacity where every rank routes the job's whole micro-batch (single, tp, TP-SP): 0.75
+  // keeps at most 3/4 of the assignments, so at least a quarter are dropped.
+  add("moe_single_capacity", with_capacity(with_experts(gqa(), 4, 2), 0.75), plan(1, 1, 1));
+  add("moe_tp2_capacity", with_capacity(with_experts(gqa(), 4, 2), 0.75), plan(1, 2, 1));
 #ifndef ORIGAMI_TESTS_SANITIZED
   add("moe_single_e5_top1_mlp", with_experts(six(), 5, 1), plan(1, 1, 1), Recompute::Mlp);
   add("moe_dp2_accum", with_experts(gqa(), 4, 2), plan(2, 1, 1), Recompute::None, 2, 2);
@@ -355,6 +365,8 @@ std::vector<Case> matrix() {
   add("moe_sp4_top2", with_experts(gqa(), 4, 2), plan(1, 1, 4));
   add("moe_dp2xsp2", with_experts(mha(), 4, 2), plan(2, 1, 2));
   add("moe_tp2xsp2", with_experts(gqa(), 4, 2), plan(1, 2, 2));
+  add("moe_tpsp2_capacity_full", with_capacity(with_experts(mha(), 4, 1), 0.75),
+      plan(1, 2, 1, true), Recompute::Full);
 #endif
 #ifndef ORIGAMI_TESTS_SANITIZED
   add("moe_expert_tsp4_e4_top2_mlp", with_experts(gqa(), 4, 2), expert(tsp(1, 4)),
@@ -412,7 +424,9 @@ std::vector<Case> step_cases() {
                                                     "moe_expert_tsp4_e8_top1_full",
                                                     "moe_single",  "moe_dp2",
                                                     "moe_tp2",     "moe_sp2_top1",
-                                                    "moe_dp2xtp2_top1"};
+                                                    "moe_dp2xtp2_top1",
+                                                    "moe_single_capacity",
+                                                    "moe_tp2_capacity"};
     if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
     c.steps = 5;
     c.max_grad_norm = 1.0;

@@ -2,12 +2,15 @@
 
 #include <cmath>
 
+#include "origami/core/error.h"
+
 namespace origami::parallel {
 
 MoeJobBalance::MoeJobBalance(const ModelConfig& config)
     : config_(config),
       balance_(static_cast<std::size_t>(config.num_hidden_layers), 0.0),
       chosen_(static_cast<std::size_t>(config.num_hidden_layers)),
+      load_(static_cast<std::size_t>(config.num_hidden_layers)),
       rows_(static_cast<std::size_t>(config.num_hidden_layers), 0) {}
 
 void MoeJobBalance::record(std::int64_t l, ParallelGroups& groups, const MoeDims& d,
@@ -22,6 +25,19 @@ void MoeJobBalance::record(std::int64_t l, ParallelGroups& groups, const MoeDims
   std::vector<std::int64_t>& chosen = chosen_[layer];
   chosen.resize(E);
   for (std::size_t e = 0; e < E; ++e) chosen[e] = std::llround(counts[e]);
+  // Kept: dropless, every chosen assignment. A capacity's priority order spans the job's
+  // micro-batch, so validate_plan allows one only where a rank routes all of it (no token axis,
+  // no dp): the rank's own routing is then the job's, its drops included.
+  if (r.capacity > 0) {
+    ORIGAMI_CHECK(groups.tokens().size() == 1 && groups.dp().size() == 1,
+                  "a capacity with the tokens split over {} x {} ranks", groups.tokens().size(),
+                  groups.dp().size());
+    std::vector<std::int64_t> kept(E);
+    for (std::size_t e = 0; e < E; ++e) kept[e] = r.offset[e + 1] - r.offset[e];
+    load_[layer] = MoeLoad{kept, r.dropped};
+  } else {
+    load_[layer] = MoeLoad{chosen, 0};
+  }
   rows_[layer] = d.rows * groups.tokens().size() * groups.dp().size();
   balance_[layer] = moe_balance(
       chosen, std::vector<double>(counts.begin() + static_cast<std::ptrdiff_t>(E), counts.end()),
@@ -46,7 +62,7 @@ double MoeJobBalance::router_aux_loss() const {
 MoeLoad MoeJobBalance::load() const {
   MoeLoad load;
   if (config_.is_moe())
-    for (const std::vector<std::int64_t>& chosen : chosen_) load.add(chosen, 0);
+    for (const MoeLoad& layer : load_) load.add(layer);
   return load;
 }
 

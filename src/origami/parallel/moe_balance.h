@@ -31,13 +31,14 @@ class MoeJobBalance {
   std::vector<double> probability_grad(std::int64_t l) const;
   // router_aux_loss_coef x the mean over the layers of each layer's balance; 0 when dense.
   double router_aux_loss() const;
-  // The job's kept assignments per expert summed over the layers (dropless: the chosen ones).
+  // The job's kept and dropped assignments per expert summed over the layers.
   MoeLoad load() const;
 
  private:
   const ModelConfig& config_;
   std::vector<double> balance_;                    // per layer
   std::vector<std::vector<std::int64_t>> chosen_;  // per layer, [E]
+  std::vector<MoeLoad> load_;                      // per layer
   std::vector<std::int64_t> rows_;                 // per layer: the job's rows
   double aux_weight_ = 1.0;
 };

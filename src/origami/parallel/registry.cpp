@@ -225,11 +225,13 @@ void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64
       refuse_mixture_of_experts(model,
                                 fmt::format("the layout {} (--tsp-schedule {})", p.mesh_spec(),
                                             tsp_schedule_name(p.tsp_schedule)));
-    if (model.moe_capacity_factor > 0)
+    // A capacity's priority order spans the job's micro-batch: only a layout whose every rank
+    // routes all of it (no token axis, no dp; tp ranks route the same rows) keeps that order.
+    if (model.moe_capacity_factor > 0 && (p.is_tsp() || p.token_degree() > 1 || p.dp > 1))
       throw ConfigError(fmt::format(
-          "--moe-capacity-factor {} under {}: the capacity's priority order spans the whole "
-          "micro-batch, which the engine's layouts do not coordinate yet (the single-device "
-          "LlamaModel of the library runs it); drop the flag (dropless)",
+          "--moe-capacity-factor {} under {}: the capacity's priority order spans the job's "
+          "whole micro-batch, which the layouts that split it (tsp, sp, dp) do not coordinate "
+          "yet; drop the flag (dropless), or use --strategy single, tp or tpsp",
           model.moe_capacity_factor, p.mesh_spec()));
   }
   for (const int d : {p.pp, p.dp, p.tp, p.sp, p.tsp})

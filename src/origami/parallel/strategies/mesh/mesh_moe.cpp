@@ -19,7 +19,8 @@ MoeDims MeshOps::moe_dims() const {
           .ffn = config_.intermediate_size / tp_size_,
           .experts = config_.num_local_experts,
           .top_k = config_.num_experts_per_tok,
-          .capacity_factor = 0};  // refused beside a parallel plan (validate_plan)
+          // Only where a rank routes the job's whole micro-batch (validate_plan).
+          .capacity_factor = config_.moe_capacity_factor};
 }
 
 void MeshOps::moe_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) {
