@@ -367,6 +367,8 @@ std::vector<Case> matrix() {
   add("moe_tp2xsp2", with_experts(gqa(), 4, 2), plan(1, 2, 2));
   add("moe_tpsp2_capacity_full", with_capacity(with_experts(mha(), 4, 1), 0.75),
       plan(1, 2, 1, true), Recompute::Full);
+  add("moe_tpsp2xsp2_mlp", with_experts(mha(), 4, 2), plan(1, 2, 2, true), Recompute::Mlp);
+  add("moe_dp2xtpsp2", with_experts(mha(), 4, 2), plan(2, 2, 1, true));
 #endif
 #ifndef ORIGAMI_TESTS_SANITIZED
   add("moe_expert_tsp4_e4_top2_mlp", with_experts(gqa(), 4, 2), expert(tsp(1, 4)),
@@ -500,6 +502,8 @@ std::vector<Case> balanced_cases() {
   add("tsp2_accum", gqa(), tsp(1, 2, kBalanced), Recompute::None, 2, 2);
   add("tsp4", mha(), tsp(1, 4, kBalanced));
   add("tsp4_full_B1", gqa4(), tsp(1, 4, kBalanced), Recompute::Full, 1);
+  // Experts on the balanced chunks: each rank routes its own rows, the balance is their sum.
+  add("moe_sp2", with_experts(mha(), 4, 2), plan(1, 1, 2, false, kBalanced));
   add("dp2xtsp2", mha(), tsp(2, 2, kBalanced));
   ParallelConfig allgather = tsp(1, 3, kBalanced);  // TSP's allgather schedule reads the same
   allgather.tsp_schedule = parallel::TspSchedule::Allgather;  // positions
