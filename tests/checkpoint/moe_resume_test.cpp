@@ -1,9 +1,10 @@
 // Mixture of experts (docs/moe.md): a run under the expert schedule (tsp 2, whole experts per
 // rank) saved after step 3 resumes under the weight ring at tsp 4 (every expert sharded 1/4)
-// and on one device equal to the uninterrupted run: losses, gradient norms and the expert load
-// of steps 4 and 5. `train` runs experts under TSP only, so the one device is LlamaModel
-// loaded from the checkpoint and stepped by train_step on the loop's own batches. The same run
-// checks the load in the --metrics lines and the log.
+// and under the mesh (tp 2: every expert sharded 1/2 over tp; the degree-1 mesh of
+// `train --strategy single`), and on LlamaModel loaded from the checkpoint and stepped by
+// train_step on the loop's own batches, equal to the uninterrupted run: losses, gradient norms
+// and the expert load of steps 4 and 5. The same run checks the load in the --metrics lines
+// and the log.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -113,7 +114,17 @@ TEST(MoeResume, ExpertScheduleResumesUnderTheRingAndOnOneDevice) {
   ASSERT_EQ(rb.steps.size(), 2u);
   for (std::size_t k = 0; k < 2; ++k) expect_same_step(rb.steps[k], ra.steps[3 + k], "tsp 4 ring");
 
-  // One device.
+  // The mesh: tp 2 and the degree-1 mesh (docs/moe.md "The mesh strategies").
+  for (const Layout& mesh : {Layout{"tp", 2, ""}, Layout{"single", 1, ""}}) {
+    TrainOptions oc = moe_options(mesh, "ring", 5);
+    oc.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
+    const TrainResult rc = quiet_train(oc);
+    ASSERT_EQ(rc.steps.size(), 2u) << mesh.name();
+    for (std::size_t k = 0; k < 2; ++k)
+      expect_same_step(rc.steps[k], ra.steps[3 + k], mesh.name());
+  }
+
+  // LlamaModel.
   const std::vector<StepStats> one = one_device_steps(oa, ckpt::checkpoint_dir(a, 3), 4, 5);
   for (std::size_t k = 0; k < 2; ++k) expect_same_step(one[k], ra.steps[3 + k], "one device");
   std::filesystem::remove_all(a);

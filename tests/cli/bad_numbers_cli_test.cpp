@@ -50,10 +50,13 @@ TEST(BadNumbers, MixtureOfExperts) {
       {moe + "--moe-capacity-factor -1", "--moe-capacity-factor is -1"},
       {moe + "--moe-capacity-factor nan", "--moe-capacity-factor"},
       {kTrain + "--moe-capacity-factor 1.25", "dense"},
-      // Only TSP's weight ring runs experts: the others' message says so.
-      {moe + "--strategy single", "--strategy tsp"},
-      {moe + "--strategy tp --degree 2", "num_local_experts is 4"},
+      // TSP's allgather schedule and pipeline stages have no expert blocks: the message
+      // names what runs them; a capacity runs on the library's LlamaModel only.
+      {moe + "--strategy tsp --degree 2 --tsp-schedule allgather",
+       "(--tsp-schedule allgather) does not support them"},
+      {moe + "--mesh pp=2,tp=2", "pp=2 with num_local_experts 4"},
       {moe + "--strategy tsp --degree 2 --moe-capacity-factor 1.5", "--moe-capacity-factor"},
+      {moe + "--strategy single --moe-capacity-factor 1.5", "--moe-capacity-factor 1.5 under"},
       {moe + "--strategy tsp --degree 2 --dry-run", "the dry run"},
       // The expert schedule: E/D whole experts a rank (4 experts do not split 3 ways), TSP's
       // experts only.

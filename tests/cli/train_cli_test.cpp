@@ -192,6 +192,35 @@ TEST_F(TrainCli, AMixtureOfExpertsTrainsUnderTspExportsAsMixtralAndReimports) {
   EXPECT_EQ(again.code, 0) << again.all();
 }
 
+// The mesh strategies train a mixture of experts too (docs/moe.md "The mesh strategies"):
+// `--strategy single` (the degree-1 mesh, bitwise one device: parallel.Parity.*/moe_single)
+// prints the losses and the expert load that TSP 2, dp 2, tp 2 and sp 2 print.
+TEST_F(TrainCli, AMixtureOfExpertsTrainsOnOneDeviceAndUnderTheMeshStrategies) {
+  const std::string run = "train --model tiny-moe --steps 2 --seq 16 --log-every 1 --threads 1";
+  // Each "experts: tokens [ ... ]  imbalance ..." line of a run's log.
+  const auto loads = [](const std::string& out) {
+    std::vector<std::string> v;
+    for (std::size_t at = out.find("experts: tokens"); at != std::string::npos;
+         at = out.find("experts: tokens", at + 1))
+      v.push_back(out.substr(at, out.find('\n', at) - at));
+    return v;
+  };
+  const CliRun single = origami(run + " --batch 2 --strategy single");
+  ASSERT_EQ(single.code, 0) << single.all();
+  const std::vector<std::string> want = origami::cli_test::losses(single.all());
+  ASSERT_EQ(want.size(), 2u) << single.all();
+  ASSERT_EQ(loads(single.all()).size(), 2u) << single.all();
+  for (const std::string layout : {"--batch 2 --strategy tsp --degree 2",
+                                   "--batch 1 --strategy dp --degree 2",
+                                   "--batch 2 --strategy tp --degree 2",
+                                   "--batch 2 --strategy sp --degree 2"}) {
+    const CliRun r = origami(run + " " + layout);
+    ASSERT_EQ(r.code, 0) << layout << "\n" << r.all();
+    EXPECT_EQ(origami::cli_test::losses(r.all()), want) << layout << "\n" << r.all();
+    EXPECT_EQ(loads(r.all()), loads(single.all())) << layout;
+  }
+}
+
 TEST_F(TrainCli, MemoryCapStopsTheRunWithTheCategoryNamed) {
   // Refused before the first allocation from the planner's estimate (issue 14, item 9), with
   // the largest category; it used to be the tracker's OutOfBudget (exit 1) mid-allocation.

@@ -149,34 +149,41 @@ TEST(MoeModel, RecomputePoliciesGiveTheSameLossAuxAndGradients) {
   }
 }
 
-TEST(MoeModel, LayoutsOtherThanTspRefuseItNamingWhatRunsIt) {
+// docs/moe.md "What runs where": the mesh strategies and TSP's broadcast-ring schedule run a
+// mixture of experts; TSP's allgather schedule, pipeline stages and a capacity factor beside
+// any engine layout (single included) are refused before any work, naming what runs them.
+TEST(MoeModel, TheMeshAndTspRunItAndTheRestRefuseNamingWhatRunsIt) {
   ModelConfig c = tiny_moe(2);
-  auto plan_of = [](const char* strategy, int degree) {
-    return parallel::make_parallel_config(strategy, degree, "", false,
+  auto plan_of = [](const char* strategy, int degree, const char* mesh = "") {
+    return parallel::make_parallel_config(strategy, degree, mesh, false,
                                           parallel::TokenLayoutKind::Zigzag);
   };
-  for (const auto& [strategy, degree] :
-       std::vector<std::pair<const char*, int>>{{"single", 1}, {"dp", 2}, {"tp", 2}, {"sp", 2}}) {
-    const parallel::ParallelConfig p = plan_of(strategy, degree);
+  auto refusal = [&](const parallel::ParallelConfig& p, const ModelConfig& m) -> std::string {
     try {
-      parallel::validate_plan(p, c, 16, 1, p.world());
-      FAIL() << strategy << " accepted a mixture-of-experts model";
+      parallel::validate_plan(p, m, 16, 2, p.world());
     } catch (const ConfigError& e) {
-      EXPECT_THAT(e.what(), ::testing::HasSubstr("num_local_experts is 4"));
-      EXPECT_THAT(e.what(), ::testing::HasSubstr("--strategy tsp"));
+      return e.what();
     }
-  }
+    return "";
+  };
+  parallel::ParallelConfig tpsp = plan_of("tp", 2);
+  tpsp.sequence_parallel = true;
+  for (const parallel::ParallelConfig& p :
+       {plan_of("single", 1), plan_of("dp", 2), plan_of("tp", 2), tpsp, plan_of("sp", 2),
+        plan_of("tp", 1, "dp=2,tp=2"), plan_of("tp", 1, "tp=2,sp=2"), plan_of("tsp", 2)})
+    EXPECT_EQ(refusal(p, c), "") << p.describe();
   parallel::ParallelConfig allgather = plan_of("tsp", 2);
   allgather.tsp_schedule = parallel::TspSchedule::Allgather;
-  EXPECT_THROW(parallel::validate_plan(allgather, c, 16, 1, 2), ConfigError);
-  EXPECT_NO_THROW(parallel::validate_plan(plan_of("tsp", 2), c, 16, 1, 2));
-  c.moe_capacity_factor = 1.25;  // the capacity: single device only
-  try {
-    parallel::validate_plan(plan_of("tsp", 2), c, 16, 1, 2);
-    FAIL() << "tsp accepted a capacity factor";
-  } catch (const ConfigError& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("--moe-capacity-factor"));
-  }
+  const std::string a = refusal(allgather, c);
+  EXPECT_THAT(a, ::testing::HasSubstr("num_local_experts is 4"));
+  EXPECT_THAT(a, ::testing::HasSubstr("(--tsp-schedule allgather) does not support them"));
+  EXPECT_THAT(a, ::testing::HasSubstr("--strategy single, dp, tp, tpsp, sp/cp"));
+  EXPECT_THAT(refusal(plan_of("tp", 1, "pp=2,tp=2"), c),
+              ::testing::HasSubstr("pp=2 with num_local_experts 4"));
+  c.moe_capacity_factor = 1.25;  // the capacity: the library's LlamaModel only
+  for (const parallel::ParallelConfig& p :
+       {plan_of("single", 1), plan_of("tp", 2), plan_of("tsp", 2)})
+    EXPECT_THAT(refusal(p, c), ::testing::HasSubstr("--moe-capacity-factor 1.25")) << p.describe();
 }
 
 // The step's expert load: sums per expert, max / mean, and a mismatch refused.

@@ -84,6 +84,27 @@ TEST(CommunicationBytes, SequenceParallel) {
   EXPECT_EQ(m.all_reduce.calls, 0);  // weight gradients are reduced once per step, not here
 }
 
+// A mixture of experts under the mesh (docs/moe.md "The mesh strategies") moves the dense
+// model's messages (the MLP is entered and left alike) plus, per layer, the d routing weight
+// partials [R, k] (doubles) all-reduced over tp in backward and the balance's 2E doubles
+// all-reduced over sp in forward (never over tp: its ranks route the same rows).
+TEST(CommunicationBytes, MixtureOfExpertsAddsTheRoutingWeightSumAndTheBalance) {
+  ModelConfig moe = kModel;
+  moe.num_local_experts = 4;
+  moe.num_experts_per_tok = 2;
+  const std::int64_t E = 4, k = 2, R = kB * kS;
+  const auto extra = [&](const parallel::ParallelConfig& p, const char* axis) {
+    const Moved dense = measure(kModel, p, kB, kS, axis), experts = measure(moe, p, kB, kS, axis);
+    return std::pair{experts.all_reduce.calls - dense.all_reduce.calls,
+                     experts.all_reduce.bytes_sent - dense.all_reduce.bytes_sent};
+  };
+  for (const bool seqpar : {false, true})
+    EXPECT_EQ(extra(make_plan(1, 2, 1, seqpar), "tp"), std::pair(kL, kL * R * k * 8)) << seqpar;
+  EXPECT_EQ(extra(make_plan(1, 1, 2), "sp"), std::pair(kL, kL * 2 * E * 8));
+  EXPECT_EQ(extra(make_plan(1, 2, 2), "sp"), std::pair(kL, kL * 2 * E * 8));
+  EXPECT_EQ(extra(make_plan(1, 2, 2), "tp"), std::pair(kL, kL * (R / 2) * k * 8));
+}
+
 // strategies/mesh/schedule.h is the planner's source for the baselines' traffic: on every rank,
 // every (communicator, op) it lists equals the engine's calls and bytes under full recompute
 // (the forward re-run in backward included), the engine sends nothing it omits (on tp, sp and

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <string>
+#include <utility>
 
 #include "origami/kernels/threads.h"
 #include "origami/parallel/registry.h"
@@ -75,11 +77,11 @@ TEST_P(ShardedMemory, HoldsOneDthOfParametersGradientsAndOptimizerState) {
   }
 }
 
-// Mixture of experts under TSP (docs/moe.md): the weight ring shards every expert's
-// w1/w3/w2 1/D like the dense MLP; the expert schedule gives each rank E/D whole experts.
-// Either way a rank holds 1/D of the experts' bytes, the router [E, h] replicated like the
-// norms.
-TEST(MoeMemory, TspHoldsOneDthOfTheExpertsAndTheWholeRouter) {
+// Mixture of experts (docs/moe.md): TSP's weight ring and TP (mesh_moe.cpp) shard every
+// expert's w1/w3/w2 1/D like the dense MLP; TSP's expert schedule gives each rank E/D whole
+// experts. Either way a rank holds 1/D of the experts' bytes, the router [E, h] replicated
+// like the norms.
+TEST(MoeMemory, ShardingStrategiesHoldOneDthOfTheExpertsAndTheWholeRouter) {
   ModelConfig m = make_model(128, 64, 128, 4, 4);
   m.num_local_experts = 4;
   m.num_experts_per_tok = 2;
@@ -87,22 +89,27 @@ TEST(MoeMemory, TspHoldsOneDthOfTheExpertsAndTheWholeRouter) {
   const std::int64_t norms = (2 * L + 1) * h * 4, routers = L * m.num_local_experts * h * 4;
   const std::int64_t total = m.num_parameters() * 4;
   const std::int64_t experts = L * m.num_local_experts * 3 * h * m.intermediate_size * 4;
-  for (parallel::MoeSchedule schedule : {parallel::MoeSchedule::Ring, parallel::MoeSchedule::Expert})
+  const std::pair<const char*, parallel::MoeSchedule> layouts[] = {
+      {"tsp", parallel::MoeSchedule::Ring},
+      {"tsp", parallel::MoeSchedule::Expert},
+      {"tp", parallel::MoeSchedule::Ring}};  // the mesh has one way: the dense MLP's shards
+  for (const auto& [strategy, schedule] : layouts)
     for (int D : {2, 4}) {
-      ParallelConfig p = strategy_at("tsp", D);
+      ParallelConfig p = strategy_at(strategy, D);
       p.moe_schedule = schedule;
       const Measured s = measure(m, p, Recompute::None, 2, 16);
-      const char* name = parallel::moe_schedule_name(schedule);
+      const std::string name =
+          std::string(strategy) +
+          (p.is_tsp() ? std::string(" moe-schedule ") + parallel::moe_schedule_name(schedule) : "");
       EXPECT_EQ(s.params, (total - norms - routers) / D + norms + routers) << name << " D=" << D;
       EXPECT_EQ(s.grads, (total - norms - routers) / D + norms + routers) << name << " D=" << D;
       // The expert bytes on the rank: everything else is known exactly (the other matrices
       // 1/D, norms and routers whole).
       const std::int64_t rank_experts = s.params - (total - norms - routers - experts) / D -
                                         norms - routers;
-      std::printf("  tsp D=%d moe-schedule %s: expert weights per rank %lld B of %lld (x D = "
-                  "%.3f)\n",
-                  D, name, static_cast<long long>(rank_experts), static_cast<long long>(experts),
-                  double(rank_experts) * D / double(experts));
+      std::printf("  %s D=%d: expert weights per rank %lld B of %lld (x D = %.3f)\n",
+                  name.c_str(), D, static_cast<long long>(rank_experts),
+                  static_cast<long long>(experts), double(rank_experts) * D / double(experts));
       EXPECT_EQ(rank_experts * D, experts) << name << " D=" << D;
     }
 }

@@ -16,7 +16,7 @@
 //     registered strategy (and TP+SP, dp x tsp, TSP at 3 and 8); TSP's allgather schedule in
 //     both sweeps and a few chosen cases (contiguous, accumulation, dp, tied); mixture-of-
 //     experts models under TSP, both schedules (moe_*, moe_expert_*: D 2, 3, 4, dp x tsp,
-//     forced routing).
+//     forced routing), and under the mesh strategies (moe_single, moe_dp*, moe_tp*, moe_sp*).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -328,6 +328,34 @@ std::vector<Case> matrix() {
   v.back().zero_router = true;
   add("moe_expert_tsp4_idle_experts", with_experts(gqa(), 4, 2), expert(tsp(1, 4)));
   v.back().zero_router = true;
+  // The mesh strategies (strategies/mesh/mesh_moe.cpp): the single device's expert blocks on
+  // the degree-1 mesh (`--strategy single`), dp (the balance over both replicas), tp (each
+  // expert sharded as the dense MLP, d routing weight summed over tp), TP-SP regions, sp (the
+  // tokens split, the balance over sp) and dp x tp; top-1 and top-2, every recompute policy,
+  // accumulation, and the zero-router fixtures (k = 1: every token on expert 0; k = 2:
+  // experts 2 and 3 idle).
+  add("moe_single", with_experts(gqa(), 4, 2), plan(1, 1, 1));
+  add("moe_dp2", with_experts(gqa(), 4, 2), plan(2, 1, 1));
+  add("moe_tp2", with_experts(gqa(), 4, 2), plan(1, 2, 1));
+  add("moe_sp2_top1", with_experts(mha(), 4, 1), plan(1, 1, 2));
+  add("moe_dp2xtp2_top1", with_experts(gqa(), 4, 1), plan(2, 2, 1));
+  add("moe_tp2_full", with_experts(gqa(), 4, 2), plan(1, 2, 1), Recompute::Full);
+  add("moe_tp2_one_expert", with_experts(gqa(), 4, 1), plan(1, 2, 1));
+  v.back().zero_router = true;
+  add("moe_sp2_idle_experts", with_experts(mha(), 4, 2), plan(1, 1, 2));
+  v.back().zero_router = true;
+#ifndef ORIGAMI_TESTS_SANITIZED
+  add("moe_single_e5_top1_mlp", with_experts(six(), 5, 1), plan(1, 1, 1), Recompute::Mlp);
+  add("moe_dp2_accum", with_experts(gqa(), 4, 2), plan(2, 1, 1), Recompute::None, 2, 2);
+  add("moe_dp2xtp2", with_experts(gqa(), 4, 2), plan(2, 2, 1));
+  add("moe_tp4_e8_top2", with_experts(gqa(), 8, 2), plan(1, 4, 1));
+  add("moe_tpsp2_mlp", with_experts(mha(), 4, 2), plan(1, 2, 1, true), Recompute::Mlp);
+  add("moe_sp2_contiguous_full", with_experts(gqa(), 4, 2), plan(1, 1, 2, false, kContig),
+      Recompute::Full);
+  add("moe_sp4_top2", with_experts(gqa(), 4, 2), plan(1, 1, 4));
+  add("moe_dp2xsp2", with_experts(mha(), 4, 2), plan(2, 1, 2));
+  add("moe_tp2xsp2", with_experts(gqa(), 4, 2), plan(1, 2, 2));
+#endif
 #ifndef ORIGAMI_TESTS_SANITIZED
   add("moe_expert_tsp4_e4_top2_mlp", with_experts(gqa(), 4, 2), expert(tsp(1, 4)),
       Recompute::Mlp);
@@ -381,7 +409,10 @@ std::vector<Case> step_cases() {
                                                     "moe_tsp4_e8_top1_full",
                                                     "moe_expert_tsp2",
                                                     "moe_expert_dp2xtsp2",
-                                                    "moe_expert_tsp4_e8_top1_full"};
+                                                    "moe_expert_tsp4_e8_top1_full",
+                                                    "moe_single",  "moe_dp2",
+                                                    "moe_tp2",     "moe_sp2_top1",
+                                                    "moe_dp2xtp2_top1"};
     if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
     c.steps = 5;
     c.max_grad_norm = 1.0;

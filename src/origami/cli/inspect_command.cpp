@@ -31,7 +31,7 @@ int InspectCommand::run() {
     if (c.is_moe())
       out += fmt::format(
           "  mixture of experts: {} experts of ffn {}, {} per token, router_aux_loss_coef {} "
-          "(trains on one device and under --strategy tsp; docs/moe.md)\n",
+          "(trains under --strategy single, dp, tp, tpsp, sp and tsp; docs/moe.md)\n",
           c.num_local_experts, c.intermediate_size, c.num_experts_per_tok,
           c.router_aux_loss_coef);
     out += fmt::format("  rope: theta {}, scaling {}\n", c.rope_theta, describe(c.rope_scaling));

@@ -371,10 +371,10 @@ void validate(const ModelConfig& c) {
 void refuse_mixture_of_experts(const ModelConfig& c, const std::string& what) {
   if (!c.is_moe()) return;
   throw ConfigError(fmt::format(
-      "num_local_experts is {}: mixture-of-experts layers run on the single-device model "
-      "(LlamaModel, as the model and oracle tests use it) and under --strategy tsp --degree 2 "
-      "or more (its broadcast-ring schedule: the experts' weight ring, with dp) only so far; "
-      "{} does not support them yet: use --strategy tsp, or a dense model",
+      "num_local_experts is {}: mixture-of-experts layers train under --strategy single, "
+      "dp, tp, tpsp, sp/cp (with dp) and tsp (its broadcast-ring schedule, either "
+      "--moe-schedule) only so far; {} does not support them yet: use one of those, or a "
+      "dense model",
       c.num_local_experts, what));
 }
 

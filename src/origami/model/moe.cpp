@@ -36,6 +36,19 @@ MoeRouting moe_route_and_project(const MoeDims& d, const float* n, const MoeWeig
 
 }  // namespace
 
+MoeWeights moe_weights(const LayerTensors& L) {
+  MoeWeights w{L.router.f32(), {}};
+  for (const ExpertTensors& e : L.experts)
+    w.experts.push_back({e.w_gate.f32(), e.w_up.f32(), e.w_down.f32()});
+  return w;
+}
+MoeGrads moe_grads(LayerTensors& G) {
+  MoeGrads g{G.router.f32(), {}};
+  for (ExpertTensors& e : G.experts)
+    g.experts.push_back({e.w_gate.f32(), e.w_up.f32(), e.w_down.f32()});
+  return g;
+}
+
 void MoeLoad::add(const std::vector<std::int64_t>& tokens, std::int64_t dropped_assignments) {
   if (tokens_per_expert.empty()) tokens_per_expert.assign(tokens.size(), 0);
   ORIGAMI_CHECK(tokens.size() == tokens_per_expert.size(),
@@ -121,7 +134,7 @@ void moe_router_backward(const MoeDims& d, const MoeRouting& r, const float* log
       dlogits.f32()[t * E + e] = static_cast<float>(p[e] * (dp[e] - dot));
   }
   kernels::linear_backward_weight(T, d.hidden, E, dlogits.f32(), n, grad_router);
-  kernels::linear_backward_input(T, d.hidden, E, dlogits.f32(), router, dn);
+  if (dn != nullptr) kernels::linear_backward_input(T, d.hidden, E, dlogits.f32(), router, dn);
 }
 
 MoeRouting route_tokens(const MoeDims& d, const float* logits) {
@@ -176,9 +189,9 @@ MoeRouting route_tokens(const MoeDims& d, const float* logits) {
   return r;
 }
 
-void moe_block_forward(const MoeDims& d, const float* n, const MoeWeights& w,
-                       MemoryTracker& tracker, MlpSaved& s, float* y, MoeStats* stats) {
-  const MoeRouting r = moe_route_and_project(d, n, w, tracker, MemCategory::Activations, s);
+MoeRouting moe_block_forward(const MoeDims& d, const float* n, const MoeWeights& w,
+                             MemoryTracker& tracker, MlpSaved& s, float* y, MoeStats* stats) {
+  MoeRouting r = moe_route_and_project(d, n, w, tracker, MemCategory::Activations, s);
   const std::int64_t h = d.hidden, f = d.ffn;
   for (std::int64_t e = 0; e < d.experts; ++e) {
     const std::int64_t begin = r.offset[e], ne = r.offset[e + 1] - begin;
@@ -195,12 +208,13 @@ void moe_block_forward(const MoeDims& d, const float* n, const MoeWeights& w,
       for (std::int64_t c = 0; c < h; ++c) out[c] += weight * in[c];
     }
   }
-  if (stats == nullptr) return;
+  if (stats == nullptr) return r;
   stats->balance = moe_balance(r.chosen, moe_probability_sums(d, s.router_logits.f32()), d.rows);
   stats->tokens_per_expert.resize(static_cast<std::size_t>(d.experts));
   for (std::int64_t e = 0; e < d.experts; ++e)
     stats->tokens_per_expert[e] = r.offset[e + 1] - r.offset[e];
   stats->dropped = r.dropped;
+  return r;
 }
 
 void moe_block_recompute(const MoeDims& d, const float* n, const MoeWeights& w,
@@ -216,12 +230,11 @@ void moe_block_recompute(const MoeDims& d, const float* n, const MoeWeights& w,
   }
 }
 
-void moe_block_backward(const MoeDims& d, const float* n, const MoeWeights& w, const MlpSaved& s,
-                        const float* dy, double balance_grad, MemoryTracker& tracker, float* dn,
-                        const MoeGrads& g) {
-  const MoeRouting r = route_tokens(d, s.router_logits.f32());
+std::vector<double> moe_experts_backward(const MoeDims& d, const float* n, const MoeWeights& w,
+                                         const MlpSaved& s, const MoeRouting& r, const float* dy,
+                                         MemoryTracker& tracker, float* dn,
+                                         const std::vector<MlpGrads>& g) {
   const std::int64_t h = d.hidden, f = d.ffn, k = d.top_k, E = d.experts, T = d.rows;
-  // d(loss)/d(routing weight) of every slot: dy . expert output (0 for a dropped one).
   std::vector<double> dweight(static_cast<std::size_t>(T * k), 0.0);
   for (std::int64_t e = 0; e < E; ++e) {
     const std::int64_t begin = r.offset[e], ne = r.offset[e + 1] - begin;
@@ -251,15 +264,24 @@ void moe_block_backward(const MoeDims& d, const float* n, const MoeWeights& w, c
     ye = Tensor();
     Tensor dx(tracker, MemCategory::Workspace, {ne, h});
     mlp_block_backward({.rows = ne, .hidden = h, .ffn = f}, x.f32(), w.experts[e],
-                       MlpSavedView{a, u}, dye.f32(), tracker, dx.f32(), g.experts[e]);
+                       MlpSavedView{a, u}, dye.f32(), tracker, dx.f32(), g[e]);
     for (std::int64_t i = 0; i < ne; ++i) {
       float* dst = dn + (r.slot[begin + i] / k) * h;
       const float* src = dx.f32() + i * h;
       for (std::int64_t c = 0; c < h; ++c) dst[c] += src[c];
     }
   }
+  return dweight;
+}
+
+void moe_block_backward(const MoeDims& d, const float* n, const MoeWeights& w, const MlpSaved& s,
+                        const float* dy, double balance_grad, MemoryTracker& tracker, float* dn,
+                        const MoeGrads& g) {
+  const MoeRouting r = route_tokens(d, s.router_logits.f32());
+  const std::vector<double> dweight =
+      moe_experts_backward(d, n, w, s, r, dy, tracker, dn, g.experts);
   moe_router_backward(d, r, s.router_logits.f32(), dweight,
-                      moe_balance_probability_grad(r.chosen, T, balance_grad), n, w.router,
+                      moe_balance_probability_grad(r.chosen, d.rows, balance_grad), n, w.router,
                       tracker, dn, g.router);
 }
 

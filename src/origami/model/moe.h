@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "origami/model/blocks.h"
+#include "origami/model/weights.h"
 
 namespace origami {
 
@@ -41,6 +42,9 @@ struct MoeGrads {
   float* router;
   std::vector<MlpGrads> experts;
 };
+// A layer's router and experts as the blocks read them (whole, or a rank's shards of them).
+MoeWeights moe_weights(const LayerTensors& layer);
+MoeGrads moe_grads(LayerTensors& layer);
 
 // Which expert each token's slots go to, and the packed order of the kept assignments: expert
 // by expert, each expert's in priority order. Recomputed from the logits wherever needed.
@@ -94,7 +98,8 @@ std::vector<double> moe_balance_probability_grad(const std::vector<std::int64_t>
                                                  std::int64_t rows, double balance_grad);
 // The router's backward: from dweight (d loss / d routing weight of each slot, [rows, k]) and
 // probability_grad (moe_balance_probability_grad) through the renormalisation and the softmax
-// to the logits; dn += dlogits Wr, grad_router += dlogits^T n.
+// to the logits; dn += dlogits Wr (dn null: skipped, another rank adds it), grad_router +=
+// dlogits^T n.
 void moe_router_backward(const MoeDims& dims, const MoeRouting& routing, const float* logits,
                          const std::vector<double>& dweight,
                          const std::vector<double>& probability_grad, const float* n,
@@ -102,13 +107,23 @@ void moe_router_backward(const MoeDims& dims, const MoeRouting& routing, const f
                          float* grad_router);
 
 // y[rows, h] += the layer's output; saved receives the logits and every kept assignment's
-// gate/up pre-activations (Activations), stats (optional) the balance and counts.
-void moe_block_forward(const MoeDims& dims, const float* n, const MoeWeights& w,
+// gate/up pre-activations (Activations), stats (optional) the balance and counts over these
+// rows. Returns the routing (a strategy reduces its counts over the job's micro-batch).
+MoeRouting moe_block_forward(const MoeDims& dims, const float* n, const MoeWeights& w,
                        MemoryTracker& tracker, MlpSaved& saved, float* y, MoeStats* stats);
 // What the backward needs when the forward did not keep it (recompute mlp/full), as Workspace.
 void moe_block_recompute(const MoeDims& dims, const float* n, const MoeWeights& w,
                          MemoryTracker& tracker, MlpSaved& saved);
-// dn[rows, h] += ..., grads += ...; balance_grad = d(loss)/d(balance) of this block's rows.
+// The experts' part of the backward: dn[rows, h] += each kept assignment's input gradient,
+// the experts' gradients += ...; returns d loss / d routing weight of every slot [rows, k]
+// (dy . the expert's output; 0 for a dropped one), which moe_router_backward takes. With
+// sharded experts (a tp rank's f/T columns) each of these is the rank's partial sum.
+std::vector<double> moe_experts_backward(const MoeDims& dims, const float* n, const MoeWeights& w,
+                                         const MlpSaved& saved, const MoeRouting& routing,
+                                         const float* dy, MemoryTracker& tracker, float* dn,
+                                         const std::vector<MlpGrads>& g);
+// The whole backward over the block's rows (experts, then router): dn[rows, h] += ...,
+// grads += ...; balance_grad = d(loss)/d(balance) of this block's rows.
 void moe_block_backward(const MoeDims& dims, const float* n, const MoeWeights& w,
                         const MlpSaved& saved, const float* dy, double balance_grad,
                         MemoryTracker& tracker, float* dn, const MoeGrads& g);

@@ -20,18 +20,6 @@ MlpWeights mlp_weights(const LayerTensors& L) {
 MlpGrads mlp_grads(LayerTensors& G) {
   return {G.w_gate.f32(), G.w_up.f32(), G.w_down.f32()};
 }
-MoeWeights moe_weights(const LayerTensors& L) {
-  MoeWeights w{L.router.f32(), {}};
-  for (const ExpertTensors& e : L.experts)
-    w.experts.push_back({e.w_gate.f32(), e.w_up.f32(), e.w_down.f32()});
-  return w;
-}
-MoeGrads moe_grads(LayerTensors& G) {
-  MoeGrads g{G.router.f32(), {}};
-  for (ExpertTensors& e : G.experts)
-    g.experts.push_back({e.w_gate.f32(), e.w_up.f32(), e.w_down.f32()});
-  return g;
-}
 }  // namespace
 
 SingleOps::SingleOps(const ModelConfig& config, ModelTensors& params, ModelTensors& grads,

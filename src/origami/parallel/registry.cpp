@@ -218,13 +218,18 @@ void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64
           "--moe-schedule ring (every expert sharded, any number of experts)",
           p.tsp, model.num_local_experts, p.tsp, model.num_local_experts));
   }
-  if (model.is_moe()) {  // experts: TSP's weight ring (tsp_moe.cpp) or expert schedule
-    if (!p.is_tsp() || p.tsp_schedule != TspSchedule::BroadcastRing)
-      refuse_mixture_of_experts(model, fmt::format("the layout {}", p.mesh_spec()));
+  // Experts: TSP's weight ring (tsp_moe.cpp) or expert schedule, and the mesh's blocks
+  // (mesh_moe.cpp); pipeline stages refuse them in check_pipeline_model.
+  if (model.is_moe()) {
+    if (p.is_tsp() && p.tsp_schedule != TspSchedule::BroadcastRing)
+      refuse_mixture_of_experts(model,
+                                fmt::format("the layout {} (--tsp-schedule {})", p.mesh_spec(),
+                                            tsp_schedule_name(p.tsp_schedule)));
     if (model.moe_capacity_factor > 0)
       throw ConfigError(fmt::format(
           "--moe-capacity-factor {} under {}: the capacity's priority order spans the whole "
-          "micro-batch, which TSP does not coordinate yet; drop the flag (dropless)",
+          "micro-batch, which the engine's layouts do not coordinate yet (the single-device "
+          "LlamaModel of the library runs it); drop the flag (dropless)",
           model.moe_capacity_factor, p.mesh_spec()));
   }
   for (const int d : {p.pp, p.dp, p.tp, p.sp, p.tsp})
@@ -284,11 +289,12 @@ void assign_reduction_axes(const ParallelConfig& p, std::vector<ShardSpec>& spec
 
 Strategy make_strategy(const ModelConfig& config, ParallelGroups& groups) {
   validate(config);
-  if (!groups.plan().is_tsp() || groups.plan().tsp_schedule != TspSchedule::BroadcastRing)
-    refuse_mixture_of_experts(config, fmt::format("the layout {}", groups.plan().mesh_spec()));
   if (!groups.plan().is_tsp()) return mesh_strategy(config, groups);
-  if (groups.plan().tsp_schedule == TspSchedule::Allgather)
+  if (groups.plan().tsp_schedule == TspSchedule::Allgather) {  // no expert blocks
+    refuse_mixture_of_experts(config, fmt::format("the layout {} (--tsp-schedule allgather)",
+                                                  groups.plan().mesh_spec()));
     return tsp_allgather_strategy(config, groups);
+  }
   return tsp_strategy(config, groups);
 }
 

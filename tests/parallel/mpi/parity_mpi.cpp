@@ -96,6 +96,9 @@ std::vector<Case> cases() {
   parallel::ParallelConfig expert_plan = tsp(2, 2, parallel::TokenLayoutKind::Zigzag);
   expert_plan.moe_schedule = parallel::MoeSchedule::Expert;
   add("moe_expert_dp2xtsp2_steps", experts, expert_plan, Recompute::None, 5);
+  // The mesh's experts (strategies/mesh/mesh_moe.cpp): each expert sharded over tp, d routing
+  // weight summed over tp, the balance over dp, between processes (world 4).
+  add("moe_dp2xtp2_steps", experts, plan(2, 2, 1), Recompute::None, 5);
   // Interleaved 1F1B (two chunks a rank, 1,2,1,1 layers): the last rank's chunk 1 sends to
   // rank 0's chunk 2, over 4 micro-batches (a multiple of pp).
   parallel::ParallelConfig interleaved = staged(plan(1, 1, 1), {1, 2, 1, 1});

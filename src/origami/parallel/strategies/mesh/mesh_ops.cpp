@@ -15,7 +15,8 @@ MeshOps::MeshOps(const ModelConfig& config, ParallelGroups& groups, const TokenL
     : StrategyContext(config, groups, layout, params, grads, tracker),
       tp_size_(groups.tp().size()),
       tp_rank_(groups.tp().rank()),
-      seqpar_(groups.plan().sequence_parallel) {
+      seqpar_(groups.plan().sequence_parallel),
+      moe_job_(config) {
   vocab_rows_ = padded_vocab(config.vocab_size, tp_size_) / tp_size_;
   vocab_first_ = tp_rank_ * vocab_rows_;
 }
@@ -145,6 +146,7 @@ void MeshOps::attention_backward(std::int64_t l, const float* n, const Attention
 }
 
 void MeshOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) {
+  if (config_.is_moe()) return moe_forward(l, n, s, x);
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
   Tensor in_holder, out_holder;
   const float* in = gather_rows(n, in_holder);
@@ -158,6 +160,7 @@ void MeshOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x)
 
 void MeshOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dx,
                            float* dn) {
+  if (config_.is_moe()) return moe_backward(l, n, s, dx, dn);
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
   const MlpDims dims{

@@ -19,6 +19,10 @@
 //                                                 and target logit
 //                                                 combined over tp
 //   RMSNorm weights         [h] replicated        -                       -
+//   mixture of experts      router [E, h] repl.;  as the dense MLP, and  as the dense MLP, and
+//   (mesh_moe.cpp)          each expert as the    the balance's 2E       d routing weight
+//                           dense MLP             doubles all-reduced    [R, k] doubles
+//                                                 over sp, then dp       all-reduced over tp
 //   (* = with sequence-parallel regions, TP-SP: the stream holds rows [t*R/T, (t+1)*R/T))
 // clang-format on
 //
@@ -31,6 +35,7 @@
 
 #include "origami/model/block_ops.h"
 #include "origami/parallel/attention_cp.h"
+#include "origami/parallel/moe_balance.h"
 #include "origami/parallel/parallel_config.h"
 #include "origami/parallel/shard_spec.h"
 #include "origami/parallel/strategies/mesh/schedule.h"
@@ -57,6 +62,10 @@ class MeshOps final : public StrategyContext {
                     float* dn) override;
   kernels::LossSum head_forward(const float* nf, bool with_backward) override;
   void head_backward(float grad_scale, float* dnf) override;
+  // Mixture of experts (mesh_moe.cpp, docs/moe.md): the balance over the job's micro-batch.
+  void set_aux_weight(double weight) override { moe_job_.set_aux_weight(weight); }
+  double router_aux_loss() const override { return moe_job_.router_aux_loss(); }
+  MoeLoad moe_load() const override { return moe_job_.load(); }
 
  private:
   std::int64_t rows() const;  // R: every row of the rank's sequence shard
@@ -69,6 +78,11 @@ class MeshOps final : public StrategyContext {
   // Where a block writes its partial output (the stream itself when T = 1).
   float* partial_target(Tensor& holder, float* stream);
   AttentionDims attention_dims() const;
+  // The mixture-of-experts MLP on the block's R rows: the single device's blocks (moe.h) over
+  // this rank's f/T columns of every expert, entered and left as the dense MLP.
+  MoeDims moe_dims() const;
+  void moe_forward(std::int64_t l, const float* n, MlpSaved& s, float* x);
+  void moe_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dx, float* dn);
 
   int tp_size_, tp_rank_;
   bool seqpar_;
@@ -76,6 +90,7 @@ class MeshOps final : public StrategyContext {
   // LM head state between forward and backward.
   Tensor head_logits_, head_lse_, head_input_holder_;
   const float* head_input_ = nullptr;
+  MoeJobBalance moe_job_;
 };
 
 // The baselines as a Strategy for RankModel: tensor-parallel specs for the plan's tp axis,

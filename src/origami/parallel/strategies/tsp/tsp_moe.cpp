@@ -52,41 +52,6 @@ void TspOps::pack_moe_shard(std::int64_t l, float* out) const {
     }
 }
 
-double TspOps::router_aux_loss() const {
-  if (!config_.is_moe()) return 0.0;
-  double sum = 0;
-  for (double b : moe_balance_) sum += b;
-  return config_.router_aux_loss_coef * sum / static_cast<double>(config_.num_hidden_layers);
-}
-
-// Dropless under TSP (a capacity is refused), so the chosen assignments are the kept ones.
-MoeLoad TspOps::moe_load() const {
-  MoeLoad load;
-  if (config_.is_moe())
-    for (const std::vector<std::int64_t>& chosen : moe_chosen_) load.add(chosen, 0);
-  return load;
-}
-
-// Collective over tsp x dp: the routing's counts and probability sums over the job's
-// micro-batch (every rank holds R rows of it), and the balance they give.
-void TspOps::moe_global_balance(std::int64_t l, const MoeRouting& r, const float* logits) {
-  const MoeDims d = moe_dims();
-  std::vector<double> sums = moe_probability_sums(d, logits);
-  std::vector<double> counts(r.chosen.begin(), r.chosen.end());  // exact below 2^53
-  counts.insert(counts.end(), sums.begin(), sums.end());
-  axis_.all_reduce(counts, counts);
-  groups_.dp().all_reduce(counts, counts);
-  const auto E = static_cast<std::size_t>(d.experts);
-  std::vector<std::int64_t>& chosen = moe_chosen_[static_cast<std::size_t>(l)];
-  chosen.resize(E);
-  for (std::size_t e = 0; e < E; ++e) chosen[e] = std::llround(counts[e]);
-  const std::int64_t rows = d.rows * size_ * groups_.dp().size();
-  moe_balance_[static_cast<std::size_t>(l)] =
-      moe_balance(chosen, std::vector<double>(counts.begin() + static_cast<std::ptrdiff_t>(E),
-                                              counts.end()),
-                  rows);
-}
-
 MoeRouting TspOps::moe_backward_routing(std::int64_t l, const float* n, MlpSaved& s) {
   const MoeDims d = moe_dims();
   if (!s.a.defined()) {  // recompute mlp: the logits again (the counts were kept by the forward)
@@ -103,14 +68,8 @@ MoeRouting TspOps::moe_backward_routing(std::int64_t l, const float* n, MlpSaved
 void TspOps::moe_router_backward_rows(std::int64_t l, const MoeRouting& r, const float* logits,
                                       const std::vector<double>& dweight, const float* n,
                                       float* dn) {
-  const MoeDims d = moe_dims();
-  const std::int64_t global_rows = d.rows * size_ * groups_.dp().size();
-  const double balance_grad = config_.router_aux_loss_coef * aux_weight_ /
-                              static_cast<double>(config_.num_hidden_layers);
-  moe_router_backward(d, r, logits, dweight,
-                      moe_balance_probability_grad(moe_chosen_[static_cast<std::size_t>(l)],
-                                                   global_rows, balance_grad),
-                      n, params_.layers[static_cast<std::size_t>(l)].router.f32(), tracker_, dn,
+  moe_router_backward(moe_dims(), r, logits, dweight, moe_job_.probability_grad(l), n,
+                      params_.layers[static_cast<std::size_t>(l)].router.f32(), tracker_, dn,
                       grads_.layers[static_cast<std::size_t>(l)].router.f32());
 }
 
@@ -122,7 +81,7 @@ void TspOps::moe_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) 
   s.router_logits = Tensor(tracker_, MemCategory::Activations, {R, E});
   kernels::linear_forward(R, h, E, n, L.router.f32(), s.router_logits.f32());
   const MoeRouting r = route_tokens(d, s.router_logits.f32());
-  moe_global_balance(l, r, s.router_logits.f32());
+  moe_job_.record(l, groups_, d, r, s.router_logits.f32());
   const std::int64_t kept = r.offset[static_cast<std::size_t>(E)];
   // Shard j's gate/up pre-activations of every kept assignment: slot j of [D, kept, ffn].
   s.a = Tensor(tracker_, MemCategory::Activations, {size_, kept, ffn});

@@ -22,7 +22,7 @@
 //
 // Saved on the owner: the received rows [Σ b_s, h] and their gate/up pre-activations
 // [Σ b_s, f] each; on the source: its router logits [R, E]. The balance over the job's
-// micro-batch is the ring's (moe_global_balance).
+// micro-batch is the ring's (MoeJobBalance, moe_balance.h).
 #include <algorithm>
 #include <string>
 
@@ -176,7 +176,7 @@ void TspOps::moe_expert_forward(std::int64_t l, const float* n, MlpSaved& s, flo
   s.router_logits = Tensor(tracker_, MemCategory::Activations, {R, E});
   kernels::linear_forward(R, h, E, n, L.router.f32(), s.router_logits.f32());
   const MoeRouting r = route_tokens(d, s.router_logits.f32());
-  moe_global_balance(l, r, s.router_logits.f32());
+  moe_job_.record(l, groups_, d, r, s.router_logits.f32());
   moe_exchange_counts(l, r);
   const MoeExchange& ex = moe_exchange_[static_cast<std::size_t>(l)];
   {

@@ -20,12 +20,11 @@ TspOps::TspOps(const ModelConfig& config, ParallelGroups& groups, const TokenLay
       axis_(groups.tokens()),
       // Collective on the axis: every rank builds its TspOps in the same order.
       bcast_(groups.tokens().split(0, groups.tokens().rank(), "tsp-shards")),
-      grads_comm_(groups.tokens().split(0, groups.tokens().rank(), "tsp-grads")) {
+      grads_comm_(groups.tokens().split(0, groups.tokens().rank(), "tsp-grads")),
+      moe_job_(config) {
   ORIGAMI_CHECK(groups.tp().size() == 1, "TSP runs on one axis; the plan has tp={}",
                 groups.tp().size());
   vocab_rows_ = padded_vocab(config.vocab_size, size_) / size_;
-  moe_balance_.assign(static_cast<std::size_t>(config.num_hidden_layers), 0.0);
-  moe_chosen_.resize(static_cast<std::size_t>(config.num_hidden_layers));
   moe_exchange_.resize(static_cast<std::size_t>(config.num_hidden_layers));
 }
 

@@ -22,6 +22,7 @@
 
 #include "origami/model/moe.h"
 #include "origami/parallel/attention_cp.h"
+#include "origami/parallel/moe_balance.h"
 #include "origami/parallel/parallel_config.h"
 #include "origami/parallel/strategy_context.h"
 #include "origami/parallel/strategies/tsp/schedule.h"
@@ -55,9 +56,9 @@ class TspOps : public StrategyContext {
   void head_backward(float grad_scale, float* dnf) override;
   // Mixture of experts: the weight ring over every expert's shard (tsp_moe.cpp), or the
   // expert schedule's all-to-alls to whole experts (tsp_moe_expert.cpp).
-  void set_aux_weight(double weight) override { aux_weight_ = weight; }
-  double router_aux_loss() const override;
-  MoeLoad moe_load() const override;
+  void set_aux_weight(double weight) override { moe_job_.set_aux_weight(weight); }
+  double router_aux_loss() const override { return moe_job_.router_aux_loss(); }
+  MoeLoad moe_load() const override { return moe_job_.load(); }
   // The expert schedule's exchange of layer l's last forward: per expert (owners in rank
   // order), this rank's kept assignments, and per source rank and local expert the
   // assignments it received.
@@ -120,7 +121,6 @@ class TspOps : public StrategyContext {
   MoeDims moe_dims() const;
   std::int64_t moe_floats() const;
   void pack_moe_shard(std::int64_t l, float* out) const;
-  void moe_global_balance(std::int64_t l, const MoeRouting& routing, const float* logits);
   // The backward's routing, from the saved logits or (recompute mlp) logits recomputed.
   MoeRouting moe_backward_routing(std::int64_t l, const float* n, MlpSaved& s);
   void moe_router_backward_rows(std::int64_t l, const MoeRouting& routing, const float* logits,
@@ -168,12 +168,9 @@ class TspOps : public StrategyContext {
   Tensor head_lse_;
   const float* head_input_ = nullptr;
   KvKeep kv_keep_;
-  // Mixture of experts, per layer, set by each forward (a recomputed forward counts once):
-  // the balance over the job's micro-batch and its counts of chosen assignments.
-  std::vector<double> moe_balance_;
-  std::vector<std::vector<std::int64_t>> moe_chosen_;
+  // Mixture of experts: the balance over the job's micro-batch (tsp x dp), per layer.
+  MoeJobBalance moe_job_;
   std::vector<MoeExchange> moe_exchange_;  // the expert schedule's, per layer
-  double aux_weight_ = 1.0;
 };
 
 // TSP as a Strategy for RankModel: TP-style blocks of every weight over the tsp axis, with
