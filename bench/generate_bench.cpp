@@ -45,6 +45,7 @@
 #include "origami/comm/run_ranks.h"
 #include "origami/infer/engine.h"
 #include "origami/kernels/cross_entropy.h"
+#include "origami/kernels/gemm.h"
 #include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/strategies/mesh/mesh_ops.h"
@@ -196,8 +197,9 @@ int speed(const std::string& prefix, std::int64_t prompt_len, std::int64_t new_t
   }
   std::printf(
       "cpu: %s\nsimd_target: %s\nprecision: %s (fp32: f32 weights and KV cache; bf16: "
-      "bf16 weights and KV cache, fp32 activations and accumulation)\n",
-      cli::cpu_model_name().c_str(), kernels::simd_target().c_str(), precision.c_str());
+      "bf16 weights and KV cache, fp32 accumulation; bf16 prefill: %s)\n",
+      cli::cpu_model_name().c_str(), kernels::simd_target().c_str(), precision.c_str(),
+      kernels::linear_forward_bf16_path().c_str());
   std::printf(
       "model: h %lld, %lld layers, %lld heads / %lld kv heads, f %lld, vocabulary %lld "
       "(%.1f M parameters); prompt %lld tokens, %lld decode steps\n",

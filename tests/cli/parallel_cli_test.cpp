@@ -280,6 +280,14 @@ TEST(ParallelCli, UnderMpirunBadInputExitsTwo) {
   EXPECT_THAT(r.err, HasSubstr("rank 0: error: zigzag layout needs the sequence length"));
 }
 
+// A pipeline mesh whose axes do not multiply to mpirun's world (pp=2 x tsp=2 on 2 processes)
+// is refused on every rank before any stage starts: exit 2, naming the mesh and the world.
+TEST(ParallelCli, UnderMpirunAPipelineMeshOfAnotherWorldExitsTwo) {
+  const CliRun r = origami(kJob + "--mesh pp=2,tsp=2", mpirun(2));
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_THAT(r.err, HasSubstr("needs 4 ranks but the world has 2"));
+}
+
 TEST(ParallelCli, RefusesPlansThatCannotWork) {
   struct Bad {
     const char* flags;
@@ -311,6 +319,9 @@ TEST(ParallelCli, RefusesPlansThatCannotWork) {
             "pp=2 x --pp-virtual 2 = 4 model chunks over a model of 2 layers"},
            {"--mesh pp=2 --pp-virtual 0", "--pp-virtual 0: each pipeline rank holds at least"},
            {"--mesh dp=2 --pp-virtual 2", "interleaving needs pp=2 or more"},
+           // The micro-batches (--grad-accum) of a pipeline step must make the global batch.
+           {"--mesh pp=2,dp=2 --grad-accum 3 --global-batch 8",
+            "--global-batch 8 contradicts --micro-batch 2 x dp 2 x --grad-accum 3 = 12"},
        }) {
     const CliRun r = origami(kJob + b.flags);
     EXPECT_EQ(r.code, 2) << b.flags << "\n" << r.all();

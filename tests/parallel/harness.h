@@ -228,6 +228,7 @@ inline Result run_parallel(const Case& c, const Data& d, comm::Communicator& wor
     const double local = acc.loss_sum, aux = acc.aux;
     r.moe = acc.moe;
     model.reduce_gradients();
+    model.wait_for_stages();
     const double sum = model.global_loss_sum(local);
     r.loss = (count > 0 ? sum / static_cast<double>(count) : 0.0) + aux;
     r.grad_norm = model.grad_norm();

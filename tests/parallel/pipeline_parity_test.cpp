@@ -1,11 +1,12 @@
 // Pipeline stages against one device (the parity harness, harness.h): the loss, every gathered
 // gradient (per tensor ||a-b||/||b|| <= 1e-5) and, for the *_steps cases, five AdamW steps with
-// clipping (losses and parameters <= 1e-4), on the threads transport. pp = 2, 3 and 4 over a
-// 5-layer model with uneven splits (4,1; 1,3,1; the balanced 1,2,1,1), fewer micro-batches
-// than stages (m < p), as many (m = p) and more (m > p), composed with tsp 2 (both of TSP's
-// schedules), dp 2 and the baselines' tp 2 (with and without sequence-parallel regions) and
-// sp 2; and interleaved 1F1B (--pp-virtual 2) at pp 2, 3 and 4, m = p and m > p, composed with
-// tsp 2, dp 2 and tp 2. Under the sanitizers a reduced set. And the tracker's view of each stage's
+// clipping (losses and parameters <= 1e-4), on the threads transport. 1F1B at pp = 2, 3 and 4
+// over a 5-layer model with uneven splits (4,1; 1,3,1; 1,1,3; 1,1,1,2; the balanced 1,2,1,1),
+// fewer micro-batches than stages (m < p), as many (m = p) and more (m > p), composed with
+// tsp 2 (both of TSP's schedules, at pp 2, 3 and 4), dp 2 (pp 2, 3, 4) and the baselines' tp 2
+// (with and without sequence-parallel regions) and sp 2; and interleaved 1F1B (--pp-virtual 2)
+// at pp 2, 3 and 4, m = p and m > p, composed with tsp 2 and dp 2 (pp 2, 3, 4), tp 2, sp 2 and
+// TP-SP. Under the sanitizers a reduced set. And the tracker's view of each stage's
 // micro-batches (chunk passes) in flight.
 #include <gtest/gtest.h>
 
@@ -89,6 +90,22 @@ std::vector<Case> pipeline_cases() {
   const ModelConfig eight = make_model(97, 32, 48, 4, 2, 8);
   add("pp4_v2_m4_steps", interleaved(one, 4, 2), 4, 1, Recompute::None, 5, eight);
   add("pp2_v2_tp2_m2", interleaved(make_plan(1, 2, 1), 2, 2), 2, 2);
+  // The rest of the matrix the issue names: 1F1B at pp 3 under dp 2 and at pp 4 under tsp 2
+  // (uneven, m > p), pp 4 with m < p; interleaved at pp 4 under dp 2 and tsp 2 (over 9 layers:
+  // uneven chunks, m > p) and under the baselines' sp 2 and TP-SP regions.
+  add("pp3_dp2_1x1x3_m4_steps", staged(make_plan(2, 1, 1), 3, {1, 1, 3}), 4, 2, Recompute::None,
+      5);
+  add("pp4_tsp2_m5_steps", staged(make_tsp_plan(1, 2), 4, {1, 1, 2, 1}), 5, 2, Recompute::None,
+      5);
+  add("pp4_1x1x1x2_m2", staged(one, 4, {1, 1, 1, 2}), 2, 1, Recompute::Mlp);
+  add("pp4_v2_dp2_m4_steps", interleaved(make_plan(2, 1, 1), 4, 2), 4, 2, Recompute::None, 5,
+      eight);
+  const ModelConfig nine = make_model(97, 32, 48, 4, 2, 9);
+  add("pp4_v2_tsp2_9layers_m8", interleaved(make_tsp_plan(1, 2), 4, 2), 8, 2, Recompute::None, 0,
+      nine);
+  add("pp2_v2_sp2_m2", interleaved(make_plan(1, 1, 2), 2, 2), 2, 1);
+  add("pp2_v2_tpsp2_m4_steps", interleaved(make_plan(1, 2, 1, true), 2, 2), 4, 2,
+      Recompute::None, 5);
 #endif
   return v;
 }

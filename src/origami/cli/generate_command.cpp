@@ -13,6 +13,7 @@
 #include "origami/core/error.h"
 #include "origami/dryrun/inference.h"
 #include "origami/io/text_file.h"
+#include "origami/kernels/gemm.h"
 #include "origami/kernels/simd.h"
 
 namespace origami::cli {
@@ -181,8 +182,8 @@ int GenerateCommand::run() {
   options_.precision = precision_;
   if (precision_ == "bf16")
     std::cerr << "origami: bf16: weights and KV cache held in bf16; decode widens them to fp32 "
-                 "inside its kernels, prefill widens each shard for fp32 GEMMs (no native bf16 "
-                 "dot product is used)\n";
+                 "inside its kernels; prefill: "
+              << kernels::linear_forward_bf16_path() << "\n";
   const bool one = options_.prompts.size() == 1;
   // One prompt: the text streams as it becomes final; a batch: each sequence at the end.
   bool started = false;  // (the callback runs on rank 0 only: one copy of the text)

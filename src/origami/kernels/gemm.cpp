@@ -75,8 +75,9 @@ void gemm(Trans trans_a, Trans trans_b, std::int64_t M, std::int64_t N, std::int
 }
 
 void linear_forward(std::int64_t rows, std::int64_t in, std::int64_t out, const float* x,
-                    const float* W, float* y, bool accumulate) {
-  gemm(Trans::N, Trans::T, rows, out, in, 1.0f, x, std::max<std::int64_t>(1, in), W,
+                    WeightView W, float* y, bool accumulate) {
+  if (W.is_bf16()) return detail::linear_forward_bf16(rows, in, out, x, W.bf16s(), y, accumulate);
+  gemm(Trans::N, Trans::T, rows, out, in, 1.0f, x, std::max<std::int64_t>(1, in), W.f32(),
        std::max<std::int64_t>(1, in), accumulate ? 1.0f : 0.0f, y,
        std::max<std::int64_t>(1, out));
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "origami/core/bf16.h"
+#include "origami/kernels/weight_view.h"
 
 namespace origami::kernels {
 
@@ -28,8 +29,13 @@ void gemm_bf16(Trans trans_a, Trans trans_b, std::int64_t M, std::int64_t N, std
 // brg:avx512_core_bf16)" or "converting (...)"): printed once by the programs.
 std::string gemm_bf16_path();
 
-// Tests and benchmarks: makes every later bf16 product take the converting path (or not).
-// Not thread-safe against products running at the same time.
+// Whether bf16 products run on oneDNN's bf16 matmul here (the CPU has bf16 dot products and
+// the converting path is not forced): what linear_forward chooses its bf16 path by.
+bool gemm_bf16_native();
+
+// Tests and benchmarks: makes every later bf16 product take the converting path (or not), and
+// linear_forward's bf16 weights the widening path. Not thread-safe against products running
+// at the same time.
 void force_gemm_bf16_conversion(bool on);
 
 namespace detail {
@@ -38,6 +44,9 @@ namespace detail {
 void check_gemm_shape(const char* name, Trans trans_a, Trans trans_b, std::int64_t M,
                       std::int64_t N, std::int64_t K, std::int64_t lda, std::int64_t ldb,
                       std::int64_t ldc);
+// linear_forward on a bf16 W (linear_bf16.cpp).
+void linear_forward_bf16(std::int64_t rows, std::int64_t in, std::int64_t out, const float* x,
+                         const bf16* W, float* y, bool accumulate);
 }  // namespace detail
 
 // Floating-point operations of one such product: 2*M*N*K.
@@ -50,8 +59,17 @@ inline double gemm_flops(std::int64_t M, std::int64_t N, std::int64_t K) {
 //   backward dx  dx[rows,in]  += dy[rows,out] @ W
 //   backward dW  dW[out,in]   += dy^T @ x
 // `accumulate` selects += for the forward output (partial sums over weight shards).
+// A bf16 W (inference's bf16 prefill) takes one of two paths, chosen per CPU (linear_bf16.cpp):
+//   native     where gemm_bf16_native(): x rounded to bf16 (one rounding, 2^-8 relative, of
+//              each activation, as llama.cpp's BF16 path does) and gemm_bf16, bf16 x bf16 with
+//              fp32 accumulation into fp32 y;
+//   widening   elsewhere: blocks of W's rows widened exactly to fp32 and the fp32 gemm on the
+//              fp32 x (oneDNN's bf16 matmul has no fast kernel there: docs/results-kernels.md).
 void linear_forward(std::int64_t rows, std::int64_t in, std::int64_t out, const float* x,
-                    const float* W, float* y, bool accumulate = false);
+                    WeightView W, float* y, bool accumulate = false);
+// Which of the two a bf16 W takes here, in words, with gemm_bf16_path()'s reason: printed once
+// by the programs that run the bf16 prefill.
+std::string linear_forward_bf16_path();
 void linear_backward_input(std::int64_t rows, std::int64_t in, std::int64_t out, const float* dy,
                            const float* W, float* dx);
 void linear_backward_weight(std::int64_t rows, std::int64_t in, std::int64_t out, const float* dy,

@@ -243,6 +243,8 @@ std::string gemm_bf16_path() {
                                                   : "converting (no bf16 dot products on this CPU)");
 }
 
+bool gemm_bf16_native() { return !g_force_conversion && has_bf16_dot_products(); }
+
 void force_gemm_bf16_conversion(bool on) { g_force_conversion = on; }
 
 }  // namespace origami::kernels

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "origami/core/tensor.h"
+#include "origami/kernels/weight_view.h"
 #include "origami/model/config.h"
 
 namespace origami {
@@ -42,11 +43,12 @@ struct AttentionDims {
   std::int64_t rows() const { return batch * seq; }
 };
 
+// fp32, or bf16 in the bf16 inference's prefill (the forward only: backward reads fp32).
 struct AttentionWeights {
-  const float* wq;  // [heads*d, h]
-  const float* wk;  // [kv_heads*d, h]
-  const float* wv;  // [kv_heads*d, h]
-  const float* wo;  // [h, heads*d] (a shard stores its column slice contiguously)
+  kernels::WeightView wq;  // [heads*d, h]
+  kernels::WeightView wk;  // [kv_heads*d, h]
+  kernels::WeightView wv;  // [kv_heads*d, h]
+  kernels::WeightView wo;  // [h, heads*d] (a shard stores its column slice contiguously)
 };
 struct AttentionGrads {
   float* wq;
@@ -118,10 +120,11 @@ struct MlpDims {
   std::int64_t hidden = 0;
   std::int64_t ffn = 0;  // columns of W_gate/W_up held by this block
 };
+// fp32, or bf16 in the bf16 inference's prefill (the forward only: backward reads fp32).
 struct MlpWeights {
-  const float* w_gate;  // [ffn, h]
-  const float* w_up;    // [ffn, h]
-  const float* w_down;  // [h, ffn] (a shard stores its column slice contiguously)
+  kernels::WeightView w_gate;  // [ffn, h]
+  kernels::WeightView w_up;    // [ffn, h]
+  kernels::WeightView w_down;  // [h, ffn] (a shard stores its column slice contiguously)
 };
 struct MlpGrads {
   float* w_gate;

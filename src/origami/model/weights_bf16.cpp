@@ -1,6 +1,7 @@
 #include "origami/model/weights_bf16.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "origami/core/error.h"
 #include "origami/core/float_ops.h"
@@ -31,15 +32,19 @@ void narrow_matrices_to_bf16(ModelTensors& params) {
   if (!params.tied) narrow_one_to_bf16(params.lm_head);
 }
 
-void copy_as_floats(const Tensor& t, std::int64_t first, std::int64_t n, float* out) {
-  ORIGAMI_CHECK(first >= 0 && n >= 0 && first + n <= t.numel(),
-                "copy_as_floats: elements [{}, {}) of a tensor of {}", first, first + n, t.numel());
-  if (!t.backed() || n == 0) return;
-  if (t.dtype() == DType::BF16) {
-    kernels::convert_to_float(n, static_cast<const bf16*>(t.raw()) + first, out);
-  } else {
-    copy_floats(out, float_at(t.f32(), first), n);
-  }
+void copy_elements(const Tensor& src, std::int64_t src_first, Tensor& dst, std::int64_t dst_first,
+                   std::int64_t n) {
+  ORIGAMI_CHECK(src.dtype() == dst.dtype(), "copy_elements: {} into {}", dtype_name(src.dtype()),
+                dtype_name(dst.dtype()));
+  ORIGAMI_CHECK(src_first >= 0 && dst_first >= 0 && n >= 0 && src_first + n <= src.numel() &&
+                    dst_first + n <= dst.numel(),
+                "copy_elements: [{}, +{}) of {} into [{}, +{}) of {}", src_first, n, src.numel(),
+                dst_first, n, dst.numel());
+  if (!src.backed() || !dst.backed() || n == 0) return;
+  const auto size = static_cast<std::size_t>(dtype_size(src.dtype()));
+  std::memcpy(static_cast<char*>(dst.raw()) + static_cast<std::size_t>(dst_first) * size,
+              static_cast<const char*>(src.raw()) + static_cast<std::size_t>(src_first) * size,
+              static_cast<std::size_t>(n) * size);
 }
 
 void embedding_rows_as_floats(std::int64_t tokens, std::int64_t h, const std::int32_t* ids,

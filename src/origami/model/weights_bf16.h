@@ -1,6 +1,7 @@
 // Inference's bf16 weights (`origami generate --precision bf16`, docs/inference.md): the
-// matrices of a ModelTensors narrowed to bf16 in place, and such a tensor read as floats where
-// a kernel computes in fp32 (the TSP prefill's shard packing, the embedding gather).
+// matrices of a ModelTensors narrowed to bf16 in place, the embedding rows of such a table
+// widened as they are gathered, and tensors copied as stored (the TSP prefill's shard packing,
+// whose products read bf16).
 #pragma once
 
 #include <cstdint>
@@ -16,9 +17,10 @@ namespace origami {
 // norms' weights stay fp32. A tensor already in bf16 is kept.
 void narrow_matrices_to_bf16(ModelTensors& params);
 
-// out[0, n) = elements [first, first + n) of t as floats: a copy (F32) or an exact widening
-// (BF16). Nothing is read from an unbacked (dry-run) tensor.
-void copy_as_floats(const Tensor& t, std::int64_t first, std::int64_t n, float* out);
+// dst[dst_first, +n) = src[src_first, +n), element by element in their common dtype (bytes
+// copied: F32 or BF16 alike). Nothing is copied when either is unbacked (dry run).
+void copy_elements(const Tensor& src, std::int64_t src_first, Tensor& dst, std::int64_t dst_first,
+                   std::int64_t n);
 
 // kernels::embedding_forward from an F32 or BF16 table (rows widened exactly; zeros for ids
 // outside the table's rows).

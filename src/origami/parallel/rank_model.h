@@ -16,6 +16,7 @@
 // The optimizer step over these operations is train/rank_step.h's.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -74,9 +75,15 @@ class RankModel {
     MoeLoad moe;
   };
   Accumulated accumulate(const std::vector<LocalBatch>& micro, double grad_scale);
-  // The last pipeline accumulate's seconds in all, and of them the seconds this stage waited
-  // for its neighbours: their messages, and at the end the other stages (a pp barrier, so
-  // that the idle tail of a stage that finishes early counts too). The measured bubble.
+  // Collective over pp (nothing without stages): waits until every stage has ended its
+  // step's passes. Called after reduce_gradients, so that a stage that ends its passes early
+  // (1F1B: the last stage first, stage 0 last) reduces its gradients over dp and the token
+  // axis while the earlier stages still run their last backwards; what it waits here is the
+  // idle tail of its step.
+  void wait_for_stages();
+  // The last pipeline step's seconds in all (its passes, its gradient reductions and
+  // wait_for_stages), and of them the seconds this stage waited for its neighbours: their
+  // messages and wait_for_stages. The measured bubble.
   double pipeline_seconds() const { return pipeline_seconds_; }
   double pipeline_wait_seconds() const { return pipeline_wait_seconds_; }
 
@@ -110,6 +117,7 @@ class RankModel {
   ModelDriver driver_;
 
   double pipeline_seconds_ = 0, pipeline_wait_seconds_ = 0;
+  std::chrono::steady_clock::time_point pipeline_start_;
   // The pipeline case of accumulate (pp > 1).
   double accumulate_stage(const std::vector<LocalBatch>& micro, double grad_scale);
 };

@@ -21,7 +21,8 @@
 // whatever the timing, which is what the dry run replays (docs/dry-run.md, "Pipeline
 // stages"); the wait finds the send done (the reply proves it arrived), so it never stalls.
 // Every wait is bounded by the communicator's timeout (communicator.h). The time blocked in
-// those receives and in a closing pp barrier is the rank's measured bubble. The planner
+// those receives and in the closing pp barrier (wait_for_stages, after the stage's gradient
+// reductions) is the rank's measured bubble. The planner
 // replays what this holds (pipeline_boundary.h): keep the two in step.
 #include <algorithm>
 #include <chrono>
@@ -164,11 +165,20 @@ double RankModel::accumulate_stage(const std::vector<LocalBatch>& micro, double 
   ops_->set_batch(nullptr);
   for (Sending& s : sending) timed_wait(s.handle);  // those no reply answers this step
   sending.clear();
-  comm::Handle all_done = pp.ibarrier();  // a stage done early idles until the last one is
-  timed_wait(all_done);
   pipeline_wait_seconds_ = waited;
-  pipeline_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
+  pipeline_start_ = start;
   return local;
+}
+
+void RankModel::wait_for_stages() {
+  if (groups_.plan().pp <= 1) return;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t = Clock::now();
+  comm::Handle all_done = groups_.pp().ibarrier();  // bounded by the communicator's timeout
+  all_done.wait();
+  const Clock::time_point end = Clock::now();
+  pipeline_wait_seconds_ += std::chrono::duration<double>(end - t).count();
+  pipeline_seconds_ = std::chrono::duration<double>(end - pipeline_start_).count();
 }
 
 }  // namespace origami::parallel

@@ -29,6 +29,7 @@ ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
   // all-gathers the updated parameters over dp.
   const OptimizerSlices* slices = optimizer.sharded() ? &optimizer.slices() : nullptr;
   model.reduce_gradients(slices);
+  model.wait_for_stages();  // pp: after the reductions, which overlap stages still running
   const double sum = model.global_loss_sum(local);  // collective: every rank calls it
   s.loss = (s.unmasked > 0 ? sum / static_cast<double>(s.unmasked) : 0.0) + aux;
   s.grad_norm = model.grad_norm(slices);

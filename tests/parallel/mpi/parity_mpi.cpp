@@ -105,6 +105,18 @@ std::vector<Case> cases() {
   interleaved.pp = 2;
   interleaved.pp_virtual = 2;
   add("pp2_virtual2_m4_steps", five, interleaved, Recompute::None, 5);
+  // At pp 4 (world 4): 1F1B over 3 micro-batches (m < p, uneven 1,2,1,1), interleaved over 8
+  // layers (one a chunk; the last rank's chunk 3 feeds rank 0's chunk 4) at m = p, and
+  // interleaved pp 2 under the baselines' sp 2 (each stage's rows sequence-sharded).
+  add("pp4_m3_steps", five, staged(plan(1, 1, 1), {1, 2, 1, 1}), Recompute::None, 5);
+  parallel::ParallelConfig interleaved4 = plan(1, 1, 1);
+  interleaved4.pp = 4;
+  interleaved4.pp_virtual = 2;
+  add("pp4_virtual2_m4_steps", make_model(97, 32, 48, 4, 2, 8), interleaved4, Recompute::None, 5);
+  parallel::ParallelConfig interleaved_sp = plan(1, 1, 2);
+  interleaved_sp.pp = 2;
+  interleaved_sp.pp_virtual = 2;
+  add("pp2xsp2_virtual2_m4_steps", five, interleaved_sp, Recompute::Mlp, 5);
   for (Case& c : v)
     if (c.plan.pp > 1) c.micro = c.plan.pp_virtual > 1 ? 4 : 3;
   return v;

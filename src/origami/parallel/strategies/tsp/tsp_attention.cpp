@@ -22,11 +22,10 @@ namespace origami::parallel {
 
 namespace {
 
-struct Packed {
-  const float *wq, *wk, *wv, *wo;
-};
-Packed unpack(const float* p, std::int64_t qd, std::int64_t kvd, std::int64_t h) {
-  return {p, float_at(p, qd * h), float_at(p, (qd + kvd) * h), float_at(p, (qd + 2 * kvd) * h)};
+// A packed shard P_j in its buffer's dtype (fp32, or bf16 in the bf16 inference's prefill).
+AttentionWeights unpack(const Tensor& buf, std::int64_t qd, std::int64_t kvd, std::int64_t h) {
+  const kernels::WeightView p(buf.raw(), buf.dtype());
+  return {p, p.at(qd * h), p.at((qd + kvd) * h), p.at((qd + 2 * kvd) * h)};
 }
 // Head group j's slice of side-by-side saved tensors (View: writable or read-only pointers).
 template <class View, class Saved>
@@ -66,13 +65,16 @@ AttentionSavedReadView TspOps::saved_group(const AttentionSaved& s, int j) const
 }
 
 comm::Handle TspOps::broadcast_attention_shard(std::int64_t l, int owner, Tensor& buf) {
-  if (!buf.defined()) buf = Tensor(tracker_, MemCategory::CommBuffers, {attention_floats()});
+  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+  // Packed and sent in the weights' own dtype: a bf16 shard (inference) moves half the bytes
+  // and its products read it as it is (kernels/gemm.h linear_forward).
+  if (!buf.defined() || buf.dtype() != L.wq.dtype())
+    buf = Tensor(tracker_, MemCategory::CommBuffers, L.wq.dtype(), {attention_floats()});
   if (owner == rank_) {
-    const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
-    float* p = buf.f32();
+    std::int64_t at = 0;
     for (const Tensor* t : {&L.wq, &L.wk, &L.wv, &L.wo}) {
-      copy_as_floats(*t, 0, t->numel(), p);  // bf16 shards (inference) widened
-      p += t->numel();
+      copy_elements(*t, 0, buf, at, t->numel());
+      at += t->numel();
     }
   }
   if (size_ == 1) return {};
@@ -148,17 +150,17 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   Tensor buf[kTspShardBuffers];
   comm::Handle shard[kTspShardBuffers];
   first_attention_shards(l, buf, shard);
-  Tensor wo[2] = {Tensor(tracker_, MemCategory::Workspace, {d.hidden, qd}),
-                  D > 1 ? Tensor(tracker_, MemCategory::Workspace, {d.hidden, qd}) : Tensor()};
+  const DType wdt = params_.layers[static_cast<std::size_t>(l)].wo.dtype();
+  Tensor wo[2] = {Tensor(tracker_, MemCategory::Workspace, wdt, {d.hidden, qd}),
+                  D > 1 ? Tensor(tracker_, MemCategory::Workspace, wdt, {d.hidden, qd}) : Tensor()};
   KvGatherInFlight kv[2];
   const auto view = [&](int j) { return saved_group(s, j); };
   auto begin = [&](int k) {
     const int b = k % kTspShardBuffers;
     shard[b].wait();
-    const Packed p = unpack(buf[b].f32(), qd, kvd, d.hidden);
-    kv[b] = cp_attention_forward_begin(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, tracker_,
-                                       view(k));
-    copy_floats(wo[b].f32(), p.wo, d.hidden * qd);
+    const AttentionWeights p = unpack(buf[b], qd, kvd, d.hidden);
+    kv[b] = cp_attention_forward_begin(d, n, p, axis, rope_, tracker_, view(k));
+    copy_elements(buf[b], (qd + 2 * kvd) * d.hidden, wo[b], 0, d.hidden * qd);
     if (k + kTspShardBuffers < D)
       shard[b] = broadcast_attention_shard(l, k + kTspShardBuffers, buf[b]);
     else  // P_0 (k = D-2), then P_1 (k = D-1) of the next attention call
@@ -166,8 +168,8 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
                                std::move(buf[b]));
   };
   auto project_out = [&](int j) {
-    kernels::linear_forward(R, qd, d.hidden, float_at(s.out.f32(), j * R * qd), wo[j % 2].f32(), x,
-                            /*accumulate=*/true);
+    kernels::linear_forward(R, qd, d.hidden, float_at(s.out.f32(), j * R * qd),
+                            kernels::WeightView(wo[j % 2].raw(), wdt), x, /*accumulate=*/true);
   };
   begin(0);
   for (int j = 0; j < D; ++j) {
@@ -228,7 +230,7 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
   for (int j = 0; j < D; ++j) {
     KvGatherInFlight gathered = std::exchange(next, KvGatherInFlight());
     shard[j % kTspShardBuffers].wait();  // P_j (P_{j+1} is in flight in the other buffer)
-    const Packed p = unpack(buf[j % kTspShardBuffers].f32(), qd, kvd, h);
+    const AttentionWeights p = unpack(buf[j % kTspShardBuffers], qd, kvd, h);
     const AttentionGrads dg = packed_grads(reduce.begin(j), qd, kvd, h);
     CpBackwardPipeline pipe;
     if (D > 1) {
@@ -240,10 +242,9 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
       };
     }
     // Head group j's slice of the side-by-side saved tensors, read in place.
-    cp_attention_backward(d, n, {p.wq, p.wk, p.wv, p.wo}, axis, rope_, saved_group(s, j), dx,
-                          tracker_, dn, dg, pipe);
+    cp_attention_backward(d, n, p, axis, rope_, saved_group(s, j), dx, tracker_, dn, dg, pipe);
     if (D > 1) {
-      copy_floats(wkv.f32(), p.wk, 2 * kvd * h);  // W_K, W_V are adjacent in P_j
+      copy_floats(wkv.f32(), p.wk.f32(), 2 * kvd * h);  // W_K, W_V are adjacent in P_j
       prev = j;
     } else {
       reduce.post(j);

@@ -32,6 +32,7 @@ class GradRing {
   // The packed weights of the shard held at this step; before the first begin_step the caller
   // packs its own shard here.
   float* weights() { return w_[cur_].f32(); }
+  Tensor& shard() { return w_[cur_]; }  // the same, as a tensor
   // Posts this step's hops and returns the zeroed Δ the step's gradient accumulates into.
   float* begin_step();
   // Waits for the incoming accumulator, adds it into Δ and sends Δ on; waits the weight hop.

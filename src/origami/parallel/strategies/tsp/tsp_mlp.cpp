@@ -17,18 +17,21 @@
 namespace origami::parallel {
 
 namespace {
-MlpWeights weights_of(const float* p, std::int64_t ffn, std::int64_t h) {
-  return {p, float_at(p, ffn * h), float_at(p, 2 * ffn * h)};
+// A packed shard M_j in its buffer's dtype (fp32, or bf16 in the bf16 inference's prefill).
+MlpWeights weights_of(const Tensor& buf, std::int64_t ffn, std::int64_t h) {
+  const kernels::WeightView p(buf.raw(), buf.dtype());
+  return {p, p.at(ffn * h), p.at(2 * ffn * h)};
 }
 }  // namespace
 
 std::int64_t TspOps::mlp_floats() const { return tsp_mlp_shard_floats(rank_shapes()); }
 
-void TspOps::pack_mlp_shard(std::int64_t l, float* out) const {
+void TspOps::pack_mlp_shard(std::int64_t l, Tensor& out) const {
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+  std::int64_t at = 0;
   for (const Tensor* t : {&L.w_gate, &L.w_up, &L.w_down}) {
-    copy_as_floats(*t, 0, t->numel(), out);  // bf16 shards (inference) widened
-    out += t->numel();
+    copy_elements(*t, 0, out, at, t->numel());
+    at += t->numel();
   }
 }
 
@@ -37,8 +40,10 @@ void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) 
   const std::int64_t R = rows(), h = config_.hidden_size, ffn = config_.intermediate_size / size_;
   const MlpDims dims{.rows = R, .hidden = h, .ffn = ffn};
   const std::int64_t F = mlp_floats();
-  WeightRing ring(bcast_, F, tracker_);
-  pack_mlp_shard(l, ring.weights());
+  // The ring carries the weights' own dtype: a bf16 shard (inference) hops at half the bytes
+  // and its products read it as it is (kernels/gemm.h linear_forward).
+  WeightRing ring(bcast_, F, tracker_, params_.layers[static_cast<std::size_t>(l)].w_gate.dtype());
+  pack_mlp_shard(l, ring.shard());
   s.a = Tensor(tracker_, MemCategory::Activations, {size_, R, ffn});
   s.u = Tensor(tracker_, MemCategory::Activations, {size_, R, ffn});
   for (int t = 0; t < size_; ++t) {
@@ -46,7 +51,7 @@ void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) 
     ring.begin_step(F);  // the shard moves on to rank-1 while this rank uses it
     // The gate/up pre-activations written straight into this shard's slot of the saved
     // tensors (no second copy at the peak).
-    mlp_block_forward(dims, n, weights_of(ring.weights(), ffn, h), tracker_,
+    mlp_block_forward(dims, n, weights_of(ring.shard(), ffn, h), tracker_,
                       MlpSlot{float_at(s.a.f32(), shard * R * ffn),
                               float_at(s.u.f32(), shard * R * ffn)},
                       x);
@@ -60,12 +65,12 @@ void TspOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const flo
   const MlpDims dims{.rows = R, .hidden = h, .ffn = ffn};
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
   GradRing ring(bcast_, mlp_floats(), tracker_);
-  pack_mlp_shard(l, ring.weights());
+  pack_mlp_shard(l, ring.shard());
   const bool saved = s.a.defined();
   for (int t = 0; t < size_; ++t) {
     const int shard = (rank_ + t) % size_;
     float* delta = ring.begin_step();  // this rank's contribution; the accumulator is in flight
-    const MlpWeights w = weights_of(ring.weights(), ffn, h);
+    const MlpWeights w = weights_of(ring.shard(), ffn, h);
     MlpSaved recomputed;  // recompute policies mlp and full: gate/up as Workspace
     if (!saved) mlp_block_recompute(dims, n, w, tracker_, recomputed);
     const MlpSavedView g = saved ? MlpSavedView{float_at(s.a.f32(), shard * R * ffn),

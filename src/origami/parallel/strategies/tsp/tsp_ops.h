@@ -116,7 +116,7 @@ class TspOps : public StrategyContext {
   // among the kTspPrefetchedShards (schedule.h), or (j = 1) P_0 of l is not prefetched.
   void prefetch_attention_shard(std::int64_t l, int j, Tensor buf);
   void drop_prefetch();  // waits and frees a prefetch nobody took
-  void pack_mlp_shard(std::int64_t l, float* out) const;
+  void pack_mlp_shard(std::int64_t l, Tensor& out) const;  // in the weights' dtype
   // Mixture of experts (tsp_moe.cpp): the layer's blocks, the packed shard of every expert.
   MoeDims moe_dims() const;
   std::int64_t moe_floats() const;

@@ -4,10 +4,11 @@
 
 namespace origami::parallel {
 
-WeightRing::WeightRing(comm::Communicator& comm, std::int64_t floats, MemoryTracker& tracker)
+WeightRing::WeightRing(comm::Communicator& comm, std::int64_t floats, MemoryTracker& tracker,
+                       DType dtype)
     : comm_(comm), floats_(floats), size_(comm.size()), rank_(comm.rank()) {
-  buf_[0] = Tensor(tracker, MemCategory::CommBuffers, {floats});
-  buf_[1] = Tensor(tracker, MemCategory::CommBuffers, {floats});
+  buf_[0] = Tensor(tracker, MemCategory::CommBuffers, dtype, {floats});
+  buf_[1] = Tensor(tracker, MemCategory::CommBuffers, dtype, {floats});
 }
 
 WeightRing::~WeightRing() {
@@ -26,9 +27,10 @@ void WeightRing::begin_step(std::int64_t count) {
   hopping_ = step_ % size_ + 1 < size_;
   if (!hopping_) return;
   // Rank r next holds what rank r+1 held.
-  recv_ = comm_.irecv(comm::Buffer(buf_[1 - cur_].f32(), count, DType::F32),
-                      (rank_ + 1) % size_, step_);
-  send_ = comm_.isend(comm::ConstBuffer(buf_[cur_].f32(), count, DType::F32),
+  const DType dtype = buf_[cur_].dtype();
+  recv_ = comm_.irecv(comm::Buffer(buf_[1 - cur_].raw(), count, dtype), (rank_ + 1) % size_,
+                      step_);
+  send_ = comm_.isend(comm::ConstBuffer(buf_[cur_].raw(), count, dtype),
                       (rank_ + size_ - 1) % size_, step_);
 }
 

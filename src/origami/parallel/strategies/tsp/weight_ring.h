@@ -7,7 +7,8 @@
 // Tags: the ring numbers its steps over all its laps and tags each hop with its step, so the
 // LM head's chunks (one lap each, on one ring) never match another chunk's message.
 //
-// Resident (CommBuffers): two buffers of `floats` (current + incoming), also at D = 1.
+// Resident (CommBuffers): two buffers of `floats` elements (current + incoming), also at D = 1,
+// fp32 or (the bf16 inference's MLP shards) bf16.
 #pragma once
 
 #include <cstdint>
@@ -19,14 +20,17 @@ namespace origami::parallel {
 
 class WeightRing {
  public:
-  WeightRing(comm::Communicator& comm, std::int64_t floats, MemoryTracker& tracker);
+  WeightRing(comm::Communicator& comm, std::int64_t floats, MemoryTracker& tracker,
+             DType dtype = DType::F32);
   WeightRing(const WeightRing&) = delete;
   WeightRing& operator=(const WeightRing&) = delete;
   ~WeightRing();
 
   // The shard held at this step; before a lap's first step the caller writes its own here.
   float* weights() { return buf_[cur_].f32(); }
-  // Posts the hop of this step's first `count` floats (<= floats), except at a lap's last step.
+  Tensor& shard() { return buf_[cur_]; }  // the same, in the ring's dtype
+  // Posts the hop of this step's first `count` elements (<= floats), except at a lap's last
+  // step.
   void begin_step(std::int64_t count);
   // Waits for the hop; the incoming shard becomes weights().
   void end_step();
