@@ -6,8 +6,8 @@
 // F_t of w2: make_shard_specs), so a tp rank's expert output is its partial sum, and the
 // weighted sum over the chosen experts stays linear in those partials. The router is
 // replicated: every tp rank routes the same rows alike (the stream is bitwise equal over tp),
-// so no decision here depends on the rank. The balance is the job's (MoeJobBalance: over sp,
-// then dp).
+// so neither the routing nor the collectives depend on the rank. The balance is the job's
+// (MoeJobBalance: over sp, then dp).
 #include "origami/model/moe.h"
 #include "origami/parallel/strategies/mesh/mesh_ops.h"
 
