@@ -442,6 +442,7 @@ StagePrediction predict_stage(const ModelConfig& m, const Layout& l, const Workl
     const int chunk = split.chunk_of(stage, local);
     ModelConfig part = m;
     part.num_hidden_layers = split.layers_of(stage, local).count;
+    st.layers += part.num_hidden_layers;
     const ModelEnds ends{.embedding = chunk == 0, .head = chunk == last_chunk};
     std::vector<CommOp> step =
         comm_gradient_reduction(part, axes, w.elem, 0, w.shard_optimizer, ends);
@@ -450,6 +451,10 @@ StagePrediction predict_stage(const ModelConfig& m, const Layout& l, const Workl
     merge_comm(comm, share.p.comm);
     st.model_flops += share.p.model_flops_per_device;
     st.executed_flops += share.p.executed_flops_per_device;
+    st.attention_flops += share.p.attention_flops_per_device;
+    st.causal_attention_flops += share.p.causal_attention_flops_per_device;
+    st.attention_imbalance = share.p.attention_imbalance;
+    st.attention_imbalance_worst = share.p.attention_imbalance_worst;
     st.compute_s += share.p.compute_s;
     st.forward_s.push_back(share.forward_s);
     st.backward_s.push_back(share.backward_s);
@@ -525,6 +530,10 @@ Prediction predict_pipeline(const ModelConfig& m, const Layout& l, const Workloa
   p.comm = busiest->comm;
   p.model_flops_per_device = busiest->model_flops;
   p.executed_flops_per_device = busiest->executed_flops;
+  p.attention_flops_per_device = busiest->attention_flops;
+  p.causal_attention_flops_per_device = busiest->causal_attention_flops;
+  p.attention_imbalance = busiest->attention_imbalance;
+  p.attention_imbalance_worst = busiest->attention_imbalance_worst;
   p.compute_s = busiest->compute_s;
   for (const CommCost& c : p.comm) p.comm_s += c.seconds;
   p.exposed_comm_s = busiest->exposed_comm_s;

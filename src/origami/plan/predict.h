@@ -38,10 +38,13 @@ struct CommCost {
 // One pp rank's share of a step under pipeline stages (docs/planner.md, "Pipeline step
 // time"): its chunks' layers, the embedding on stage 0, the head on the last.
 struct StagePrediction {
+  std::int64_t layers = 0;     // its chunks' decoder layers
   Memory memory;               // memory_of_stage, overhead included
   std::vector<CommCost> comm;  // per step: its blocks' collectives, its tensors' reductions,
                                // the step's scalars and the boundary sends/receives ("pp")
   double model_flops = 0, executed_flops = 0;  // per device of the stage, per step
+  double attention_flops = 0, causal_attention_flops = 0;  // as Prediction's, the stage's
+  double attention_imbalance = 0, attention_imbalance_worst = 0;  // (the same on every stage)
   double compute_s = 0;   // its executed FLOPs' time, per step
   double exposed_comm_s = 0;  // its blocks' and reductions' exposed time (the sends are on
                               // the pipeline clock)
