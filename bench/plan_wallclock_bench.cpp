@@ -25,10 +25,11 @@
 //   plan_wallclock_bench --seq 2048 --alpha 30e-6 --beta 0.2e9 --csv wallclock.csv
 //   plan_wallclock_bench --quick --csv smoke.csv        (tiny model: a smoke test, seconds)
 //
-// Layout words: single, dp, tp, tpsp, sp, tsp, pp (--degree stages) at --degree ranks (dp: one sequence per rank,
-// so its global batch is the degree); ":full" or ":mlp" after a word sets its recompute
-// policy (none otherwise). OpenMP: the program re-executes itself with OMP_WAIT_POLICY=passive
-// unless the variable is set (a rank waiting for its peer must not spin on the other's core).
+// Layout words: single, dp, tp, tpsp, sp, tsp, pp (--degree stages) at --degree ranks (dp: one
+// sequence per rank, so its global batch is the degree); ":full" or ":mlp" after a word sets its
+// recompute policy (none otherwise). OpenMP: the program re-executes itself with
+// OMP_WAIT_POLICY=passive unless the variable is set (a rank waiting for its peer must not spin on
+// the other's core).
 #include <time.h>
 #include <unistd.h>
 
@@ -84,8 +85,9 @@ Row parse_row(const std::string& word, int degree) {
   r.recompute = colon == std::string::npos ? "none" : word.substr(colon + 1);
   plan::parse_recompute(r.recompute);  // refuses an unknown policy, naming the choices
   if (r.strategy == "tpxsp")
-    throw ConfigError("tpxsp needs 4 ranks (2 x 2); this benchmark runs one rank per core: "
-                      "use single, dp, tp, tpsp, sp, tsp or pp");
+    throw ConfigError(
+        "tpxsp needs 4 ranks (2 x 2); this benchmark runs one rank per core: "
+        "use single, dp, tp, tpsp, sp, tsp or pp");
   // pp: --degree pipeline stages of one rank each (1F1B over --grad-accum micro-batches).
   r.sc = r.strategy == "pp" ? StrategyCase{"pp", parallel::make_parallel_config(
                                                      "dp", 1, fmt::format("pp={}", degree), false,

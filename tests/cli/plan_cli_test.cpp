@@ -142,8 +142,9 @@ int table_rows(const std::string& out, const std::string& starting = "") {
 // --pp all searches every pipeline degree within a node too; a list searches those; a degree
 // that does not divide the world (or exceeds the layers) is refused.
 TEST(PlanCli, PipelineDegreesAreSearchedWhenAskedOrAcrossNodes) {
-  const std::string base = "plan --model 7b --seq 4096 --world 8 --micro-batch 8 --hardware h200 "
-                           "--precision bf16 --recompute full --grad-accum 8";
+  const std::string base =
+      "plan --model 7b --seq 4096 --world 8 --micro-batch 8 --hardware h200 "
+      "--precision bf16 --recompute full --grad-accum 8";
   const CliRun all = origami(base + " --pp all");
   ASSERT_EQ(all.code, 0) << all.err;
   // 19 layouts of 8 devices, then per pp stage group: 4 devices 11 (pp 2), 2 devices 5 (pp 4),
@@ -166,7 +167,8 @@ TEST(PlanCli, PipelineDegreesAreSearchedWhenAskedOrAcrossNodes) {
 // (they alone fit, with the worst stage's memory; docs/planner.md has the table).
 TEST(PlanCli, SeventyBillionAtOneTwentyEightKOnEightNodesRanksPipelines) {
   const std::string json = ::testing::TempDir() + "origami_plan_70b.json";
-  const CliRun r = origami("plan --model 70b --seq 131072 --world 64 --devices-per-node 8 --json " + json);
+  const CliRun r =
+      origami("plan --model 70b --seq 131072 --world 64 --devices-per-node 8 --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_GT(table_rows(r.out, "pp"), 0);
   const nlohmann::json rows = nlohmann::json::parse(slurp(json))["rows"];
@@ -358,8 +360,10 @@ TEST(PlanCli, DocumentsGiveEveryRowItsMaskedFlopsAndImbalance) {
   for (const auto& row : out["rows"]) {
     ASSERT_TRUE(row["feasible"]) << row;
     const origami::plan::Mesh mesh{.pp = row["mesh"]["pp"],
-                                   .dp = row["mesh"]["dp"], .tp = row["mesh"]["tp"],
-                                   .sp = row["mesh"]["sp"], .tsp = row["mesh"]["tsp"],
+                                   .dp = row["mesh"]["dp"],
+                                   .tp = row["mesh"]["tp"],
+                                   .sp = row["mesh"]["sp"],
+                                   .tsp = row["mesh"]["tsp"],
                                    .sequence_parallel = row["sequence_parallel"]};
     const origami::plan::Prediction want = origami::plan::predict(m, mesh, w, hw);
     EXPECT_DOUBLE_EQ(row["attention_flops_per_device_per_step"].get<double>(),

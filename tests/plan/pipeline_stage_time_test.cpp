@@ -77,8 +77,7 @@ Traffic measured_traffic(const DryRunRank& rank, const parallel::ParallelConfig&
     const std::string axis = planner_axis(name, l.is_tsp());
     for (const auto& [op, s] : st.ops) {
       // A call on a one-rank communicator (the step's scalars over dp = 1) moves nothing.
-      if (op == "split" || s.calls == 0 || (s.bytes_sent == 0 && axis_size(l, axis) == 1))
-        continue;
+      if (op == "split" || s.calls == 0 || (s.bytes_sent == 0 && axis_size(l, axis) == 1)) continue;
       auto& e = t[axis + "/" + op];
       e.first += s.calls;
       e.second += s.bytes_sent;
@@ -108,7 +107,8 @@ struct Case {
 
 parallel::ParallelConfig staged(const char* strategy, const char* mesh, int virtual_stages = 1,
                                 std::vector<std::int64_t> layers = {}) {
-  parallel::ParallelConfig p = make_parallel_config(strategy, 1, mesh, false, TokenLayoutKind::Zigzag);
+  parallel::ParallelConfig p =
+      make_parallel_config(strategy, 1, mesh, false, TokenLayoutKind::Zigzag);
   p.pp_virtual = virtual_stages;
   p.pp_layers = std::move(layers);
   return p;
@@ -145,7 +145,8 @@ double check_case(const Case& c, const DryRunOptions& o, const DryRunReport& dry
       }
     }
     for (const auto& [key, e] : want)
-      if (!got.count(key)) ADD_FAILURE() << key << ": predicted (" << e.first << " calls), never issued";
+      if (!got.count(key))
+        ADD_FAILURE() << key << ": predicted (" << e.first << " calls), never issued";
     if (!o.execute) {
       EXPECT_NEAR(st.executed_flops, dry.ranks[k].flops, 1e-9 * dry.ranks[k].flops) << "FLOPs";
     }
@@ -157,18 +158,19 @@ double check_case(const Case& c, const DryRunOptions& o, const DryRunReport& dry
 // under tsp 2 and TP-SP 2 (each rank sends its own rows: [R/T, h] under TP-SP), none and full.
 TEST(PlanPipelineTime, EveryStagesTrafficEqualsTheDryRunsOnEveryRank) {
   const ModelConfig four = parity::make_model(97, 64, 96, 4, 2, 4);
-  const std::vector<Case> cases = {
-      {"pp2", staged("dp", "pp=2"), four, 3},
-      {"pp4", staged("dp", "pp=4"), four, 5},
-      {"pp2_layers1,3", staged("dp", "pp=2", 1, {1, 3}), four, 2},
-      {"pp2_virtual2", staged("dp", "pp=2", 2), four, 4},
-      {"pp2xtsp2", staged("tsp", "pp=2,tsp=2"), four, 3},
-      {"pp2xtpsp2", [] {
-         parallel::ParallelConfig p = staged("tp", "pp=2,tp=2");
-         p.sequence_parallel = true;
-         return p;
-       }(), four, 3},
-      {"pp2xdp2", staged("dp", "pp=2,dp=2"), four, 2}};
+  const std::vector<Case> cases = {{"pp2", staged("dp", "pp=2"), four, 3},
+                                   {"pp4", staged("dp", "pp=4"), four, 5},
+                                   {"pp2_layers1,3", staged("dp", "pp=2", 1, {1, 3}), four, 2},
+                                   {"pp2_virtual2", staged("dp", "pp=2", 2), four, 4},
+                                   {"pp2xtsp2", staged("tsp", "pp=2,tsp=2"), four, 3},
+                                   {"pp2xtpsp2",
+                                    [] {
+                                      parallel::ParallelConfig p = staged("tp", "pp=2,tp=2");
+                                      p.sequence_parallel = true;
+                                      return p;
+                                    }(),
+                                    four, 3},
+                                   {"pp2xdp2", staged("dp", "pp=2,dp=2"), four, 2}};
   for (const Case& c : cases)
     for (const char* recompute : {"none", "full"}) {
       DryRunOptions o;
@@ -225,8 +227,8 @@ TEST(PlanPipelineTime, StepWithinFivePercentOfTheVirtualClock) {
     const DryRunReport dry = dry_run(c.model, c.plan, o);
     const double ratio = check_case(c, o, dry);
     const plan::Prediction p = plan::predict(c.model, c.plan, workload_of(o), hardware_of(o));
-    std::printf("%-16s step predicted %.4f s, dry run %.4f s (ratio %.4f), bubble %.3f\n",
-                c.name, p.step_s, dry.step_s, ratio, p.bubble);
+    std::printf("%-16s step predicted %.4f s, dry run %.4f s (ratio %.4f), bubble %.3f\n", c.name,
+                p.step_s, dry.step_s, ratio, p.bubble);
     EXPECT_NEAR(ratio, 1.0, 0.05) << c.name;
   }
 }
@@ -268,7 +270,7 @@ TEST(PlanPipelineTime, BoundarySendsFollowTheChunks) {
   // Interleaved p 2 x v 2, m 4: rank 0 holds chunks 0 and 2 (of 4), rank 1 chunks 1 and 3.
   const parallel::PipelineSplit inter{.stages = 2, .virtual_stages = 2, .chunks = {}};
   const parallel::BoundarySends r0 = parallel::pipeline_boundary_sends(inter, 0, 4);
-  EXPECT_EQ(r0.forward, 8);  // chunks 0 and 2 both send on
+  EXPECT_EQ(r0.forward, 8);   // chunks 0 and 2 both send on
   EXPECT_EQ(r0.backward, 4);  // chunk 2 sends back, chunk 0 does not
   const parallel::BoundarySends r1 = parallel::pipeline_boundary_sends(inter, 1, 4);
   EXPECT_EQ(r1.forward, 4);
@@ -285,7 +287,9 @@ TEST(PlanPipelineTime, TheSearchRanksPipelineLayouts) {
   w.grad_accum = 4;
   plan::Hardware hw = plan::hardware_preset("h100");
   hw.devices_per_node = 4;
-  const std::vector<plan::PlanRow> rows = plan::plan_rows(m, 8, w, hw, {parallel::TspSchedule::BroadcastRing}, plan::pipeline_degrees(8, m.num_hidden_layers));
+  const std::vector<plan::PlanRow> rows =
+      plan::plan_rows(m, 8, w, hw, {parallel::TspSchedule::BroadcastRing},
+                      plan::pipeline_degrees(8, m.num_hidden_layers));
   int pp_rows = 0, pp_feasible = 0;
   for (const plan::PlanRow& r : rows) {
     if (r.layout.pp == 1) continue;
@@ -298,9 +302,10 @@ TEST(PlanPipelineTime, TheSearchRanksPipelineLayouts) {
     EXPECT_GT(r.prediction.bubble, 0);
     // Stage groups of 4 ranks fill a node: every boundary crosses nodes; of 2, pp 2 stays inside.
     const int group = r.layout.world() / r.layout.pp;
-    EXPECT_EQ(r.prediction.stages[0].boundary_link,
-              group >= 4 ? plan::LinkClass::Inter
-                         : group * r.layout.pp <= 4 ? plan::LinkClass::Intra : plan::LinkClass::Mixed);
+    EXPECT_EQ(r.prediction.stages[0].boundary_link, group >= 4 ? plan::LinkClass::Inter
+                                                    : group * r.layout.pp <= 4
+                                                        ? plan::LinkClass::Intra
+                                                        : plan::LinkClass::Mixed);
   }
   EXPECT_GT(pp_rows, 0);
   EXPECT_GT(pp_feasible, 0);

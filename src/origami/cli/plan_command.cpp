@@ -128,7 +128,8 @@ std::vector<int> pipeline_degrees_of(const std::string& spec, int world, const M
       throw ConfigError(fmt::format(
           "--pp '{}': '{}' is no pipeline degree of {} devices and {} layers; give auto, all or "
           "degrees dividing {} and at most {}, e.g. --pp 1,2",
-          spec, item, world, m.num_hidden_layers, world, std::min<std::int64_t>(world, m.num_hidden_layers)));
+          spec, item, world, m.num_hidden_layers, world,
+          std::min<std::int64_t>(world, m.num_hidden_layers)));
     if (std::find(out.begin(), out.end(), int(pp)) == out.end()) out.push_back(int(pp));
     at = comma + 1;
   }

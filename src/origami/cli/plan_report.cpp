@@ -230,7 +230,8 @@ void print_plan_table(std::ostream& out, const PlanReport& p) {
       p.shard_optimizer ? "sharded over dp (--shard-optimizer, ZeRO-1: dp rank 0's slice, "
                           "1/dp rounded up per tensor)"
                         : "whole on every dp rank (--shard-optimizer splits it over dp)");
-  if (std::any_of(p.rows.begin(), p.rows.end(), [](const plan::PlanRow& r) { return r.layout.pp > 1; }))
+  if (std::any_of(p.rows.begin(), p.rows.end(),
+                  [](const plan::PlanRow& r) { return r.layout.pp > 1; }))
     out << fmt::format(
         "pp rows: {} micro-batch(es) a step through balanced stages (1F1B; --grad-accum sets "
         "them), memory of the worst stage, MiB sent by the busiest stage's rank, step = the "
@@ -250,15 +251,14 @@ void print_plan_table(std::ostream& out, const PlanReport& p) {
       "  {:<21} {:>2} {:>2} {:>2} {:>2} {:>3} | {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} | "
       "{:>8} {:>4} | {:>10} {:>10} | {:>9} {:>9} {:>6} {:>11} | {:>8}{}\n",
       "strategy", "pp", "dp", "tp", "sp", "tsp", "params", "grads", "optim", "saved", "comm",
-      "work", "logits", "totalGiB", "fits", "intraMiB", "interMiB", "step s", "exposed",
-      "bubble", "tokens/s", "max seq",
-      documents ? fmt::format(" | {:>8} {:>8}", "attn imb", "attn TF") : "");
+      "work", "logits", "totalGiB", "fits", "intraMiB", "interMiB", "step s", "exposed", "bubble",
+      "tokens/s", "max seq", documents ? fmt::format(" | {:>8} {:>8}", "attn imb", "attn TF") : "");
   const bool fixed_global = p.global_batch > 0;  // then each row says its micro-batch
   for (const plan::PlanRow& r : p.rows) {
     const plan::Layout& l = r.layout;
-    const std::string head = fmt::format("{} {:<21} {:>2} {:>2} {:>2} {:>2} {:>3}",
-                                         r.recommended ? "*" : " ", strategy_label(l), l.pp,
-                                         l.dp, l.tp, l.sp, l.tsp);
+    const std::string head =
+        fmt::format("{} {:<21} {:>2} {:>2} {:>2} {:>2} {:>3}", r.recommended ? "*" : " ",
+                    strategy_label(l), l.pp, l.dp, l.tp, l.sp, l.tsp);
     if (!r.error.empty()) {
       out << head << " | infeasible: " << r.error << "\n";
       continue;
@@ -269,10 +269,9 @@ void print_plan_table(std::ostream& out, const PlanReport& p) {
         "{} | {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} | {:>8} {:>4} | {:>10.1f} {:>10.1f} | "
         "{:>9.3g} {:>9.3g} {:>6} {:>11.4g} | {:>8}{}{}\n",
         head, gib(m.parameters), gib(m.gradients), gib(m.optimizer), gib(m.activations),
-        gib(m.comm_buffers), gib(m.workspace), gib(m.logits), gib(m.total()),
-        p.fits ? "yes" : "no", double(p.intra_bytes) / (1 << 20),
-        double(p.inter_bytes) / (1 << 20), p.step_s, p.exposed_comm_s,
-        l.pp > 1 ? fmt::format("{:.1f}%", 100.0 * p.bubble) : "-", p.tokens_per_s,
+        gib(m.comm_buffers), gib(m.workspace), gib(m.logits), gib(m.total()), p.fits ? "yes" : "no",
+        double(p.intra_bytes) / (1 << 20), double(p.inter_bytes) / (1 << 20), p.step_s,
+        p.exposed_comm_s, l.pp > 1 ? fmt::format("{:.1f}%", 100.0 * p.bubble) : "-", p.tokens_per_s,
         r.max_seq,
         documents ? fmt::format(" | {:>7.1f}% {:>8.3g}", 100.0 * p.attention_imbalance,
                                 p.attention_flops_per_device / 1e12)

@@ -49,7 +49,7 @@ BoundaryBlocks pipeline_boundary_blocks(const PipelineSplit& split, int stage, i
 // inputs of the forwards of every chunk but the first and of the backwards of every chunk
 // but the last. For the planner's boundary traffic (plan::predict, docs/planner.md).
 struct BoundarySends {
-  int forward = 0, backward = 0;            // sends: activations, gradients
+  int forward = 0, backward = 0;              // sends: activations, gradients
   int forward_recvs = 0, backward_recvs = 0;  // receives: activations, gradients
 };
 BoundarySends pipeline_boundary_sends(const PipelineSplit& split, int stage, int micro_batches);

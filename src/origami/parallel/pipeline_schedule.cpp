@@ -82,15 +82,16 @@ PipelineClock pipeline_seconds(const std::vector<double>& forward_s,
                                int virtual_stages, int micro_batches, double hop_forward_s,
                                double hop_backward_s) {
   const int p = stages, m = micro_batches, chunks = stages * virtual_stages;
-  ORIGAMI_CHECK(static_cast<int>(forward_s.size()) == chunks &&
-                    static_cast<int>(backward_s.size()) == chunks,
-                "pipeline clock of {} chunks given {} forward and {} backward times", chunks,
-                forward_s.size(), backward_s.size());
+  ORIGAMI_CHECK(
+      static_cast<int>(forward_s.size()) == chunks && static_cast<int>(backward_s.size()) == chunks,
+      "pipeline clock of {} chunks given {} forward and {} backward times", chunks,
+      forward_s.size(), backward_s.size());
   std::vector<std::vector<PipelineStep>> order;
   for (int s = 0; s < p; ++s) order.push_back(pipeline_order(p, virtual_stages, s, m));
   const auto at = [m](int chunk, int micro) { return static_cast<std::size_t>(chunk * m + micro); };
   // When each pass ends (negative: not run yet), per chunk and micro-batch.
-  std::vector<double> forward_end(static_cast<std::size_t>(chunks * m), -1), backward_end = forward_end;
+  std::vector<double> forward_end(static_cast<std::size_t>(chunks * m), -1),
+      backward_end = forward_end;
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   std::vector<double> free_at(static_cast<std::size_t>(p), 0);
   PipelineClock clock;

@@ -288,8 +288,8 @@ class Ledger {
 
 }  // namespace
 
-std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
-                                         const Workload& w, int axis_rank, ModelEnds ends) {
+std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh, const Workload& w,
+                                         int axis_rank, ModelEnds ends) {
   const Shapes s = shapes_of(m, mesh, w);
   const std::int64_t e = w.elem.comm, L = s.L;
   if (mesh.world() == 1 || (mesh.dp == mesh.world())) return {};

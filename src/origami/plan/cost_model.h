@@ -131,9 +131,8 @@ struct ModelEnds {
 // expectation for ids spread evenly over the vocabulary blocks (R·(D-1)/D rows each way).
 // `ends` drops the embedding's or the head's messages (a pipeline chunk's, with m holding its
 // layers and mesh its dp/tp/sp/tsp axes, pp 1).
-std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
-                                         const Workload& w, int axis_rank = 0,
-                                         ModelEnds ends = {});
+std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh, const Workload& w,
+                                         int axis_rank = 0, ModelEnds ends = {});
 // The step's weight-gradient all-reduces (once per optimizer step, every tensor over sp then
 // dp, and the RMSNorm weights over tp under TP-SP; under TSP the norms over tsp, everything
 // over dp; with kv heads replicated, the k/v gradients over their kv-replica group, axis

@@ -107,8 +107,10 @@ std::string NoFitAdvice::sentence(int world, std::int64_t seq, const Hardware& h
         "holds its layers' states; --pp all searches them) or by optimizer sharding over dp "
         "(--shard-optimizer, on a layout with dp > 1)",
         gib(states_bytes), widest_weight_sharding);
-  if (remedies.empty()) return s + "; none of --recompute full, --precision bf16, pipeline "
-                                   "stages, up to 8x the devices or a shorter --seq makes one fit";
+  if (remedies.empty())
+    return s +
+           "; none of --recompute full, --precision bf16, pipeline "
+           "stages, up to 8x the devices or a shorter --seq makes one fit";
   for (std::size_t i = 0; i < remedies.size(); ++i)
     s += fmt::format("{} with {}{}, {} fits in {}", i == 0 ? ";" : ", or", remedies[i].change,
                      remedies[i].change.rfind("--seq ", 0) == 0 ? " (the longest that fits is "

@@ -34,8 +34,8 @@ struct PlanRow {
 // layout of world / pp devices within a stage.
 std::vector<PlanRow> plan_rows(const ModelConfig& m, int world, const Workload& w,
                                const Hardware& hw,
-                               const std::vector<parallel::TspSchedule>& tsp_schedules = {
-                                   parallel::TspSchedule::BroadcastRing},
+                               const std::vector<parallel::TspSchedule>& tsp_schedules =
+                                   {parallel::TspSchedule::BroadcastRing},
                                const std::vector<int>& pp_degrees = {1});
 
 // The pp degrees of a search over `world` devices: every divisor of world up to the model's

@@ -249,9 +249,9 @@ CommCost priced(const ModelConfig& m, const Layout& l, const Workload& w, const 
     const double chunks = chunk > 0 ? std::ceil(buffer / chunk) : 0;
     c.seconds = double(op.calls) * (chunks + n - 2) * (link.alpha_s + chunk / link.beta_Bps);
   } else {
-    c.seconds = link.seconds(double(op.bytes_sent),
-                             double(op.calls) * messages_per_call(op.op, n, per_call,
-                                                                  double(w.elem.comm)));
+    c.seconds =
+        link.seconds(double(op.bytes_sent),
+                     double(op.calls) * messages_per_call(op.op, n, per_call, double(w.elem.comm)));
   }
   c.exposed_s = c.seconds;
   return c;
@@ -266,8 +266,8 @@ struct SharePrediction {
   Prediction p;
   double forward_s = 0, backward_s = 0;
 };
-SharePrediction predict_share(const ModelConfig& m, const Layout& l, const Workload& w, const Hardware& hw,
-                    ModelEnds ends, const std::vector<CommOp>& step) {
+SharePrediction predict_share(const ModelConfig& m, const Layout& l, const Workload& w,
+                              const Hardware& hw, ModelEnds ends, const std::vector<CommOp>& step) {
   Layout axes = l;  // the share's mesh: dp/tp/sp/tsp (the pp axis prices the boundary only)
   axes.pp = axes.pp_virtual = 1;
   axes.pp_layers.clear();
@@ -290,23 +290,24 @@ SharePrediction predict_share(const ModelConfig& m, const Layout& l, const Workl
   const double head_params = ends.head ? double(m.hidden_size) * padded : 0;
   const double no_head = 6 * double(m.hidden_size) * vocab * tokens;
   const double padding = 6 * double(m.hidden_size) * (padded - vocab) * tokens;
-  p.model_flops_per_device = (training_flops(m, job_batch, w.seq) - (ends.head ? 0 : no_head)) / world;
-  p.executed_flops_per_device =
-      (executed_training_flops(m, job_batch, w.seq, w.recompute) +
-       (ends.head ? padding : -no_head)) / world;
+  p.model_flops_per_device =
+      (training_flops(m, job_batch, w.seq) - (ends.head ? 0 : no_head)) / world;
+  p.executed_flops_per_device = (executed_training_flops(m, job_batch, w.seq, w.recompute) +
+                                 (ends.head ? padding : -no_head)) /
+                                world;
   // The forward's matrix products: 2·P·T over the layers' weights (and the head's).
   const double h = double(m.hidden_size), d = double(m.head_dim());
-  const double layer_params = h * double(m.num_attention_heads) * d +
-                              2 * h * double(m.num_key_value_heads) * d +
-                              double(m.num_attention_heads) * d * h + 3 * h * double(m.intermediate_size);
+  const double layer_params =
+      h * double(m.num_attention_heads) * d + 2 * h * double(m.num_key_value_heads) * d +
+      double(m.num_attention_heads) * d * h + 3 * h * double(m.intermediate_size);
   double forward_flops =
       2 * (double(m.num_hidden_layers) * layer_params + head_params) * tokens / world;
   // Replicated kv heads: every replica projects its kv head's K and V again (the forward's
   // 4·h·Hkv·d per token, the backward's twice that, the recomputed forward under full).
   const double kv_repeats = parallel::kv_replicas(m, l.tp * l.tsp) - 1;
   if (kv_repeats > 0) {
-    const double kv_forward = 4.0 * double(m.hidden_size) * double(m.kv_dim()) * tokens *
-                              double(m.num_hidden_layers);
+    const double kv_forward =
+        4.0 * double(m.hidden_size) * double(m.kv_dim()) * tokens * double(m.num_hidden_layers);
     p.executed_flops_per_device +=
         kv_repeats * kv_forward * (w.recompute == Recompute::Full ? 4 : 3) / world;
     forward_flops += kv_repeats * kv_forward / world;
@@ -428,8 +429,7 @@ void merge_comm(std::vector<CommCost>& into, const std::vector<CommCost>& from) 
 // pp rank `stage`: its chunks' shares, the step's scalars (once a rank) and its boundary
 // messages on the pp axis (docs/planner.md, "Pipeline step time").
 StagePrediction predict_stage(const ModelConfig& m, const Layout& l, const Workload& w,
-                              const Hardware& hw, const parallel::PipelineSplit& split,
-                              int stage) {
+                              const Hardware& hw, const parallel::PipelineSplit& split, int stage) {
   StagePrediction st;
   st.memory = memory_of_stage(m, l, w, stage);
   st.memory.overhead = hw.runtime_overhead_bytes;
@@ -446,7 +446,8 @@ StagePrediction predict_stage(const ModelConfig& m, const Layout& l, const Workl
     const ModelEnds ends{.embedding = chunk == 0, .head = chunk == last_chunk};
     std::vector<CommOp> step =
         comm_gradient_reduction(part, axes, w.elem, 0, w.shard_optimizer, ends);
-    if (local == 0) step = step_operations(std::move(step), comm_step_scalars(l, 0, w.shard_optimizer, stage));
+    if (local == 0)
+      step = step_operations(std::move(step), comm_step_scalars(l, 0, w.shard_optimizer, stage));
     const SharePrediction share = predict_share(part, l, w, hw, ends, step);
     merge_comm(comm, share.p.comm);
     st.model_flops += share.p.model_flops_per_device;
@@ -478,7 +479,9 @@ StagePrediction predict_stage(const ModelConfig& m, const Layout& l, const Workl
   sends.link = st.boundary_link;
   sends.seconds = double(sends.op.calls) * st.hop_s;  // on the pipeline clock, not exposed
   CommCost recvs;
-  recvs.op = {.axis = "pp", .op = "recv", .calls = n.forward_recvs + n.backward_recvs,
+  recvs.op = {.axis = "pp",
+              .op = "recv",
+              .calls = n.forward_recvs + n.backward_recvs,
               .forward_calls = n.forward_recvs};
   recvs.link = st.boundary_link;
   for (CommCost* c : {&sends, &recvs})
@@ -549,11 +552,11 @@ Prediction predict(const ModelConfig& m, const Layout& l, const Workload& worklo
   const Workload w = per_replica(workload, l);
   if (l.pp > 1) return predict_pipeline(m, l, w, hw);
   const Memory memory = memory_per_device(m, l, w);
-  Prediction p = predict_share(m, l, w, hw, {},
-                               step_operations(comm_gradient_reduction(m, l, w.elem, 0,
-                                                                       w.shard_optimizer),
-                                               comm_step_scalars(l, 0, w.shard_optimizer)))
-                     .p;
+  Prediction p =
+      predict_share(m, l, w, hw, {},
+                    step_operations(comm_gradient_reduction(m, l, w.elem, 0, w.shard_optimizer),
+                                    comm_step_scalars(l, 0, w.shard_optimizer)))
+          .p;
   p.memory = memory;
   p.memory.overhead = hw.runtime_overhead_bytes;
   p.fits = p.memory.total() <= hw.memory_bytes;

@@ -42,17 +42,17 @@ struct StagePrediction {
   Memory memory;               // memory_of_stage, overhead included
   std::vector<CommCost> comm;  // per step: its blocks' collectives, its tensors' reductions,
                                // the step's scalars and the boundary sends/receives ("pp")
-  double model_flops = 0, executed_flops = 0;  // per device of the stage, per step
+  double model_flops = 0, executed_flops = 0;              // per device of the stage, per step
   double attention_flops = 0, causal_attention_flops = 0;  // as Prediction's, the stage's
   double attention_imbalance = 0, attention_imbalance_worst = 0;  // (the same on every stage)
-  double compute_s = 0;   // its executed FLOPs' time, per step
+  double compute_s = 0;       // its executed FLOPs' time, per step
   double exposed_comm_s = 0;  // its blocks' and reductions' exposed time (the sends are on
                               // the pipeline clock)
   // One micro-batch's pass through each of its chunks (local order): compute + exposed comm.
   std::vector<double> forward_s, backward_s;
   std::int64_t boundary_bytes = 0;  // one boundary message, [stream rows, h]: the rank's rows
   LinkClass boundary_link = LinkClass::Intra;  // link_class(layout, "pp")
-  double hop_s = 0;        // one boundary message on that link: α + bytes/β
+  double hop_s = 0;                            // one boundary message on that link: α + bytes/β
   double reduction_s = 0;  // the exposed step reductions, after the last micro-batch
   double busy_s = 0;       // grad_accum × its passes + reduction_s: the stage's own step time
 };
