@@ -25,10 +25,11 @@
 //   plan_wallclock_bench --seq 2048 --alpha 30e-6 --beta 0.2e9 --csv wallclock.csv
 //   plan_wallclock_bench --quick --csv smoke.csv        (tiny model: a smoke test, seconds)
 //
-// Layout words: single, dp, tp, tpsp, sp, tsp at --degree ranks (dp: one sequence per rank,
-// so its global batch is the degree); ":full" or ":mlp" after a word sets its recompute
-// policy (none otherwise). OpenMP: the program re-executes itself with OMP_WAIT_POLICY=passive
-// unless the variable is set (a rank waiting for its peer must not spin on the other's core).
+// Layout words: single, dp, tp, tpsp, sp, tsp, pp (--degree stages) at --degree ranks (dp: one
+// sequence per rank, so its global batch is the degree); ":full" or ":mlp" after a word sets its
+// recompute policy (none otherwise). OpenMP: the program re-executes itself with
+// OMP_WAIT_POLICY=passive unless the variable is set (a rank waiting for its peer must not spin on
+// the other's core).
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +61,7 @@ struct Options {
   std::vector<std::string> rows = {"single", "dp",       "tp",       "tpsp",      "sp",
                                    "tsp",    "tp:full",  "tsp:full", "single:full"};
   int degree = 2, warmup = 1, steps = 2, rounds = 2;
+  int grad_accum = 1;  // micro-batches per step (a pipeline's m)
   std::int64_t seq = 2048;
   ModelConfig model;
   // A slow link, so that communication is a sizeable part of the step (TP: about a third).
@@ -83,9 +85,14 @@ Row parse_row(const std::string& word, int degree) {
   r.recompute = colon == std::string::npos ? "none" : word.substr(colon + 1);
   plan::parse_recompute(r.recompute);  // refuses an unknown policy, naming the choices
   if (r.strategy == "tpxsp")
-    throw ConfigError("tpxsp needs 4 ranks (2 x 2); this benchmark runs one rank per core: "
-                      "use single, dp, tp, tpsp, sp or tsp");
-  r.sc = strategy_case(r.strategy, degree);
+    throw ConfigError(
+        "tpxsp needs 4 ranks (2 x 2); this benchmark runs one rank per core: "
+        "use single, dp, tp, tpsp, sp, tsp or pp");
+  // pp: --degree pipeline stages of one rank each (1F1B over --grad-accum micro-batches).
+  r.sc = r.strategy == "pp" ? StrategyCase{"pp", parallel::make_parallel_config(
+                                                     "dp", 1, fmt::format("pp={}", degree), false,
+                                                     parallel::TokenLayoutKind::Zigzag)}
+                            : strategy_case(r.strategy, degree);
   const parallel::ParallelConfig& p = r.sc.plan;
   r.layout = p;
   r.batch = p.dp;  // one sequence per data-parallel rank
@@ -150,6 +157,7 @@ StepRun one_run(const Options& o, const Row& r, bool link_on) {
   so.recompute = parse_recompute(r.recompute);
   so.warmup = o.warmup;
   so.steps = o.steps;
+  so.micro_batches = o.grad_accum;
   so.threads = r.sc.plan.world();  // one kernel thread per rank
   so.time_each = true;
   so.link.enabled = link_on;
@@ -199,6 +207,7 @@ plan::Prediction prediction(const Options& o, const Row& r, const plan::Hardware
   plan::Workload w;
   w.batch = r.batch / r.layout.dp;  // each replica's micro-batch (r.batch is the job's)
   w.seq = o.seq;
+  w.grad_accum = o.grad_accum;
   w.recompute = plan::parse_recompute(r.recompute);
   return plan::predict(o.model, r.layout, w, hw);
 }
@@ -209,6 +218,7 @@ std::pair<double, double> dry_step(const Options& o, const Row& r, double rate) 
   d.seq = o.seq;
   d.batch = r.batch / r.sc.plan.dp;  // each replica's micro-batch
   d.recompute = r.recompute;
+  d.grad_accum = o.grad_accum;
   d.flop_rate = rate;
   d.link.intra_alpha_s = d.link.inter_alpha_s = o.alpha;
   d.link.intra_beta_Bps = d.link.inter_beta_Bps = o.beta;
@@ -351,6 +361,7 @@ int main(int argc, char** argv) {
   app.add_option("--seq", o.seq, "tokens per sequence");
   app.add_option("--warmup", o.warmup, "steps before the measured ones");
   app.add_option("--steps", o.steps, "measured steps per run (after --warmup)");
+  app.add_option("--grad-accum", o.grad_accum, "micro-batches per step (every row's; pp's m)");
   app.add_option("--rounds", o.rounds,
                  "runs of each mode (link off, link on, interleaved); the median is over "
                  "rounds x steps");
@@ -381,6 +392,8 @@ int main(int argc, char** argv) {
   try {
     if (o.degree < 1) throw ConfigError(fmt::format("--degree {} must be >= 1", o.degree));
     if (o.steps < 1) throw ConfigError(fmt::format("--steps {} must be >= 1", o.steps));
+    if (o.grad_accum < 1)
+      throw ConfigError(fmt::format("--grad-accum {} must be >= 1", o.grad_accum));
     if (o.rounds < 1) throw ConfigError(fmt::format("--rounds {} must be >= 1", o.rounds));
     if (o.alpha < 0 || !(o.beta > 0))
       throw ConfigError(fmt::format("--alpha {} must be >= 0 and --beta {} > 0", o.alpha, o.beta));

@@ -32,18 +32,21 @@ TEST(PlanCli, JsonRowsAreThePredictionsForEveryLayout) {
   const auto out = nlohmann::json::parse(r.out);
   const auto& rows = out["rows"];
   // dp x tp x sp = 4: (1,1,4) (1,2,2)x2 (1,4,1)x2 (2,1,2) (2,2,1)x2 (4,1,1) -> 9 rows, and
-  // dp x tsp: (1,4) (2,2) -> 11.
-  ASSERT_EQ(rows.size(), 11u);
+  // dp x tsp: (1,4) (2,2) -> 11. The cpu preset's nodes hold 2 devices, so 4 span two and
+  // --pp auto searches pipelines too: pp 2 over the 5 layouts of 2 devices (dp, tp, tp-sp, sp,
+  // tsp) and pp 4 of one device each -> 17.
+  ASSERT_EQ(rows.size(), 17u);
   const origami::ModelConfig m = origami::model_preset("small");
   origami::plan::Workload w;
   w.batch = 2;
   w.seq = 256;
   w.recompute = origami::plan::Recompute::Mlp;
   const origami::plan::Hardware hw = origami::plan::hardware_preset("cpu");
-  int infeasible = 0, recommended = 0, tsp = 0;
+  int infeasible = 0, recommended = 0, tsp = 0, staged = 0;
   double last_rate = 1e300;
   for (const auto& row : rows) {
-    const origami::plan::Mesh mesh{.dp = row["mesh"]["dp"],
+    const origami::plan::Mesh mesh{.pp = row["mesh"]["pp"],
+                                   .dp = row["mesh"]["dp"],
                                    .tp = row["mesh"]["tp"],
                                    .sp = row["mesh"]["sp"],
                                    .tsp = row["mesh"]["tsp"],
@@ -51,6 +54,11 @@ TEST(PlanCli, JsonRowsAreThePredictionsForEveryLayout) {
     EXPECT_EQ(mesh.world(), 4);
     EXPECT_EQ(row["strategy"], origami::plan::json_strategy(mesh));  // single dp tp sp tpsp tsp
     if (row["strategy"] == "tsp") ++tsp;
+    if (mesh.pp > 1) {
+      ++staged;
+      EXPECT_EQ(row["stages"].size(), static_cast<std::size_t>(mesh.pp));
+      EXPECT_GT(row["bubble"].get<double>(), 0);
+    }
     if (!row["feasible"]) {  // none: each dp replica runs its own micro-batch of 2
       ADD_FAILURE() << row["error"];
       ++infeasible;
@@ -70,6 +78,7 @@ TEST(PlanCli, JsonRowsAreThePredictionsForEveryLayout) {
       EXPECT_EQ(row["bytes"][key], bytes) << key;
     EXPECT_EQ(row["comm_bytes_sent_per_step"], want.comm_bytes_per_step);
     EXPECT_DOUBLE_EQ(row["step_s"].get<double>(), want.step_s);
+    EXPECT_DOUBLE_EQ(row["bubble"].get<double>(), want.bubble);
     EXPECT_GT(row["tokens_per_s"].get<double>(), 0);
     EXPECT_GT(row["max_seq"].get<std::int64_t>(), 0);
     // Fitting rows first, highest tokens/s first (a step of dp replicas takes dp
@@ -81,7 +90,8 @@ TEST(PlanCli, JsonRowsAreThePredictionsForEveryLayout) {
     if (row["recommended"]) ++recommended;
   }
   EXPECT_EQ(infeasible, 0);
-  EXPECT_EQ(tsp, 2);
+  EXPECT_EQ(tsp, 3);  // tsp 4, dp 2 x tsp 2, pp 2 x tsp 2
+  EXPECT_EQ(staged, 6);
   EXPECT_EQ(recommended, 1);
   EXPECT_TRUE(rows[0]["recommended"]);
   EXPECT_GT(out["longest_sequence"]["tsp"]["max_seq"].get<std::int64_t>(), 256);
@@ -115,7 +125,67 @@ TEST(PlanCli, TableMarksTheRecommendationAndListsEveryLayout) {
     if (line.size() > 2 && (line[0] == '*' || line[0] == ' ') && line[1] == ' ' &&
         line.find('|') != std::string::npos && line.find("strategy") == std::string::npos)
       ++rows;
-  EXPECT_EQ(rows, 19);
+  EXPECT_EQ(rows, 19);  // one node: --pp auto searches no pipeline
+}
+
+int table_rows(const std::string& out, const std::string& starting = "") {
+  std::istringstream lines(out);
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);)
+    if (line.size() > 2 && (line[0] == '*' || line[0] == ' ') && line[1] == ' ' &&
+        line.find('|') != std::string::npos && line.find("strategy") == std::string::npos &&
+        line.compare(2, starting.size(), starting) == 0)
+      ++rows;
+  return rows;
+}
+
+// --pp all searches every pipeline degree within a node too; a list searches those; a degree
+// that does not divide the world (or exceeds the layers) is refused.
+TEST(PlanCli, PipelineDegreesAreSearchedWhenAskedOrAcrossNodes) {
+  const std::string base =
+      "plan --model 7b --seq 4096 --world 8 --micro-batch 8 --hardware h200 "
+      "--precision bf16 --recompute full --grad-accum 8";
+  const CliRun all = origami(base + " --pp all");
+  ASSERT_EQ(all.code, 0) << all.err;
+  // 19 layouts of 8 devices, then per pp stage group: 4 devices 11 (pp 2), 2 devices 5 (pp 4),
+  // 1 device 1 (pp 8) -> 36.
+  EXPECT_EQ(table_rows(all.out), 36);
+  EXPECT_EQ(table_rows(all.out, "pp"), 17);
+  EXPECT_THAT(all.out, HasSubstr("bubble"));
+  const CliRun two = origami(base + " --pp 1,2");
+  ASSERT_EQ(two.code, 0) << two.err;
+  EXPECT_EQ(table_rows(two.out), 30);
+  const CliRun bad = origami(base + " --pp 3");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--pp"));
+  EXPECT_EQ(origami(base + " --pp 0").code, 2);
+  EXPECT_EQ(origami(base + " --pp x").code, 2);
+}
+
+// The command: 70B at 128K tokens on 8 nodes of 8. Across nodes --pp auto searches the
+// pipelines: pp rows are predicted, ranked with the others, and one is the recommendation
+// (they alone fit, with the worst stage's memory; docs/planner.md has the table).
+TEST(PlanCli, SeventyBillionAtOneTwentyEightKOnEightNodesRanksPipelines) {
+  const std::string json = ::testing::TempDir() + "origami_plan_70b.json";
+  const CliRun r =
+      origami("plan --model 70b --seq 131072 --world 64 --devices-per-node 8 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_GT(table_rows(r.out, "pp"), 0);
+  const nlohmann::json rows = nlohmann::json::parse(slurp(json))["rows"];
+  int staged = 0, recommended_pp = 0;
+  double last_rate = 1e300;
+  for (const auto& row : rows) {
+    if (row["mesh"]["pp"].get<int>() == 1 || !row["feasible"]) continue;
+    ++staged;
+    if (row["recommended"]) ++recommended_pp;
+    if (row["fits"]) {
+      EXPECT_LE(row["tokens_per_s"].get<double>(), last_rate);
+      last_rate = row["tokens_per_s"].get<double>();
+    }
+  }
+  EXPECT_GT(staged, 0);
+  EXPECT_EQ(recommended_pp, 1);
+  std::remove(json.c_str());
 }
 
 // --tsp-schedules broadcast-ring,allgather: each TSP layout once per schedule, the allgather
@@ -223,7 +293,8 @@ TEST(PlanCli, AGlobalBatchGivesEachLayoutItsOwnMicroBatch) {
   const origami::plan::Hardware hw = origami::plan::hardware_preset("cpu");
   int seen_dp4 = 0;
   for (const auto& row : out["rows"]) {
-    const origami::plan::Mesh mesh{.dp = row["mesh"]["dp"],
+    const origami::plan::Mesh mesh{.pp = row["mesh"]["pp"],
+                                   .dp = row["mesh"]["dp"],
                                    .tp = row["mesh"]["tp"],
                                    .sp = row["mesh"]["sp"],
                                    .tsp = row["mesh"]["tsp"],
@@ -288,8 +359,11 @@ TEST(PlanCli, DocumentsGiveEveryRowItsMaskedFlopsAndImbalance) {
   int split = 0;
   for (const auto& row : out["rows"]) {
     ASSERT_TRUE(row["feasible"]) << row;
-    const origami::plan::Mesh mesh{.dp = row["mesh"]["dp"], .tp = row["mesh"]["tp"],
-                                   .sp = row["mesh"]["sp"], .tsp = row["mesh"]["tsp"],
+    const origami::plan::Mesh mesh{.pp = row["mesh"]["pp"],
+                                   .dp = row["mesh"]["dp"],
+                                   .tp = row["mesh"]["tp"],
+                                   .sp = row["mesh"]["sp"],
+                                   .tsp = row["mesh"]["tsp"],
                                    .sequence_parallel = row["sequence_parallel"]};
     const origami::plan::Prediction want = origami::plan::predict(m, mesh, w, hw);
     EXPECT_DOUBLE_EQ(row["attention_flops_per_device_per_step"].get<double>(),
@@ -298,6 +372,7 @@ TEST(PlanCli, DocumentsGiveEveryRowItsMaskedFlopsAndImbalance) {
               0.5 * row["causal_attention_flops_per_device_per_step"].get<double>());
     EXPECT_DOUBLE_EQ(row["attention_imbalance"].get<double>(), want.attention_imbalance);
     EXPECT_DOUBLE_EQ(row["step_s"].get<double>(), want.step_s);
+    EXPECT_DOUBLE_EQ(row["bubble"].get<double>(), want.bubble);
     if (mesh.token_degree() > 1) {
       ++split;
       EXPECT_GT(row["attention_imbalance_worst"].get<double>(), 0.0) << row["mesh"];

@@ -44,6 +44,8 @@ TEST(Explain, NamesTheClosestLayoutAndRemediesThatFit) {
       x.set_precision(Precision::parse("bf16"));
     } else if (r.change.rfind("--world ", 0) == 0) {
       world = std::stoi(r.change.substr(8));
+    } else if (r.change == "--pp all") {
+      EXPECT_GT(r.layout.pp, 1);  // the workload as it was, a pipeline layout
     } else if (r.change.rfind("--seq ", 0) == 0) {
       x.seq = std::stoll(r.change.substr(6));
     } else {

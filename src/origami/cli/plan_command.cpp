@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -57,6 +58,12 @@ PlanCommand::PlanCommand(CLI::App& app) {
   command_->add_option("--tsp-schedules", tsp_schedules_,
                        "TSP rows for each of these schedules, comma-separated: broadcast-ring "
                        "(default), allgather (e.g. broadcast-ring,allgather: both side by side)");
+  command_->add_option("--pp", pp_,
+                       "pipeline degrees to search: auto (default: every degree dividing the "
+                       "world, up to the layers, when the world spans several nodes; none "
+                       "within one node), all (those degrees always), or a comma list, e.g. "
+                       "1,4 (1 alone: no pipeline rows); 1F1B over --grad-accum micro-batches, "
+                       "balanced layers");
   command_->add_option(
       "--documents", documents_,
       "packed documents, as `train --document-masking` trains them (implied): "
@@ -102,6 +109,32 @@ double checked(double v, double lo, double hi, const char* flag, const char* uni
 }
 // 2^30 GiB = 1 EiB: beyond any device, and its bytes stay far inside int64.
 constexpr double kMaxGiB = 0x1p30;
+
+// --pp's degrees: auto searches pipelines only across nodes (within one node a stage boundary
+// buys memory at the price of a bubble, and dp x tsp holds the links there), all always, or
+// the user's list, each dividing the world and at most the layers.
+std::vector<int> pipeline_degrees_of(const std::string& spec, int world, const ModelConfig& m,
+                                     const plan::Hardware& hw) {
+  if (spec == "all" || (spec == "auto" && world > hw.devices_per_node))
+    return plan::pipeline_degrees(world, m.num_hidden_layers);
+  if (spec == "auto") return {1};
+  std::vector<int> out;
+  for (std::size_t at = 0; at <= spec.size();) {
+    const std::size_t comma = std::min(spec.find(',', at), spec.size());
+    const std::string item = spec.substr(at, comma - at);
+    char* end = nullptr;
+    const long pp = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || pp < 1 || world % pp != 0 || pp > m.num_hidden_layers)
+      throw ConfigError(fmt::format(
+          "--pp '{}': '{}' is no pipeline degree of {} devices and {} layers; give auto, all or "
+          "degrees dividing {} and at most {}, e.g. --pp 1,2",
+          spec, item, world, m.num_hidden_layers, world,
+          std::min<std::int64_t>(world, m.num_hidden_layers)));
+    if (std::find(out.begin(), out.end(), int(pp)) == out.end()) out.push_back(int(pp));
+    at = comma + 1;
+  }
+  return out;
+}
 }  // namespace
 
 int PlanCommand::run() {
@@ -176,17 +209,19 @@ int PlanCommand::run() {
     at = comma + 1;
   }
 
+  const std::vector<int> pp_degrees = pipeline_degrees_of(pp_, world_, model, hw);
+
   PlanReport report{config_path_.empty() ? preset_ : config_path_, model, seq_, batch_,
                     grad_accum_, world_,
                     precision, recompute_, hw,
-                    plan::plan_rows(model, world_, work, hw, schedules), {}, {},
+                    plan::plan_rows(model, world_, work, hw, schedules, pp_degrees), {}, {},
                     {}, global_batch_, {}, work.documents, shard_optimizer_};
   std::vector<plan::PlanRow>& rows = report.rows;
   // The longest sequence each layout fits; per strategy family, the best of its layouts.
   auto& longest = report.longest;
   for (plan::PlanRow& r : rows) {
     r.max_seq = plan::longest_sequence(model, r.layout, work, hw).value_or(0);
-    auto& best = longest[parallel::family_name(r.layout)];
+    auto& best = longest[family_label(r.layout)];
     if (r.max_seq > best.first) best = {r.max_seq, r.layout};
   }
   for (int D = 1; D <= std::min(world_, hw.devices_per_node); D *= 2) {

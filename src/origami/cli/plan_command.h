@@ -30,6 +30,7 @@ class PlanCommand {
   std::int64_t global_batch_ = 0;  // 0: not given (the micro-batch is fixed instead)
   std::string recompute_ = "none";
   std::string tsp_schedules_ = "broadcast-ring";  // comma list: TSP rows per schedule
+  std::string pp_ = "auto";         // --pp: auto | all | comma list of pipeline degrees
   std::string documents_;           // --documents: lognormal:MEDIAN,SIGMA or a --data spec
   std::int64_t eos_id_ = -1;         // --eos-id: the documents of a flat .bin in --documents
   std::string layout_ = "zigzag";   // --layout of the sequence axis

@@ -14,14 +14,27 @@ std::string gib(std::int64_t bytes) { return fmt::format("{:.2f}", double(bytes)
 
 std::string strategy_label(const plan::Layout& l) {
   const std::string s = parallel::family_name(l);
+  if (l.pp > 1) return s == "single" ? "pp" : "pp x " + (l.dp > 1 && s != "dp" ? "dp x " + s : s);
   return l.dp > 1 && s != "dp" ? "dp x " + s : s;
+}
+
+nlohmann::json mesh_json(const plan::Layout& l) {
+  return {{"pp", l.pp}, {"dp", l.dp}, {"tp", l.tp}, {"sp", l.sp}, {"tsp", l.tsp}};
+}
+
+// The stage whose figures a pipeline row shows (the busiest, Prediction::stages).
+std::size_t busiest_stage(const plan::Prediction& p) {
+  std::size_t at = 0;
+  for (std::size_t i = 1; i < p.stages.size(); ++i)
+    if (p.stages[i].busy_s > p.stages[at].busy_s) at = i;
+  return at;
 }
 
 nlohmann::json row_json(const plan::PlanRow& r, std::int64_t layers) {
   const plan::Layout& l = r.layout;
   nlohmann::json j{{"strategy", plan::json_strategy(l)},
                    {"sequence_parallel", l.sequence_parallel && l.tp > 1},
-                   {"mesh", {{"dp", l.dp}, {"tp", l.tp}, {"sp", l.sp}, {"tsp", l.tsp}}},
+                   {"mesh", mesh_json(l)},
                    {"feasible", r.error.empty()}};
   if (!r.error.empty()) {
     j["error"] = r.error;
@@ -72,6 +85,28 @@ nlohmann::json row_json(const plan::PlanRow& r, std::int64_t layers) {
   j["step_s"] = p.step_s;
   j["tokens_per_s"] = p.tokens_per_s;
   j["max_seq"] = r.max_seq;
+  // Pipeline stages: the clock's bubble and each stage's share (docs/planner.md, "Pipeline
+  // step time"); the row's memory is the worst stage's, its traffic and compute the busiest's.
+  j["bubble"] = p.bubble;
+  nlohmann::json stages = nlohmann::json::array();
+  for (const plan::StagePrediction& st : p.stages) {
+    std::int64_t bytes = 0;
+    for (const plan::CommCost& c : st.comm) bytes += c.op.bytes_sent;
+    stages.push_back({{"layers", st.layers},
+                      {"total_bytes", st.memory.total()},
+                      {"comm_bytes_sent_per_step", bytes},
+                      {"executed_flops_per_device_per_step", st.executed_flops},
+                      {"compute_s", st.compute_s},
+                      {"forward_s", st.forward_s},
+                      {"backward_s", st.backward_s},
+                      {"boundary_bytes", st.boundary_bytes},
+                      {"boundary_link", plan::link_class_name(st.boundary_link)},
+                      {"hop_s", st.hop_s},
+                      {"reduction_s", st.reduction_s},
+                      {"busy_s", st.busy_s}});
+  }
+  j["stages"] = std::move(stages);
+  if (!p.stages.empty()) j["shown_stage"] = busiest_stage(p);
   return j;
 }
 
@@ -84,6 +119,12 @@ double masked_fraction(const plan::DocumentSample& d) {
 
 }  // namespace
 
+std::string family_label(const plan::Layout& l) {
+  const std::string s = parallel::family_name(l);
+  if (l.pp == 1) return s;
+  return s == "single" ? "pp" : "pp x " + s;
+}
+
 // The first feasible row's communication (the recommendation when one fits): per operation,
 // the rank's bytes forward, backward, per layer and per step, its link class, time and the
 // part of it exposed.
@@ -93,9 +134,12 @@ void print_comm_breakdown(std::ostream& out, const PlanReport& p) {
   if (it == p.rows.end() || it->prediction.comm.empty()) return;
   const double mib = 1 << 20;
   const std::int64_t L = p.model.num_hidden_layers;
-  out << fmt::format("communication per rank of {} (dp {} tp {} sp {} tsp {}), MiB:\n",
-                     strategy_label(it->layout), it->layout.dp, it->layout.tp, it->layout.sp,
-                     it->layout.tsp);
+  out << fmt::format("communication per rank of {} ({}dp {} tp {} sp {} tsp {}), MiB:\n",
+                     strategy_label(it->layout),
+                     it->layout.pp > 1 ? fmt::format("pp {}, stage {} (the busiest), ",
+                                                     it->layout.pp, busiest_stage(it->prediction))
+                                       : "",
+                     it->layout.dp, it->layout.tp, it->layout.sp, it->layout.tsp);
   out << fmt::format("  {:<11} {:<22} {:>5} {:>7} {:>10} {:>10} {:>10} {:>11} {:>9} {:>9}\n",
                      "axis", "op", "link", "calls", "forward", "backward", "per layer",
                      "per step", "seconds", "exposed");
@@ -138,9 +182,7 @@ nlohmann::json plan_json(const PlanReport& p) {
                         {"masked_attention_fraction", masked_fraction(*p.documents)}};
   nlohmann::json ls = nlohmann::json::object();
   for (const auto& [name, best] : p.longest)
-    ls[name] = {{"max_seq", best.first},
-                {"mesh", {{"dp", best.second.dp}, {"tp", best.second.tp},
-                          {"sp", best.second.sp}, {"tsp", best.second.tsp}}}};
+    ls[name] = {{"max_seq", best.first}, {"mesh", mesh_json(best.second)}};
   out["longest_sequence"] = std::move(ls);
   nlohmann::json inf = nlohmann::json::array();
   for (const plan::InferenceRow& r : p.inference)
@@ -188,6 +230,14 @@ void print_plan_table(std::ostream& out, const PlanReport& p) {
       p.shard_optimizer ? "sharded over dp (--shard-optimizer, ZeRO-1: dp rank 0's slice, "
                           "1/dp rounded up per tensor)"
                         : "whole on every dp rank (--shard-optimizer splits it over dp)");
+  if (std::any_of(p.rows.begin(), p.rows.end(),
+                  [](const plan::PlanRow& r) { return r.layout.pp > 1; }))
+    out << fmt::format(
+        "pp rows: {} micro-batch(es) a step through balanced stages (1F1B; --grad-accum sets "
+        "them), memory of the worst stage, MiB sent by the busiest stage's rank, step = the "
+        "schedule's critical path + the step reductions, bubble = the busiest stage's idle "
+        "share of it\n",
+        p.grad_accum);
   const bool documents = p.documents != nullptr;  // then two columns more
   if (documents)
     out << fmt::format(
@@ -198,18 +248,17 @@ void print_plan_table(std::ostream& out, const PlanReport& p) {
         p.documents->source, p.documents->rows.size(), p.documents->documents_per_row(),
         100.0 * masked_fraction(*p.documents), parallel::token_layout_name(p.documents->layout));
   out << fmt::format(
-      "  {:<16} {:>2} {:>2} {:>2} {:>3} | {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} | {:>8} "
-      "{:>4} | {:>10} {:>10} | {:>9} {:>9} {:>11} | {:>8}{}\n",
-      "strategy", "dp", "tp", "sp", "tsp", "params", "grads", "optim", "saved", "comm",
-      "work", "logits", "totalGiB", "fits", "intraMiB", "interMiB", "step s", "exposed",
-      "tokens/s", "max seq",
-      documents ? fmt::format(" | {:>8} {:>8}", "attn imb", "attn TF") : "");
+      "  {:<21} {:>2} {:>2} {:>2} {:>2} {:>3} | {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} | "
+      "{:>8} {:>4} | {:>10} {:>10} | {:>9} {:>9} {:>6} {:>11} | {:>8}{}\n",
+      "strategy", "pp", "dp", "tp", "sp", "tsp", "params", "grads", "optim", "saved", "comm",
+      "work", "logits", "totalGiB", "fits", "intraMiB", "interMiB", "step s", "exposed", "bubble",
+      "tokens/s", "max seq", documents ? fmt::format(" | {:>8} {:>8}", "attn imb", "attn TF") : "");
   const bool fixed_global = p.global_batch > 0;  // then each row says its micro-batch
   for (const plan::PlanRow& r : p.rows) {
     const plan::Layout& l = r.layout;
-    const std::string head = fmt::format("{} {:<16} {:>2} {:>2} {:>2} {:>3}",
-                                         r.recommended ? "*" : " ", strategy_label(l), l.dp,
-                                         l.tp, l.sp, l.tsp);
+    const std::string head =
+        fmt::format("{} {:<21} {:>2} {:>2} {:>2} {:>2} {:>3}", r.recommended ? "*" : " ",
+                    strategy_label(l), l.pp, l.dp, l.tp, l.sp, l.tsp);
     if (!r.error.empty()) {
       out << head << " | infeasible: " << r.error << "\n";
       continue;
@@ -218,11 +267,11 @@ void print_plan_table(std::ostream& out, const PlanReport& p) {
     const plan::Memory& m = p.memory;
     out << fmt::format(
         "{} | {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} | {:>8} {:>4} | {:>10.1f} {:>10.1f} | "
-        "{:>9.3g} {:>9.3g} {:>11.4g} | {:>8}{}{}\n",
+        "{:>9.3g} {:>9.3g} {:>6} {:>11.4g} | {:>8}{}{}\n",
         head, gib(m.parameters), gib(m.gradients), gib(m.optimizer), gib(m.activations),
-        gib(m.comm_buffers), gib(m.workspace), gib(m.logits), gib(m.total()),
-        p.fits ? "yes" : "no", double(p.intra_bytes) / (1 << 20),
-        double(p.inter_bytes) / (1 << 20), p.step_s, p.exposed_comm_s, p.tokens_per_s,
+        gib(m.comm_buffers), gib(m.workspace), gib(m.logits), gib(m.total()), p.fits ? "yes" : "no",
+        double(p.intra_bytes) / (1 << 20), double(p.inter_bytes) / (1 << 20), p.step_s,
+        p.exposed_comm_s, l.pp > 1 ? fmt::format("{:.1f}%", 100.0 * p.bubble) : "-", p.tokens_per_s,
         r.max_seq,
         documents ? fmt::format(" | {:>7.1f}% {:>8.3g}", 100.0 * p.attention_imbalance,
                                 p.attention_flops_per_device / 1e12)

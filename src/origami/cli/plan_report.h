@@ -40,6 +40,9 @@ struct PlanReport {
   bool shard_optimizer = false;  // --shard-optimizer: optim is each dp rank's 1/dp slice
 };
 
+// A layout's strategy family, "pp x " in front under pipeline stages ("pp" alone for stages
+// of one device): the key of the longest-sequence list.
+std::string family_label(const plan::Layout& l);
 nlohmann::json plan_json(const PlanReport& p);
 void print_plan_table(std::ostream& out, const PlanReport& p);
 

@@ -99,4 +99,21 @@ BoundaryBlocks pipeline_boundary_blocks(const PipelineSplit& split, int stage, i
   return peak;
 }
 
+BoundarySends pipeline_boundary_sends(const PipelineSplit& split, int stage, int micro_batches) {
+  const int last_chunk = split.chunk_count() - 1;
+  BoundarySends n;
+  for (const PipelineStep& step :
+       pipeline_order(split.stages, split.virtual_stages, stage, micro_batches)) {
+    const int c = split.chunk_of(stage, step.chunk);
+    if (!step.backward) {
+      n.forward += c < last_chunk;
+      n.forward_recvs += c > 0;
+    } else {
+      n.backward += c > 0;
+      n.backward_recvs += c < last_chunk;
+    }
+  }
+  return n;
+}
+
 }  // namespace origami::parallel

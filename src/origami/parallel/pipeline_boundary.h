@@ -1,7 +1,8 @@
 // A pipeline rank's boundary messages (rank_model_pipeline.cpp): which pass of a neighbour
 // answers a send (reply_after, the fixed point at which the send's buffer is freed), and,
 // replaying the rank's order with that rule, the most boundary rows [stream rows, h] the rank
-// holds at once per memory category, for the planner (plan::memory_of_stage).
+// holds at once per memory category, for the planner (plan::memory_of_stage), and the
+// messages it sends and receives (pipeline_boundary_sends, for plan::predict).
 #pragma once
 
 #include <optional>
@@ -41,5 +42,16 @@ struct BoundaryBlocks {
   int workspace_forward = 0, workspace_backward = 0;
 };
 BoundaryBlocks pipeline_boundary_blocks(const PipelineSplit& split, int stage, int micro_batches);
+
+// The boundary messages rank `stage` sends and receives over a step, one block [stream rows,
+// h] each (rank_model_pipeline.cpp): a forward of any chunk but the last sends its output
+// activations, a backward of any chunk but the first its input gradient; it receives the
+// inputs of the forwards of every chunk but the first and of the backwards of every chunk
+// but the last. For the planner's boundary traffic (plan::predict, docs/planner.md).
+struct BoundarySends {
+  int forward = 0, backward = 0;              // sends: activations, gradients
+  int forward_recvs = 0, backward_recvs = 0;  // receives: activations, gradients
+};
+BoundarySends pipeline_boundary_sends(const PipelineSplit& split, int stage, int micro_batches);
 
 }  // namespace origami::parallel

@@ -50,4 +50,24 @@ int pipeline_in_flight(int stages, int virtual_stages, int stage, int micro_batc
 double pipeline_bubble(int stages, int virtual_stages, int micro_batches);
 double pipeline_bubble_of_busy(int stages, int virtual_stages, int micro_batches);
 
+// The schedule on a clock, for unequal chunks (the planner's step time, docs/planner.md
+// "Pipeline step time"): global chunk c's forward takes forward_s[c] and its backward
+// backward_s[c] (p x v entries each); a pass starts when its rank is free and its input is
+// there: the previous chunk's forward (chunk 0: at once), the next chunk's backward (the last
+// chunk: its own forward), a neighbour's output arriving `hop_forward_s` (activations) or
+// `hop_backward_s` (gradients) after that pass ends (sends do not hold up the sender). Every
+// rank replays pipeline_order. With equal chunks and no hops the step is the bubble formula's,
+// (m v + p - 1) x (f + b).
+struct PipelineClock {
+  double step_s = 0;         // the last pass's end
+  std::vector<double> busy;  // per rank: the sum of its passes' times
+  // Idle share of the step on the busiest rank, 1 - max busy / step: pipeline_bubble with
+  // equal chunks and no hops.
+  double bubble() const;
+};
+PipelineClock pipeline_seconds(const std::vector<double>& forward_s,
+                               const std::vector<double>& backward_s, int stages,
+                               int virtual_stages, int micro_batches, double hop_forward_s = 0,
+                               double hop_backward_s = 0);
+
 }  // namespace origami::parallel

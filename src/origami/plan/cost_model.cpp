@@ -149,9 +149,6 @@ std::vector<std::pair<std::int64_t, bool>> rank_tensors(const Shapes& s, const S
   }
   return t;
 }
-std::vector<std::pair<std::int64_t, bool>> rank_tensors(const Shapes& s) {
-  return rank_tensors(s, whole_model(s));
-}
 
 Memory memory_of_share(const Shapes& s, const Mesh& mesh, const Workload& w, const Share& share) {
   std::int64_t elems = 0;
@@ -291,8 +288,8 @@ class Ledger {
 
 }  // namespace
 
-std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
-                                         const Workload& w, int axis_rank) {
+std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh, const Workload& w,
+                                         int axis_rank, ModelEnds ends) {
   const Shapes s = shapes_of(m, mesh, w);
   const std::int64_t e = w.elem.comm, L = s.L;
   if (mesh.world() == 1 || (mesh.dp == mesh.world())) return {};
@@ -300,6 +297,11 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
   constexpr bool kLayer = true;
   // Full recompute re-runs each layer's forward (its collectives included) in backward.
   const std::int64_t rerun = w.recompute == Recompute::Full ? L : 0;
+  // The blocks the rank holds ("embedding", "head", and the layers' "attention" and "mlp").
+  const auto held = [&](const char* block) {
+    const std::string b = block;
+    return (b != "embedding" || ends.embedding) && (b != "head" || ends.head);
+  };
   Ledger out;
   if (s.tsp()) {
     // TSP's messages as its schedule states them (parallel/strategies/tsp/schedule.h). Under
@@ -324,7 +326,7 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
     }
     for (const parallel::TspTraffic& t :
          parallel::tsp_traffic(s.tsp_rank(), e, w.recompute == Recompute::Full))
-      if (!allgather || !t.in_layers)
+      if ((!allgather || !t.in_layers) && held(t.block))
         out.add_total(t.comm, t.op, t.calls, t.bytes, t.forward ? Fwd : Bwd, t.in_layers);
     return out.take();
   }
@@ -332,13 +334,14 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
   // schedule.h); an all-reduce's bytes are those of rank axis_rank of the tensor axis.
   for (const parallel::MeshTraffic& t :
        parallel::mesh_traffic(s.mesh_rank(), e, w.recompute == Recompute::Full, axis_rank))
-    out.add_total(t.comm, t.op, t.calls, t.bytes, t.forward ? Fwd : Bwd, t.in_layers);
+    if (held(t.block))
+      out.add_total(t.comm, t.op, t.calls, t.bytes, t.forward ? Fwd : Bwd, t.in_layers);
   return out.take();
 }
 
 std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& mesh,
                                             const ElementSizes& elem, int axis_rank,
-                                            bool shard_optimizer) {
+                                            bool shard_optimizer, ModelEnds ends) {
   Workload w;
   w.batch = 1;
   w.seq = 2 * mesh.sp * mesh.tp * mesh.tsp;  // shapes of the weights only: any valid workload
@@ -351,7 +354,10 @@ std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& me
   const auto slice = [&](std::int64_t n) {
     return sharded ? comm::balanced_counts(n, mesh.dp)[static_cast<std::size_t>(axis_rank % mesh.dp)] : n;
   };
-  for (const auto& [n, norm] : rank_tensors(s)) {
+  Share share = whole_model(s);
+  share.embedding = ends.embedding;
+  share.head = ends.head;
+  for (const auto& [n, norm] : rank_tensors(s, share)) {
     if (norm && mesh.tsp > 1)
       out.add("tsp", "all_reduce", all_reduce_sent(n, mesh.tsp, axis_rank, elem.comm));
     if (mesh.sp > 1) out.add("sp", "all_reduce", all_reduce_sent(n, mesh.sp, axis_rank, elem.comm));
@@ -379,19 +385,24 @@ std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& me
   return out.take();
 }
 
-std::vector<CommOp> comm_step_scalars(const Mesh& mesh, int axis_rank, bool shard_optimizer) {
+std::vector<CommOp> comm_step_scalars(const Mesh& mesh, int axis_rank, bool shard_optimizer,
+                                      int stage) {
   Ledger out;
-  const auto scalars = [&](const char* axis, int n, int calls) {
+  const auto scalars = [&](const char* axis, int n, int calls, int rank) {
     for (int i = 0; i < calls && n > 1; ++i)
-      out.add(axis, "all_reduce", all_reduce_sent(1, n, axis_rank, 8));
+      out.add(axis, "all_reduce", all_reduce_sent(1, n, rank, 8));
   };
   const bool tsp = mesh.tsp > 1;
-  scalars(tsp ? "tsp" : "sp", tsp ? mesh.tsp : mesh.sp, 2);  // label count, loss sum
-  scalars("dp", mesh.dp, 2);
-  scalars(tsp ? "tsp" : "tp", tsp ? mesh.tsp : mesh.tp, 1);  // the sharded weights' squares
+  scalars(tsp ? "tsp" : "sp", tsp ? mesh.tsp : mesh.sp, 2, axis_rank);  // label count, loss sum
+  scalars("dp", mesh.dp, 2, axis_rank);
+  scalars(tsp ? "tsp" : "tp", tsp ? mesh.tsp : mesh.tp, 1, axis_rank);  // the weights' squares
   // Sharded optimizer: the squares of the slices, each group (the weight-sharded tensors', the
   // replicated ones') summed over dp too.
-  if (shard_optimizer) scalars("dp", mesh.dp, (tsp ? mesh.tsp : mesh.tp) > 1 ? 2 : 1);
+  if (shard_optimizer) scalars("dp", mesh.dp, (tsp ? mesh.tsp : mesh.tp) > 1 ? 2 : 1, axis_rank);
+  if (mesh.pp > 1) {  // the loss sum and the squares over the stages; the closing barrier
+    scalars("pp", mesh.pp, 2, stage);
+    out.add_total("pp", "barrier", 1, 0, Phase::Step, false);
+  }
   return out.take();
 }
 

@@ -117,13 +117,22 @@ struct CommOp {
   std::int64_t forward_calls = 0, forward_bytes = 0;
   std::int64_t layer_calls = 0, layer_bytes = 0;
 };
+// What a rank holds of the model besides the layers of `m`: the embedding and the head (the
+// final norm, the LM head and its loss). Without pipeline stages both; under pp a chunk's
+// layers, the embedding with chunk 0 and the head with the last chunk (pipeline_stages.h).
+struct ModelEnds {
+  bool embedding = true, head = true;
+};
+
 // One micro-batch's forward+backward (the blocks' collectives; the step's gradient
 // reductions are separate), for the rank at `axis_rank` of each axis (bytes differ between
 // ranks only when a buffer does not split evenly). Ops with zero calls are omitted. TSP's
 // embedding all-to-alls move data-dependent bytes: their calls are exact, their bytes the
 // expectation for ids spread evenly over the vocabulary blocks (R·(D-1)/D rows each way).
-std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
-                                         const Workload& w, int axis_rank = 0);
+// `ends` drops the embedding's or the head's messages (a pipeline chunk's, with m holding its
+// layers and mesh its dp/tp/sp/tsp axes, pp 1).
+std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh, const Workload& w,
+                                         int axis_rank = 0, ModelEnds ends = {});
 // The step's weight-gradient all-reduces (once per optimizer step, every tensor over sp then
 // dp, and the RMSNorm weights over tp under TP-SP; under TSP the norms over tsp, everything
 // over dp; with kv heads replicated, the k/v gradients over their kv-replica group, axis
@@ -131,17 +140,22 @@ std::vector<CommOp> comm_per_micro_batch(const ModelConfig& m, const Mesh& mesh,
 // With shard_optimizer (dp > 1): the dp all-reduce becomes a reduce-scatter (its first half)
 // and an all-gather of the updated parameters; the reductions after dp (TP-SP's norms over
 // tp, the kv-replica groups) move the rank's dp slice only.
+// `ends`: of the embedding's and the head's tensors only those held (a pipeline chunk's, as
+// comm_per_micro_batch's).
 std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& mesh,
                                             const ElementSizes& elem, int axis_rank = 0,
-                                            bool shard_optimizer = false);
+                                            bool shard_optimizer = false, ModelEnds ends = {});
 
 // The step's scalar all-reduces (8-byte F64/I64 values whatever the profile): the label count
 // and the loss sum over the sequence axis (sp, or tsp) then dp (RankModel::global_unmasked,
 // global_loss_sum), and the sharded weights' squared norm over the axis they are split on (tp
 // or tsp; RankModel::grad_norm). Once per step, after the gradient reductions.
-// With shard_optimizer (dp > 1) every group of squares is summed over dp as well.
+// With shard_optimizer (dp > 1) every group of squares is summed over dp as well. Under pp
+// (mesh.pp > 1) the loss sum and the squared norm are summed over pp too (the last stage
+// computes the loss, each stage its own tensors' squares), and the pipeline ends with a pp
+// barrier (RankModel::accumulate_stage; 0 bytes), on pp rank `stage`.
 std::vector<CommOp> comm_step_scalars(const Mesh& mesh, int axis_rank = 0,
-                                      bool shard_optimizer = false);
+                                      bool shard_optimizer = false, int stage = 0);
 
 // Model FLOPs of one forward+backward of `batch` sequences of `seq` tokens (docs/flops.md:
 // 6·P·T + 3.5·4·d·H·B·S(S+1)/2·L), the whole job's, not per device.

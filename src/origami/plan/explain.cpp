@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "origami/core/precision.h"
 
 namespace origami::plan {
@@ -62,6 +64,14 @@ std::optional<NoFitAdvice> explain_no_fit(const ModelConfig& m, int world, const
     x.set_precision(Precision::parse("bf16"));
     add("--precision bf16", fitting(m, world, x, hw));
   }
+  // Pipeline stages, when the rows did not search them (--pp auto within a node): each stage
+  // holds only its layers' states and activations.
+  if (std::none_of(rows.begin(), rows.end(), [](const PlanRow& r) { return r.layout.pp > 1; })) {
+    const std::vector<PlanRow> staged =
+        plan_rows(m, world, w, hw, {parallel::TspSchedule::BroadcastRing},
+                  pipeline_degrees(world, m.num_hidden_layers));
+    if (!staged.empty() && staged.front().recommended) add("--pp all", staged.front());
+  }
   for (int more = 2; more <= 8; more *= 2) {
     const std::optional<PlanRow> r = fitting(m, world * more, w, hw);
     if (r) {
@@ -93,12 +103,14 @@ std::string NoFitAdvice::sentence(int world, std::int64_t seq, const Hardware& h
     s += fmt::format(
         "; its parameters, gradients and optimizer state alone need {}, and no layout shards "
         "the weights more than {} ways (the largest degree the heads, kv heads and MLP width "
-        "allow among these devices): they fit only sharded further, by pipeline stages (which "
-        "Origami does not have yet) or by optimizer sharding over dp (--shard-optimizer, on a "
-        "layout with dp > 1)",
+        "allow among these devices): they fit only sharded further, by pipeline stages (each "
+        "holds its layers' states; --pp all searches them) or by optimizer sharding over dp "
+        "(--shard-optimizer, on a layout with dp > 1)",
         gib(states_bytes), widest_weight_sharding);
-  if (remedies.empty()) return s + "; none of --recompute full, --precision bf16, up to 8x the "
-                                   "devices or a shorter --seq makes one fit";
+  if (remedies.empty())
+    return s +
+           "; none of --recompute full, --precision bf16, pipeline "
+           "stages, up to 8x the devices or a shorter --seq makes one fit";
   for (std::size_t i = 0; i < remedies.size(); ++i)
     s += fmt::format("{} with {}{}, {} fits in {}", i == 0 ? ";" : ", or", remedies[i].change,
                      remedies[i].change.rfind("--seq ", 0) == 0 ? " (the longest that fits is "

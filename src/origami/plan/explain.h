@@ -2,9 +2,9 @@
 // closest to fitting (the feasible row of the smallest per-device total), its largest memory
 // category, and what would make a layout fit — each remedy computed by predicting the plan
 // again with it applied, never canned. The remedies searched: full recompute, bf16 mixed
-// precision, more devices (2x, 4x, 8x the world), a shorter sequence. (Pipeline stages join
-// the search when the engine has them; --shard-optimizer, which it has, is named in the
-// sentence but not yet searched.)
+// precision, pipeline stages (--pp all, when the rows had none), more devices (2x, 4x, 8x the
+// world), a shorter sequence. (--shard-optimizer is named in the sentence but not yet
+// searched.)
 #pragma once
 
 #include <cstdint>

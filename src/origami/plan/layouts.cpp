@@ -8,17 +8,22 @@ namespace origami::plan {
 
 std::vector<PlanRow> plan_rows(const ModelConfig& m, int world, const Workload& w,
                                const Hardware& hw,
-                               const std::vector<parallel::TspSchedule>& tsp_schedules) {
+                               const std::vector<parallel::TspSchedule>& tsp_schedules,
+                               const std::vector<int>& pp_degrees) {
   std::vector<Layout> layouts;
-  for (const Layout& l : parallel::enumerate_meshes(world)) {
-    if (!l.is_tsp()) {
-      layouts.push_back(l);
-      continue;
-    }
-    for (parallel::TspSchedule schedule : tsp_schedules) {
-      Layout x = l;
-      x.tsp_schedule = schedule;
-      layouts.push_back(x);
+  for (const int pp : pp_degrees) {
+    ORIGAMI_CHECK(pp >= 1 && world % pp == 0, "pp={} does not divide {} devices", pp, world);
+    for (Layout l : parallel::enumerate_meshes(world / pp)) {
+      l.pp = pp;
+      if (!l.is_tsp()) {
+        layouts.push_back(l);
+        continue;
+      }
+      for (parallel::TspSchedule schedule : tsp_schedules) {
+        Layout x = l;
+        x.tsp_schedule = schedule;
+        layouts.push_back(x);
+      }
     }
   }
   std::vector<PlanRow> rows;
@@ -45,6 +50,13 @@ std::vector<PlanRow> plan_rows(const ModelConfig& m, int world, const Workload& 
   });
   if (!rows.empty() && rank(rows.front()) == 0) rows.front().recommended = true;
   return rows;
+}
+
+std::vector<int> pipeline_degrees(int world, std::int64_t layers) {
+  std::vector<int> out;
+  for (int pp = 1; pp <= world && pp <= layers; ++pp)
+    if (world % pp == 0) out.push_back(pp);
+  return out;
 }
 
 std::optional<std::int64_t> longest_sequence(const ModelConfig& m, const Layout& l,

@@ -29,10 +29,18 @@ struct PlanRow {
 // comparable), then feasible rows that do not fit by total memory, then infeasible rows.
 // The first fitting row is marked recommended. Each TSP layout is predicted once per schedule
 // of `tsp_schedules` (broadcast-ring alone by default; with allgather too, its rows beside).
+// Each degree of `pp_degrees` (1 alone by default) cuts the world into that many pipeline
+// stages (balanced layers, one chunk a stage, 1F1B over w.grad_accum micro-batches), every
+// layout of world / pp devices within a stage.
 std::vector<PlanRow> plan_rows(const ModelConfig& m, int world, const Workload& w,
                                const Hardware& hw,
-                               const std::vector<parallel::TspSchedule>& tsp_schedules = {
-                                   parallel::TspSchedule::BroadcastRing});
+                               const std::vector<parallel::TspSchedule>& tsp_schedules =
+                                   {parallel::TspSchedule::BroadcastRing},
+                               const std::vector<int>& pp_degrees = {1});
+
+// The pp degrees of a search over `world` devices: every divisor of world up to the model's
+// layers (1 included).
+std::vector<int> pipeline_degrees(int world, std::int64_t layers);
 
 // The longest sequence (a multiple of the layout's granularity, at most `limit`) whose
 // per-device total fits the hardware's memory; nullopt when not even the shortest fits or
