@@ -10,6 +10,12 @@
 //       weights, 491.8 MB in fp32, 245.9 MB in bf16) through linear_forward_skinny(_bf16); reports
 //       tokens/s (R tokens per step) and weight GB/s: the bound a decode step's products put on
 //       generation, without its attention, norms and sampling.
+//   prefill/products/{fp32,bf16,bf16_widening}/rows:512/threads:T  beside decode's, every matrix
+//       product of the prefill of one 512-token prompt (8 layers of q, k, v, o, gate, up, down;
+//       the LM head takes one row) through linear_forward: fp32 W, bf16 W on this CPU's path
+//       (oneDNN's bf16 matmul where the CPU has bf16 dot products) and bf16 W on the widening path
+//       forced; reports tokens/s by wall time and by the calling thread's CPU time (at 1 thread
+//       oneDNN runs on it), the second steady on a shared machine.
 //   decode/attention/{one_call,one_call_bf16,per_sequence}/B:B  the step's attention
 //       (kernels/decode_attention.h over an fp32 and a bf16 cache, one call for the batch, against
 //       attention_forward once per sequence), 513 cached keys (and 32769 for B = 1, a cache of
@@ -21,6 +27,7 @@
 #include <ctime>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -206,6 +213,56 @@ void run_decode_attention(benchmark::State& state, bool one_call, bool bf16_cach
       (thread_cpu_seconds() - cpu0) / static_cast<double>(state.iterations()) * 1e6;
 }
 
+enum class PrefillWeights { Fp32, Bf16, Bf16Widening };
+
+// The prefill's products of one prompt of `rows` tokens (issue 15's model, no LM head).
+void run_prefill_products(benchmark::State& state, PrefillWeights kind, int threads,
+                          std::int64_t rows) {
+  struct Product {
+    std::int64_t in, out;
+  };
+  std::vector<Product> products;
+  for (int l = 0; l < 8; ++l)
+    for (Product p :
+         {Product{1024, 1024}, Product{1024, 256}, Product{1024, 256}, Product{1024, 1024},
+          Product{1024, 2816}, Product{1024, 2816}, Product{2816, 1024}})
+      products.push_back(p);
+  std::vector<Aligned<float>> w32;
+  std::vector<Aligned<origami::bf16>> w16;
+  unsigned seed = 10;
+  for (const Product& p : products) {
+    auto w = random_matrix(p.in * p.out, seed++);
+    if (kind == PrefillWeights::Fp32) {
+      w32.push_back(std::move(w));
+    } else {
+      w16.push_back(to_bf16_matrix(w));
+    }
+  }
+  const auto x = random_matrix(rows * 2816, 2);
+  std::vector<float> y(static_cast<std::size_t>(rows * 2816));
+  origami::kernels::set_thread_count(threads);
+  origami::kernels::force_gemm_bf16_conversion(kind == PrefillWeights::Bf16Widening);
+  const double cpu0 = thread_cpu_seconds();
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < products.size(); ++i) {
+      const Product& p = products[i];
+      if (kind == PrefillWeights::Fp32) {
+        origami::kernels::linear_forward(rows, p.in, p.out, x.data(), w32[i].data(), y.data());
+      } else {
+        origami::kernels::linear_forward(rows, p.in, p.out, x.data(), w16[i].data(), y.data());
+      }
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double cpu = thread_cpu_seconds() - cpu0;
+  origami::kernels::force_gemm_bf16_conversion(false);
+  origami::kernels::set_thread_count(1);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(rows), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/cpu_s"] = static_cast<double>(rows * state.iterations()) / cpu;
+}
+
 void register_decode() {
   struct Layer {
     const char* name;
@@ -240,6 +297,16 @@ void register_decode() {
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
+  for (int threads : {1, 2})
+    for (const auto& [kind, label] : {std::pair{PrefillWeights::Fp32, "fp32"},
+                                      std::pair{PrefillWeights::Bf16, "bf16"},
+                                      std::pair{PrefillWeights::Bf16Widening, "bf16_widening"}}) {
+      const std::string name =
+          fmt::format("prefill/products/{}/rows:512/threads:{}", label, threads);
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+        run_prefill_products(st, kind, threads, 512);
+      })->UseRealTime()->Unit(benchmark::kMillisecond);
+    }
   for (std::int64_t B : {1, 4, 16})
     for (const char* mode : {"one_call", "one_call_bf16", "per_sequence"}) {
       const bool one_call = std::string(mode) != "per_sequence";
