@@ -6,8 +6,10 @@
 // tsp 2 (both of TSP's schedules, at pp 2, 3 and 4), dp 2 (pp 2, 3, 4) and the baselines' tp 2
 // (with and without sequence-parallel regions) and sp 2; and interleaved 1F1B (--pp-virtual 2)
 // at pp 2, 3 and 4, m = p and m > p, composed with tsp 2 and dp 2 (pp 2, 3, 4), tp 2, sp 2 and
-// TP-SP. Under the sanitizers a reduced set. And the tracker's view of each stage's
-// micro-batches (chunk passes) in flight.
+// TP-SP. A mixture of experts (moe_*: the degree-1 mesh, TSP's weight ring and expert
+// schedule, tp 2, dp 2, dp 2 x tsp 2, interleaved, pp 3 with m < p, a capacity), its expert
+// load equal to one device's exactly. Under the sanitizers a reduced set. And the tracker's
+// view of each stage's micro-batches (chunk passes) in flight.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -22,7 +22,9 @@
 // stages"); the wait finds the send done (the reply proves it arrived), so it never stalls.
 // Every wait is bounded by the communicator's timeout (communicator.h). The time blocked in
 // those receives and in the closing pp barrier (wait_for_stages, after the stage's gradient
-// reductions) is the rank's measured bubble. The planner
+// reductions) is the rank's measured bubble. A mixture of experts' balance is recorded per
+// pass (StrategyOps::set_pass, the driver's key c * m + i) and each forward's share of the
+// aux loss and of the expert load read after it (summed over pp by sum_over_stages). The planner
 // replays what this holds (pipeline_boundary.h): keep the two in step.
 #include <algorithm>
 #include <chrono>

@@ -60,9 +60,9 @@ class TspOps : public StrategyContext {
   void set_pass(int id) override;
   double router_aux_loss() const override { return moe_job_.router_aux_loss(); }
   MoeLoad moe_load() const override { return moe_job_.load(); }
-  // The expert schedule's exchange of layer l's last forward in the current pass: per expert (owners in rank
-  // order), this rank's kept assignments, and per source rank and local expert the
-  // assignments it received.
+  // The expert schedule's exchange of layer l's last forward in the current pass (set_pass):
+  // per expert (owners in rank order), this rank's kept assignments, and per source rank and
+  // local expert the assignments it received.
   struct MoeExchange {
     std::int64_t local = 0;              // E/D: experts per rank
     std::vector<std::int64_t> sent;      // [E]
