@@ -4,7 +4,8 @@
 // `train --strategy single`), and on LlamaModel loaded from the checkpoint and stepped by
 // train_step on the loop's own batches, equal to the uninterrupted run: losses, gradient norms
 // and the expert load of steps 4 and 5. The same run checks the load in the --metrics lines
-// and the log.
+// and the log. And a run in pipeline stages (pp 2 x tsp 2, the expert schedule) saved after
+// step 3 resumes on the degree-1 mesh and in other stages (pp 2 x tp 2).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -127,6 +128,27 @@ TEST(MoeResume, ExpertScheduleResumesUnderTheRingAndOnOneDevice) {
   // LlamaModel.
   const std::vector<StepStats> one = one_device_steps(oa, ckpt::checkpoint_dir(a, 3), 4, 5);
   for (std::size_t k = 0; k < 2; ++k) expect_same_step(one[k], ra.steps[3 + k], "one device");
+  std::filesystem::remove_all(a);
+}
+
+// docs/moe.md "Pipeline stages": each stage writes its own layers' experts (the expert
+// schedule's whole experts by their owners); the checkpoint loads without stages and under
+// another mesh in stages, and gives the uninterrupted run's steps 4 and 5 (two micro-batches
+// in flight a step: the aux loss and the expert load summed over the stages).
+TEST(MoeResume, PipelineStagesResumeOnOneRankAndInOtherStages) {
+  const std::string a = fresh_dir("moe_pp");
+  TrainOptions oa = moe_options({"tsp", 1, "pp=2,tsp=2"}, "expert", 5);
+  oa.checkpoint.save_dir = a;
+  oa.checkpoint.save_every = 3;
+  const TrainResult ra = quiet_train(oa);
+  ASSERT_EQ(ra.steps.size(), 5u);
+  for (const Layout& l : {Layout{"single", 1, ""}, Layout{"tp", 1, "pp=2,tp=2"}}) {
+    TrainOptions ob = moe_options(l, "ring", 5);
+    ob.checkpoint.resume = ckpt::checkpoint_dir(a, 3);
+    const TrainResult rb = quiet_train(ob);
+    ASSERT_EQ(rb.steps.size(), 2u) << l.name();
+    for (std::size_t k = 0; k < 2; ++k) expect_same_step(rb.steps[k], ra.steps[3 + k], l.name());
+  }
   std::filesystem::remove_all(a);
 }
 

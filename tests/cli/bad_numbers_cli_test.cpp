@@ -50,11 +50,13 @@ TEST(BadNumbers, MixtureOfExperts) {
       {moe + "--moe-capacity-factor -1", "--moe-capacity-factor is -1"},
       {moe + "--moe-capacity-factor nan", "--moe-capacity-factor"},
       {kTrain + "--moe-capacity-factor 1.25", "dense"},
-      // TSP's allgather schedule and pipeline stages have no expert blocks: the message
-      // names what runs them; a capacity runs where a rank routes the whole micro-batch.
+      // TSP's allgather schedule has no expert blocks, with or without pipeline stages: the
+      // message names what runs them; a capacity runs where a rank routes the whole
+      // micro-batch.
       {moe + "--strategy tsp --degree 2 --tsp-schedule allgather",
        "(--tsp-schedule allgather) does not support them"},
-      {moe + "--mesh pp=2,tp=2", "pp=2 with num_local_experts 4"},
+      {moe + "--mesh pp=2,tsp=2 --tsp-schedule allgather",
+       "(--tsp-schedule allgather) does not support them"},
       {moe + "--strategy tsp --degree 2 --moe-capacity-factor 1.5", "--moe-capacity-factor"},
       {moe + "--strategy sp --degree 2 --moe-capacity-factor 1.5", "--strategy single, tp or tpsp"},
       {moe + "--strategy tsp --degree 2 --dry-run", "the dry run"},

@@ -233,6 +233,33 @@ TEST_F(TrainCli, AMixtureOfExpertsTrainsOnOneDeviceAndUnderTheMeshStrategies) {
   EXPECT_THAT(loads(one.all()).front(), ::testing::Not(HasSubstr("dropped 0"))) << one.all();
 }
 
+// Pipeline stages (docs/moe.md, "Pipeline stages"): two micro-batches in flight, each stage
+// its layers' balance, the aux loss and the expert load summed over the stages: the printed
+// losses and loads are one device's (the same micro-batches).
+TEST_F(TrainCli, AMixtureOfExpertsTrainsInPipelineStages) {
+  const std::string run =
+      "train --model tiny-moe --steps 2 --seq 16 --log-every 1 --threads 1 --batch 1 "
+      "--grad-accum 2";
+  const auto loads = [](const std::string& out) {
+    std::vector<std::string> v;
+    for (std::size_t at = out.find("experts: tokens"); at != std::string::npos;
+         at = out.find("experts: tokens", at + 1))
+      v.push_back(out.substr(at, out.find('\n', at) - at));
+    return v;
+  };
+  const CliRun single = origami(run + " --strategy single");
+  ASSERT_EQ(single.code, 0) << single.all();
+  const std::vector<std::string> want = origami::cli_test::losses(single.all());
+  ASSERT_EQ(want.size(), 2u) << single.all();
+  ASSERT_EQ(loads(single.all()).size(), 2u) << single.all();
+  for (const std::string layout : {"--mesh pp=2", "--mesh pp=2,tsp=2 --moe-schedule expert"}) {
+    const CliRun r = origami(run + " " + layout);
+    ASSERT_EQ(r.code, 0) << layout << "\n" << r.all();
+    EXPECT_EQ(origami::cli_test::losses(r.all()), want) << layout << "\n" << r.all();
+    EXPECT_EQ(loads(r.all()), loads(single.all())) << layout;
+  }
+}
+
 TEST_F(TrainCli, MemoryCapStopsTheRunWithTheCategoryNamed) {
   // Refused before the first allocation from the planner's estimate (issue 14, item 9), with
   // the largest category; it used to be the tracker's OutOfBudget (exit 1) mid-allocation.

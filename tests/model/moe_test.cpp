@@ -151,8 +151,9 @@ TEST(MoeModel, RecomputePoliciesGiveTheSameLossAuxAndGradients) {
 
 // docs/moe.md "What runs where": the mesh strategies and TSP's broadcast-ring schedule run a
 // mixture of experts, a capacity factor where every rank routes the job's whole micro-batch
-// (single, tp, tpsp); TSP's allgather schedule, pipeline stages and a capacity beside tsp, sp
-// or dp are refused before any work, naming what runs them.
+// (single, tp, tpsp), each with pipeline stages too; TSP's allgather schedule (with or without
+// stages) and a capacity beside tsp, sp or dp are refused before any work, naming what runs
+// them.
 TEST(MoeModel, TheMeshAndTspRunItAndTheRestRefuseNamingWhatRunsIt) {
   ModelConfig c = tiny_moe(2);
   auto plan_of = [](const char* strategy, int degree, const char* mesh = "") {
@@ -171,7 +172,8 @@ TEST(MoeModel, TheMeshAndTspRunItAndTheRestRefuseNamingWhatRunsIt) {
   tpsp.sequence_parallel = true;
   for (const parallel::ParallelConfig& p :
        {plan_of("single", 1), plan_of("dp", 2), plan_of("tp", 2), tpsp, plan_of("sp", 2),
-        plan_of("tp", 1, "dp=2,tp=2"), plan_of("tp", 1, "tp=2,sp=2"), plan_of("tsp", 2)})
+        plan_of("tp", 1, "dp=2,tp=2"), plan_of("tp", 1, "tp=2,sp=2"), plan_of("tsp", 2),
+        plan_of("tp", 1, "pp=2,tp=2"), plan_of("tsp", 1, "pp=2,tsp=2")})
     EXPECT_EQ(refusal(p, c), "") << p.describe();
   parallel::ParallelConfig allgather = plan_of("tsp", 2);
   allgather.tsp_schedule = parallel::TspSchedule::Allgather;
@@ -179,8 +181,10 @@ TEST(MoeModel, TheMeshAndTspRunItAndTheRestRefuseNamingWhatRunsIt) {
   EXPECT_THAT(a, ::testing::HasSubstr("num_local_experts is 4"));
   EXPECT_THAT(a, ::testing::HasSubstr("(--tsp-schedule allgather) does not support them"));
   EXPECT_THAT(a, ::testing::HasSubstr("--strategy single, dp, tp, tpsp, sp/cp"));
-  EXPECT_THAT(refusal(plan_of("tp", 1, "pp=2,tp=2"), c),
-              ::testing::HasSubstr("pp=2 with num_local_experts 4"));
+  parallel::ParallelConfig staged_allgather = plan_of("tsp", 1, "pp=2,tsp=2");
+  staged_allgather.tsp_schedule = parallel::TspSchedule::Allgather;
+  EXPECT_THAT(refusal(staged_allgather, c),
+              ::testing::HasSubstr("(--tsp-schedule allgather) does not support them"));
   c.moe_capacity_factor = 1.25;  // the capacity: where every rank routes the whole micro-batch
   for (const parallel::ParallelConfig& p : {plan_of("single", 1), plan_of("tp", 2), tpsp})
     EXPECT_EQ(refusal(p, c), "") << p.describe();

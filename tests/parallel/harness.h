@@ -38,6 +38,21 @@ inline ModelConfig make_model(std::int64_t vocab, std::int64_t h, std::int64_t f
   return c;
 }
 
+// Mixture of experts (docs/moe.md): the model's attention, `experts` SwiGLU experts of its
+// MLP width, top-k, a balancing coefficient large enough that its gradient shows.
+inline ModelConfig with_experts(ModelConfig m, std::int64_t experts, std::int64_t top_k) {
+  m.num_local_experts = experts;
+  m.num_experts_per_tok = top_k;
+  m.router_aux_loss_coef = 0.1;
+  return m;
+}
+
+// The same model with a capacity factor (docs/models.md "Capacity").
+inline ModelConfig with_capacity(ModelConfig m, double factor) {
+  m.moe_capacity_factor = factor;
+  return m;
+}
+
 // Masks: every 5th label masked, or the first `masked_prefix` positions of every sequence.
 struct Case {
   std::string name;
@@ -224,13 +239,13 @@ inline Result run_parallel(const Case& c, const Data& d, comm::Communicator& wor
     const std::int64_t count = model.global_unmasked(micro);
     const double scale = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
     zero_tensors(model.grads());
-    const parallel::RankModel::Accumulated acc = model.accumulate(micro, scale);
-    const double local = acc.loss_sum, aux = acc.aux;
-    r.moe = acc.moe;
+    parallel::RankModel::Accumulated acc = model.accumulate(micro, scale);
     model.reduce_gradients();
     model.wait_for_stages();
-    const double sum = model.global_loss_sum(local);
-    r.loss = (count > 0 ? sum / static_cast<double>(count) : 0.0) + aux;
+    model.sum_over_stages(acc);
+    r.moe = acc.moe;
+    const double sum = model.global_loss_sum(acc.loss_sum);
+    r.loss = (count > 0 ? sum / static_cast<double>(count) : 0.0) + acc.aux;
     r.grad_norm = model.grad_norm();
     MemoryTracker scratch("gather");
     for (Tensor& t : model.gather(model.grads(), scratch)) r.grads.push_back(to_vector(t));

@@ -83,21 +83,6 @@ ModelConfig headdim_hidden60() {
   return m;
 }
 
-// Mixture of experts (docs/moe.md): the model's attention, `experts` SwiGLU experts of its
-// MLP width, top-k, a balancing coefficient large enough that its gradient shows.
-ModelConfig with_experts(ModelConfig m, std::int64_t experts, std::int64_t top_k) {
-  m.num_local_experts = experts;
-  m.num_experts_per_tok = top_k;
-  m.router_aux_loss_coef = 0.1;
-  return m;
-}
-
-// The same model with a capacity factor (docs/models.md "Capacity").
-ModelConfig with_capacity(ModelConfig m, double factor) {
-  m.moe_capacity_factor = factor;
-  return m;
-}
-
 // The same model with one table for the embedding and the LM head.
 ModelConfig tied(ModelConfig m) {
   m.tie_word_embeddings = true;

@@ -6,8 +6,10 @@
 // tsp 2 (both of TSP's schedules, at pp 2, 3 and 4), dp 2 (pp 2, 3, 4) and the baselines' tp 2
 // (with and without sequence-parallel regions) and sp 2; and interleaved 1F1B (--pp-virtual 2)
 // at pp 2, 3 and 4, m = p and m > p, composed with tsp 2 and dp 2 (pp 2, 3, 4), tp 2, sp 2 and
-// TP-SP. Under the sanitizers a reduced set. And the tracker's view of each stage's
-// micro-batches (chunk passes) in flight.
+// TP-SP. A mixture of experts (moe_*: the degree-1 mesh, TSP's weight ring and expert
+// schedule, tp 2, dp 2, dp 2 x tsp 2, interleaved, pp 3 with m < p, a capacity), its expert
+// load equal to one device's exactly. Under the sanitizers a reduced set. And the tracker's
+// view of each stage's micro-batches (chunk passes) in flight.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -70,7 +72,32 @@ std::vector<Case> pipeline_cases() {
   add("pp2_v2_tsp2_m4_steps", interleaved(make_tsp_plan(1, 2), 2, 2, {1, 1, 2, 1}), 4, 2,
       Recompute::None, 5);
   add("pp3_v2_m3_steps", interleaved(one, 3, 2), 3, 1, Recompute::Mlp, 5, six);
+  // A mixture of experts (docs/moe.md, "Pipeline stages"): each stage routes and balances its
+  // own layers, the aux loss and the expert load summed over the stages (one device's load
+  // exactly); several micro-batches in flight, each backward reading its own forward's
+  // balance. E 4, top-2 unless named.
+  const ModelConfig moe = with_experts(pipeline_model(), 4, 2);
+  add("moe_pp2_3x2_m3_steps", staged(one, 2, {3, 2}), 3, 1, Recompute::None, 5, moe);  // m > p
+  add("moe_pp2_tsp2_m3_steps", staged(make_tsp_plan(1, 2), 2, {2, 3}), 3, 2, Recompute::None, 5,
+      moe);
+  add("moe_pp3_1x3x1_m2_mlp", staged(one, 3, {1, 3, 1}), 2, 1, Recompute::Mlp, 0, moe);  // m < p
 #ifndef ORIGAMI_TESTS_SANITIZED
+  ParallelConfig expert_schedule = make_tsp_plan(1, 2);
+  expert_schedule.moe_schedule = parallel::MoeSchedule::Expert;
+  add("moe_pp2_tsp2_expert_m3_full", staged(expert_schedule, 2, {3, 2}), 3, 2, Recompute::Full, 0,
+      moe);
+  add("moe_pp2_tsp2_expert_m4_steps", staged(expert_schedule, 2), 4, 2, Recompute::None, 5, moe);
+  add("moe_pp2_tp2_m3_steps", staged(make_plan(1, 2, 1), 2, {2, 3}), 3, 2, Recompute::None, 5,
+      moe);
+  add("moe_pp2_dp2_m2_steps", staged(make_plan(2, 1, 1), 2, {3, 2}), 2, 2, Recompute::None, 5,
+      moe);
+  add("moe_pp2_v2_m4_steps", interleaved(one, 2, 2), 4, 1, Recompute::None, 5, moe);
+  add("moe_pp2_v2_tsp2_m2_full", interleaved(make_tsp_plan(1, 2), 2, 2, {1, 1, 2, 1}), 2, 2,
+      Recompute::Full, 0, moe);
+  add("moe_pp3_tp2_capacity_m2", staged(make_plan(1, 2, 1), 3, {2, 1, 2}), 2, 2, Recompute::None,
+      0, with_capacity(with_experts(pipeline_model(), 4, 2), 0.75));
+  add("moe_pp2_dp2_tsp2_e5_top1_m3", staged(make_tsp_plan(2, 2), 2), 3, 2, Recompute::None, 0,
+      with_experts(pipeline_model(), 5, 1));
   add("pp3_tsp2_m2_full", staged(make_tsp_plan(1, 2), 3, {2, 1, 2}), 2, 2, Recompute::Full);
   add("pp4_dp2_m5", staged(make_plan(2, 1, 1), 4), 5, 2);
   ParallelConfig allgather = make_tsp_plan(1, 2);

@@ -275,14 +275,17 @@ TEST(PipelineStages, WhatStagesDoNotRunWithIsRefusedNamingIt) {
   EXPECT_THAT(message, HasSubstr("pp=2 with tie_word_embeddings"));
   EXPECT_THAT(message, HasSubstr("set tie_word_embeddings false"));
   EXPECT_EQ(pipeline_refusal([&] { validate_plan({.pp = 1}, tied, 16, 1, 1); }), "");
-  // Mixture-of-experts layers: their auxiliary loss is not carried between stages.
+  // Mixture-of-experts layers run in stages (each stage its layers' balance); TSP's allgather
+  // schedule refuses them with or without stages.
   ModelConfig experts = parity::make_model(64, 16, 32, 2, 2, 4);
   experts.num_local_experts = 4;
   experts.num_experts_per_tok = 2;
-  const std::string moe =
-      pipeline_refusal([&] { validate_plan({.pp = 2, .tsp = 2}, experts, 16, 1, 4); });
-  EXPECT_THAT(moe, HasSubstr("pp=2 with num_local_experts 4"));
-  EXPECT_THAT(moe, HasSubstr("drop pp from --mesh"));
+  EXPECT_EQ(pipeline_refusal([&] { validate_plan({.pp = 2, .tsp = 2}, experts, 16, 1, 4); }), "");
+  EXPECT_EQ(pipeline_refusal([&] { validate_plan({.pp = 2, .tp = 2}, experts, 16, 1, 4); }), "");
+  const std::string moe = pipeline_refusal([&] {
+    validate_plan({.pp = 2, .tsp = 2, .tsp_schedule = TspSchedule::Allgather}, experts, 16, 1, 4);
+  });
+  EXPECT_THAT(moe, HasSubstr("(--tsp-schedule allgather) does not support them"));
 }
 
 // The orders of every rank timed on a slot clock: a chunk's forward takes `f` slots, its

@@ -373,7 +373,8 @@ void refuse_mixture_of_experts(const ModelConfig& c, const std::string& what) {
   throw ConfigError(fmt::format(
       "num_local_experts is {}: mixture-of-experts layers train under --strategy single, "
       "dp, tp, tpsp, sp/cp (with dp) and tsp (its broadcast-ring schedule, either "
-      "--moe-schedule) only so far; {} does not support them yet: use one of those, or a "
+      "--moe-schedule), each with or without pipeline stages, only so far; {} does not "
+      "support them yet: use one of those, or a "
       "dense model",
       c.num_local_experts, what));
 }

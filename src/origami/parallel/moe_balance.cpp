@@ -6,12 +6,12 @@
 
 namespace origami::parallel {
 
-MoeJobBalance::MoeJobBalance(const ModelConfig& config)
-    : config_(config),
-      balance_(static_cast<std::size_t>(config.num_hidden_layers), 0.0),
-      chosen_(static_cast<std::size_t>(config.num_hidden_layers)),
-      load_(static_cast<std::size_t>(config.num_hidden_layers)),
-      rows_(static_cast<std::size_t>(config.num_hidden_layers), 0) {}
+MoeJobBalance::MoeJobBalance(const ModelConfig& config) : config_(config) { set_pass(0); }
+
+void MoeJobBalance::set_pass(int id) {
+  pass_ = &passes_.try_emplace(id, static_cast<std::size_t>(config_.num_hidden_layers))
+               .first->second;
+}
 
 void MoeJobBalance::record(std::int64_t l, ParallelGroups& groups, const MoeDims& d,
                            const MoeRouting& r, const float* logits) {
@@ -22,7 +22,8 @@ void MoeJobBalance::record(std::int64_t l, ParallelGroups& groups, const MoeDims
   groups.dp().all_reduce(counts, counts);
   const auto E = static_cast<std::size_t>(d.experts);
   const auto layer = static_cast<std::size_t>(l);
-  std::vector<std::int64_t>& chosen = chosen_[layer];
+  Pass& p = *pass_;
+  std::vector<std::int64_t>& chosen = p.chosen[layer];
   chosen.resize(E);
   for (std::size_t e = 0; e < E; ++e) chosen[e] = std::llround(counts[e]);
   // Kept: dropless, every chosen assignment. A capacity's priority order spans the job's
@@ -34,14 +35,14 @@ void MoeJobBalance::record(std::int64_t l, ParallelGroups& groups, const MoeDims
                   groups.dp().size());
     std::vector<std::int64_t> kept(E);
     for (std::size_t e = 0; e < E; ++e) kept[e] = r.offset[e + 1] - r.offset[e];
-    load_[layer] = MoeLoad{kept, r.dropped};
+    p.load[layer] = MoeLoad{kept, r.dropped};
   } else {
-    load_[layer] = MoeLoad{chosen, 0};
+    p.load[layer] = MoeLoad{chosen, 0};
   }
-  rows_[layer] = d.rows * groups.tokens().size() * groups.dp().size();
-  balance_[layer] = moe_balance(
+  p.rows[layer] = d.rows * groups.tokens().size() * groups.dp().size();
+  p.balance[layer] = moe_balance(
       chosen, std::vector<double>(counts.begin() + static_cast<std::ptrdiff_t>(E), counts.end()),
-      rows_[layer]);
+      p.rows[layer]);
 }
 
 std::vector<double> MoeJobBalance::probability_grad(std::int64_t l) const {
@@ -49,20 +50,21 @@ std::vector<double> MoeJobBalance::probability_grad(std::int64_t l) const {
   const double balance_grad =
       config_.router_aux_loss_coef * aux_weight_ / static_cast<double>(config_.num_hidden_layers);
   const auto layer = static_cast<std::size_t>(l);
-  return moe_balance_probability_grad(chosen_[layer], rows_[layer], balance_grad);
+  return moe_balance_probability_grad(pass_->chosen[layer], pass_->rows[layer], balance_grad);
 }
 
 double MoeJobBalance::router_aux_loss() const {
   if (!config_.is_moe()) return 0.0;
   double sum = 0;
-  for (const double b : balance_) sum += b;
+  for (const double b : pass_->balance) sum += b;  // 0 where the pass ran no such layer
   return config_.router_aux_loss_coef * sum / static_cast<double>(config_.num_hidden_layers);
 }
 
 MoeLoad MoeJobBalance::load() const {
   MoeLoad load;
   if (config_.is_moe())
-    for (const MoeLoad& layer : load_) load.add(layer);
+    for (const MoeLoad& layer : pass_->load)
+      if (!layer.tokens_per_expert.empty()) load.add(layer);
   return load;
 }
 

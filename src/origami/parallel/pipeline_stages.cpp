@@ -140,12 +140,6 @@ void check_pipeline_model(const ParallelConfig& p, const ModelConfig& model) {
         "(embedding) and on the last (LM head), and pipeline stages do not share it yet; set "
         "tie_word_embeddings false in the model config, or drop pp from --mesh",
         p.pp));
-  if (p.pp > 1 && model.is_moe())
-    throw ConfigError(fmt::format(
-        "pp={} with num_local_experts {}: mixture-of-experts layers do not run in pipeline "
-        "stages yet (their auxiliary loss is not carried between stages); drop pp from --mesh "
-        "and train it under --strategy tsp (docs/moe.md)",
-        p.pp, model.num_local_experts));
 }
 
 }  // namespace origami::parallel

@@ -101,10 +101,11 @@ LocalBatch RankModel::localize(const TokenBatch& b) const {
 
 RankModel::Accumulated RankModel::accumulate(const std::vector<LocalBatch>& micro,
                                              double grad_scale) {
-  // A mixture of experts is refused under pp > 1 (check_pipeline_model): no aux there.
-  if (groups_.plan().pp > 1) return {accumulate_stage(micro, grad_scale), 0.0, {}};
+  // Pipeline stages: this stage's share of the aux and the load (sum_over_stages adds them).
+  if (groups_.plan().pp > 1) return accumulate_stage(micro, grad_scale);
   Accumulated r;
   const double aux_weight = 1.0 / static_cast<double>(std::max<std::size_t>(1, micro.size()));
+  ops_->set_pass(0);
   for (const LocalBatch& b : micro) {
     r.loss_sum += run(b, true, grad_scale, aux_weight).sum;
     r.aux += aux_weight * router_aux_loss();
@@ -140,6 +141,21 @@ double RankModel::global_loss_sum(double local) {
   // Only the last stage computes a loss (every stage counts the same labels: no pp sum there).
   if (groups_.plan().pp > 1) groups_.pp().all_reduce(v, v);
   return v[0];
+}
+
+void RankModel::sum_over_stages(Accumulated& acc) {
+  if (groups_.plan().pp <= 1 || !config_.is_moe()) return;
+  // Every rank of a stage holds its stage's aux and load alike (the balance's counts are the
+  // job's, reduced over the token axis and dp): summed over pp only, each stage's layers once.
+  const auto E = static_cast<std::size_t>(config_.num_local_experts);
+  MoeLoad& load = acc.moe;
+  if (load.tokens_per_expert.empty()) load.tokens_per_expert.assign(E, 0);
+  std::vector<double> v{acc.aux, static_cast<double>(load.dropped)};  // counts exact below 2^53
+  v.insert(v.end(), load.tokens_per_expert.begin(), load.tokens_per_expert.end());
+  groups_.pp().all_reduce(v, v);
+  acc.aux = v[0];
+  load.dropped = std::llround(v[1]);
+  for (std::size_t e = 0; e < E; ++e) load.tokens_per_expert[e] = std::llround(v[2 + e]);
 }
 
 void RankModel::reduce_gradients(const OptimizerSlices* dp_slices) {

@@ -12,7 +12,8 @@
 // With pipeline stages (pp > 1) a rank holds only its stage's tensors (the others are empty
 // blocks, ShardSpec::on_stage false), runs its stage's 1F1B or interleaved order
 // (accumulate), and the loss sum and the gradient norm's squares are also summed over pp (only
-// the last stage has a loss; every stage has squares).
+// the last stage has a loss; every stage has squares), as are a mixture of experts' aux loss
+// and expert load (sum_over_stages: each stage's layers').
 // The optimizer step over these operations is train/rank_step.h's.
 #pragma once
 
@@ -68,13 +69,18 @@ class RankModel {
   // and their gradients back over groups.pp() (rank_model_pipeline.cpp). Returns the rank's
   // local loss sum (zero off the last stage) and a mixture of experts' auxiliary loss of the
   // step (each micro-batch's router_aux_loss() weighted 1 / micro-batches; 0 for a dense
-  // model, which is all that runs under pp > 1) and its expert load (moe_load() summed over
-  // the micro-batches; empty for a dense model).
+  // model) and its expert load (moe_load() summed over the micro-batches; empty for a dense
+  // model). With pp > 1 the aux and the load are this stage's layers' share (each forward
+  // pass's, read after it), until sum_over_stages.
   struct Accumulated {
     double loss_sum = 0, aux = 0;
     MoeLoad moe;
   };
   Accumulated accumulate(const std::vector<LocalBatch>& micro, double grad_scale);
+  // Collective over pp (nothing without stages or for a dense model): the stages' aux and
+  // expert load of accumulate summed, so that every rank holds the whole model's (one
+  // device's). Called after wait_for_stages, like global_loss_sum.
+  void sum_over_stages(Accumulated& acc);
   // Collective over pp (nothing without stages): waits until every stage has ended its
   // step's passes. Called after reduce_gradients, so that a stage that ends its passes early
   // (1F1B: the last stage first, stage 0 last) reduces its gradients over dp and the token
@@ -119,7 +125,7 @@ class RankModel {
   double pipeline_seconds_ = 0, pipeline_wait_seconds_ = 0;
   std::chrono::steady_clock::time_point pipeline_start_;
   // The pipeline case of accumulate (pp > 1).
-  double accumulate_stage(const std::vector<LocalBatch>& micro, double grad_scale);
+  Accumulated accumulate_stage(const std::vector<LocalBatch>& micro, double grad_scale);
 };
 
 }  // namespace origami::parallel

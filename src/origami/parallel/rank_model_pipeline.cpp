@@ -22,7 +22,9 @@
 // stages"); the wait finds the send done (the reply proves it arrived), so it never stalls.
 // Every wait is bounded by the communicator's timeout (communicator.h). The time blocked in
 // those receives and in the closing pp barrier (wait_for_stages, after the stage's gradient
-// reductions) is the rank's measured bubble. The planner
+// reductions) is the rank's measured bubble. A mixture of experts' balance is recorded per
+// pass (StrategyOps::set_pass, the driver's key c * m + i) and each forward's share of the
+// aux loss and of the expert load read after it (summed over pp by sum_over_stages). The planner
 // replays what this holds (pipeline_boundary.h): keep the two in step.
 #include <algorithm>
 #include <chrono>
@@ -58,7 +60,8 @@ struct StageInbox {
 
 }  // namespace
 
-double RankModel::accumulate_stage(const std::vector<LocalBatch>& micro, double grad_scale) {
+RankModel::Accumulated RankModel::accumulate_stage(const std::vector<LocalBatch>& micro,
+                                                   double grad_scale) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   double waited = 0;
@@ -145,19 +148,28 @@ double RankModel::accumulate_stage(const std::vector<LocalBatch>& micro, double 
                        reply ? reply->step.micro : -1});
   };
 
-  double local = 0;
+  // A mixture of experts: each micro-batch's balance weighs 1 / m in the step's aux; a pass's
+  // balance records (its chunk's layers) are its own (set_pass), as the driver's saved state,
+  // and read after its forward (a recomputed forward in its backward re-records, counted once).
+  Accumulated r;
+  const double aux_weight = 1.0 / static_cast<double>(std::max(1, m));
+  ops_->set_aux_weight(aux_weight);
   for (const StagePass& pass : passes) {
     const int i = pass.step.micro, c = pass.chunk;
     const int id = c * m + i;  // the driver's key of this pass's saved state
     if (!pass.step.backward) {
       Tensor x = c == 0 ? Tensor() : take(activations, pass);
       use_batch(i);
+      ops_->set_pass(id);
       const StageLayers& layers = split.chunks[static_cast<std::size_t>(c)];
-      local += driver_.stage_forward(id, layers.first, layers.first + layers.count, x).sum;
+      r.loss_sum += driver_.stage_forward(id, layers.first, layers.first + layers.count, x).sum;
+      r.aux += aux_weight * ops_->router_aux_loss();
+      r.moe.add(ops_->moe_load());
       if (c < last_chunk) send(std::move(x), c, c + 1, i, false);
     } else {
       Tensor dx = c == last_chunk ? Tensor() : take(gradients, pass);
       use_batch(i);
+      ops_->set_pass(id);
       driver_.stage_backward(id, grad_scale, dx);
       if (c > 0) send(std::move(dx), c, c - 1, i, true);
     }
@@ -167,7 +179,7 @@ double RankModel::accumulate_stage(const std::vector<LocalBatch>& micro, double 
   sending.clear();
   pipeline_wait_seconds_ = waited;
   pipeline_start_ = start;
-  return local;
+  return r;
 }
 
 void RankModel::wait_for_stages() {

@@ -219,7 +219,7 @@ void validate_plan(const ParallelConfig& p, const ModelConfig& model, std::int64
           p.tsp, model.num_local_experts, p.tsp, model.num_local_experts));
   }
   // Experts: TSP's weight ring (tsp_moe.cpp) or expert schedule, and the mesh's blocks
-  // (mesh_moe.cpp); pipeline stages refuse them in check_pipeline_model.
+  // (mesh_moe.cpp), each with pipeline stages too (every stage its own layers' balance).
   if (model.is_moe()) {
     if (p.is_tsp() && p.tsp_schedule != TspSchedule::BroadcastRing)
       refuse_mixture_of_experts(model,

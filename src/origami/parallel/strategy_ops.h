@@ -51,6 +51,11 @@ class StrategyOps : public BlockOps {
   // (its counts reduced over the job's micro-batch), and its expert load over the layers and
   // the job's micro-batch (the same on every rank). A strategy without experts keeps these.
   virtual void set_aux_weight(double /*weight*/) {}
+  // The driver's key of the pass that the next forward or backward runs (a pipeline stage's
+  // micro-batch i through chunk c: c * m + i; 0 without stages): what a strategy keeps from a
+  // forward for its backward beyond the driver's saved state (the balance's counts) is kept
+  // per pass, as several are in flight under 1F1B.
+  virtual void set_pass(int /*id*/) {}
   virtual double router_aux_loss() const { return 0.0; }
   virtual MoeLoad moe_load() const { return {}; }
 };

@@ -21,17 +21,17 @@ ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
   const double scale = s.unmasked > 0 ? 1.0 / static_cast<double>(s.unmasked) : 0.0;
   zero_tensors(model.grads());
   // Pipeline stages run their 1F1B order; aux: a mixture of experts' load-balancing loss.
-  const RankModel::Accumulated acc = model.accumulate(micro, scale);
-  const double local = acc.loss_sum, aux = acc.aux;
-  s.moe = acc.moe;
+  RankModel::Accumulated acc = model.accumulate(micro, scale);
   // A sharded optimizer (ZeRO-1) owns one slice of each tensor over dp: the dp reduction
   // leaves each rank that slice, the norm and clipping read the slices, and AdamW::step
   // all-gathers the updated parameters over dp.
   const OptimizerSlices* slices = optimizer.sharded() ? &optimizer.slices() : nullptr;
   model.reduce_gradients(slices);
   model.wait_for_stages();  // pp: after the reductions, which overlap stages still running
-  const double sum = model.global_loss_sum(local);  // collective: every rank calls it
-  s.loss = (s.unmasked > 0 ? sum / static_cast<double>(s.unmasked) : 0.0) + aux;
+  model.sum_over_stages(acc);  // pp: the aux and the expert load of every stage's layers
+  s.moe = acc.moe;
+  const double sum = model.global_loss_sum(acc.loss_sum);  // collective: every rank calls it
+  s.loss = (s.unmasked > 0 ? sum / static_cast<double>(s.unmasked) : 0.0) + acc.aux;
   s.grad_norm = model.grad_norm(slices);
   // Loss and norm are global (all-reduced): every rank stops here together.
   check_step_finite(optimizer.steps_taken() + 1, s.loss, s.grad_norm);

@@ -99,6 +99,11 @@ std::vector<Case> cases() {
   // The mesh's experts (strategies/mesh/mesh_moe.cpp): each expert sharded over tp, d routing
   // weight summed over tp, the balance over dp, between processes (world 4).
   add("moe_dp2xtp2_steps", experts, plan(2, 2, 1), Recompute::None, 5);
+  // A mixture of experts in pipeline stages (docs/moe.md, "Pipeline stages"): pp 2 x tsp 2
+  // (the weight ring), 3 micro-batches in flight, the aux loss and the expert load summed over
+  // the stages between processes (world 4).
+  add("moe_pp2xtsp2_m3_steps", with_experts(five, 4, 2),
+      staged(tsp(1, 2, parallel::TokenLayoutKind::Zigzag), {3, 2}), Recompute::None, 5);
   // Interleaved 1F1B (two chunks a rank, 1,2,1,1 layers): the last rank's chunk 1 sends to
   // rank 0's chunk 2, over 4 micro-batches (a multiple of pp).
   parallel::ParallelConfig interleaved = staged(plan(1, 1, 1), {1, 2, 1, 1});

@@ -64,6 +64,7 @@ class MeshOps final : public StrategyContext {
   void head_backward(float grad_scale, float* dnf) override;
   // Mixture of experts (mesh_moe.cpp, docs/moe.md): the balance over the job's micro-batch.
   void set_aux_weight(double weight) override { moe_job_.set_aux_weight(weight); }
+  void set_pass(int id) override { moe_job_.set_pass(id); }
   double router_aux_loss() const override { return moe_job_.router_aux_loss(); }
   MoeLoad moe_load() const override { return moe_job_.load(); }
 

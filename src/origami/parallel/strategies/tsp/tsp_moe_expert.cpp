@@ -132,7 +132,7 @@ void own_whole_experts(const ModelConfig& config, int D, int rank, std::vector<S
 
 void TspOps::moe_exchange_counts(std::int64_t l, const MoeRouting& r) {
   const MoeDims d = moe_dims();
-  MoeExchange& ex = moe_exchange_[static_cast<std::size_t>(l)];
+  MoeExchange& ex = (*moe_exchange_)[static_cast<std::size_t>(l)];
   ex.local = d.experts / size_;
   ex.sent.assign(static_cast<std::size_t>(d.experts), 0);
   for (std::int64_t e = 0; e < d.experts; ++e) ex.sent[e] = r.offset[e + 1] - r.offset[e];
@@ -178,7 +178,7 @@ void TspOps::moe_expert_forward(std::int64_t l, const float* n, MlpSaved& s, flo
   const MoeRouting r = route_tokens(d, s.router_logits.f32());
   moe_job_.record(l, groups_, d, r, s.router_logits.f32());
   moe_exchange_counts(l, r);
-  const MoeExchange& ex = moe_exchange_[static_cast<std::size_t>(l)];
+  const MoeExchange& ex = (*moe_exchange_)[static_cast<std::size_t>(l)];
   {
     const Tensor rows = packed_rows(d, r, n, h, nullptr, tracker_);
     s.expert_inputs = moe_to_owners(ex, rows.f32(), h, MemCategory::Activations);
@@ -215,7 +215,7 @@ void TspOps::moe_expert_backward(std::int64_t l, const float* n, MlpSaved& s, co
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
   const bool saved = s.a.defined();
   const MoeRouting r = moe_backward_routing(l, n, s);
-  const MoeExchange& ex = moe_exchange_[static_cast<std::size_t>(l)];
+  const MoeExchange& ex = (*moe_exchange_)[static_cast<std::size_t>(l)];
   const OwnerOrder o = owner_order(ex.received, size_, ex.local);
   if (!saved) {  // the rows to the owners once more, their gate/up recomputed there
     const Tensor rows = packed_rows(d, r, n, h, nullptr, tracker_);

@@ -25,7 +25,14 @@ TspOps::TspOps(const ModelConfig& config, ParallelGroups& groups, const TokenLay
   ORIGAMI_CHECK(groups.tp().size() == 1, "TSP runs on one axis; the plan has tp={}",
                 groups.tp().size());
   vocab_rows_ = padded_vocab(config.vocab_size, size_) / size_;
-  moe_exchange_.resize(static_cast<std::size_t>(config.num_hidden_layers));
+  set_pass(0);
+}
+
+void TspOps::set_pass(int id) {
+  moe_job_.set_pass(id);
+  std::vector<MoeExchange>& exchanges = moe_exchanges_[id];
+  exchanges.resize(static_cast<std::size_t>(config_.num_hidden_layers));
+  moe_exchange_ = &exchanges;
 }
 
 void TspOps::set_batch(const LocalBatch* batch) {

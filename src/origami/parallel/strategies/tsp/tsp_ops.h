@@ -57,11 +57,12 @@ class TspOps : public StrategyContext {
   // Mixture of experts: the weight ring over every expert's shard (tsp_moe.cpp), or the
   // expert schedule's all-to-alls to whole experts (tsp_moe_expert.cpp).
   void set_aux_weight(double weight) override { moe_job_.set_aux_weight(weight); }
+  void set_pass(int id) override;
   double router_aux_loss() const override { return moe_job_.router_aux_loss(); }
   MoeLoad moe_load() const override { return moe_job_.load(); }
-  // The expert schedule's exchange of layer l's last forward: per expert (owners in rank
-  // order), this rank's kept assignments, and per source rank and local expert the
-  // assignments it received.
+  // The expert schedule's exchange of layer l's last forward in the current pass (set_pass):
+  // per expert (owners in rank order), this rank's kept assignments, and per source rank and
+  // local expert the assignments it received.
   struct MoeExchange {
     std::int64_t local = 0;              // E/D: experts per rank
     std::vector<std::int64_t> sent;      // [E]
@@ -75,7 +76,7 @@ class TspOps : public StrategyContext {
     std::int64_t kept() const;           // every row sent (this rank's kept assignments)
   };
   const MoeExchange& moe_exchange(std::int64_t l) const {
-    return moe_exchange_[static_cast<std::size_t>(l)];
+    return (*moe_exchange_)[static_cast<std::size_t>(l)];
   }
 
   // The duplicate of the axis carrying the shard broadcasts and ring hops (its stats are the
@@ -170,7 +171,9 @@ class TspOps : public StrategyContext {
   KvKeep kv_keep_;
   // Mixture of experts: the balance over the job's micro-batch (tsp x dp), per layer.
   MoeJobBalance moe_job_;
-  std::vector<MoeExchange> moe_exchange_;  // the expert schedule's, per layer
+  // The expert schedule's, per pass (set_pass) and layer; moe_exchange_ is the current pass'.
+  std::map<int, std::vector<MoeExchange>> moe_exchanges_;
+  std::vector<MoeExchange>* moe_exchange_ = nullptr;
 };
 
 // TSP as a Strategy for RankModel: TP-style blocks of every weight over the tsp axis, with
