@@ -4,6 +4,8 @@
 // the usual gtest output; other ranks print only their failures.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -122,8 +124,17 @@ std::vector<Case> cases() {
   interleaved_sp.pp = 2;
   interleaved_sp.pp_virtual = 2;
   add("pp2xsp2_virtual2_m4_steps", five, interleaved_sp, Recompute::Mlp, 5);
+  // pp 3 (world 3): 1F1B over 3 micro-batches (m = p) of the 5 layers split 1,3,1, and
+  // interleaved over 6 layers (one a chunk) at m = p.
+  add("pp3_m3_steps", five, staged(plan(1, 1, 1), {1, 3, 1}), Recompute::None, 5);
+  parallel::ParallelConfig interleaved3 = plan(1, 1, 1);
+  interleaved3.pp = 3;
+  interleaved3.pp_virtual = 2;
+  add("pp3_virtual2_m3_steps", make_model(97, 32, 48, 4, 2, 6), interleaved3, Recompute::Full,
+      5);
   for (Case& c : v)
-    if (c.plan.pp > 1) c.micro = c.plan.pp_virtual > 1 ? 4 : 3;
+    if (c.plan.pp > 1)  // interleaving: the largest multiple of pp up to 4 (pp 3: 3)
+      c.micro = c.plan.pp_virtual > 1 ? std::max(c.plan.pp, 4 / c.plan.pp * c.plan.pp) : 3;
   return v;
 }
 
