@@ -109,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, LinearBf16, ::testing::Bool(),
                            return std::string(info.param ? "widening_forced" : "this_cpu");
                          });
 
-TEST(LinearBf16Checks, BackwardReadsOnlyFp32Weights) {
+TEST(LinearBf16Checks, Fp32ReadOfABf16WeightThrows) {
   const std::vector<bf16> w(4);
   const WeightView v(w.data());
   EXPECT_TRUE(v.is_bf16());

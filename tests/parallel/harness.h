@@ -72,6 +72,8 @@ struct Case {
   // Mixture of experts: every router weight 0, so that by the tie rule (docs/models.md)
   // every token picks experts 0 .. k-1 in the first step and the others receive none.
   bool zero_router = false;
+  // The parallel run's training precision (core/precision.h): "fp32" or "bf16".
+  std::string precision = "fp32";
 };
 
 // Applies Case::zero_router to a model's (or a rank's) parameters.
@@ -214,8 +216,10 @@ inline Result run_parallel(const Case& c, const Data& d, comm::Communicator& wor
   parallel::validate_plan(c.plan, c.model, c.seq, c.batch / c.plan.dp, world.size());
   parallel::ParallelGroups groups(world, c.plan);
   MemoryTracker& tracker = world.tracker();
-  parallel::RankModel model(c.model, groups, c.seq, c.recompute, tracker, kSeed);
+  parallel::RankModel model(c.model, groups, c.seq, c.recompute, tracker, kSeed,
+                            Precision::parse(c.precision));
   zero_routers(c, model.params());
+  model.refresh_compute_weights();  // after the routers' edit of the master
   const int P = groups.dp().size(), p = groups.dp().rank();
   auto local_micro = [&](int set) {
     std::vector<parallel::LocalBatch> out;

@@ -187,7 +187,9 @@ TrainCommand::TrainCommand(CLI::App& app) {
           ->capture_default_str();
   command_
       ->add_option("--precision", precision_,
-                   "dry run: element sizes, fp32 or bf16 (bf16 "
+                   "fp32 or bf16. A real run: bf16 mixed precision (fp32 master weights, "
+                   "moments and gradients, a bf16 copy of the weights for every linear) under "
+                   "--strategy single or dp. The dry run: element sizes (bf16 "
                    "weights/activations/communication, fp32 master/gradients/moments/logits)")
       ->capture_default_str();
   command_->add_option("--json", json_path_, "dry run: write the report as JSON to this file");
@@ -331,8 +333,9 @@ int TrainCommand::run() {
       throw ConfigError("--link-model is for a real run: --dry-run always applies the link flags");
     return run_dry();
   }
-  if (!json_path_.empty() || precision_ != "fp32")
-    throw ConfigError("--json and --precision belong to --dry-run (a real run computes in fp32)");
+  if (!json_path_.empty()) throw ConfigError("--json belongs to --dry-run");
+  Precision::parse(precision_);  // an unknown name exits 2 here, before any work
+  options_.precision = precision_;
   if (flops_rate_option_->count() > 0)
     throw ConfigError("--flops-rate is the dry run's rate (add --dry-run); a real run measures "
                       "its speed (--peak-gflops sets the peak its MFU is stated against)");

@@ -1,6 +1,31 @@
-// Element sizes by kind of tensor: the precision profile of a run. The engine computes in
-// fp32 today; the dry run (docs/design.md §10) and the planner account bytes with a profile, so that
-// a bf16 run's memory and traffic are measurable without bf16 kernels.
+// Element sizes by kind of tensor: the precision profile of a run. The dry run (docs/design.md
+// §10) and the planner account bytes with a profile, so that a bf16 run's memory and traffic
+// are measurable before it runs.
+//
+// Training under --precision bf16 (issue 17, first slice; `origami train`, RankModel): the one
+// statement of what is held and computed in which type.
+//   fp32  the master parameters: every tensor, what AdamW steps, checkpoints save and load, the
+//         RMSNorms read; accounted under MemCategory::OptimizerState, as the planner's
+//         `master` below (so the tracker prints them apart from the compute copy);
+//         AdamW's two moments and the whole update;
+//         weight gradients, accumulated over micro-batches and reduced over dp in fp32; the
+//         gradient norm and clipping;
+//         RMSNorm weights and statistics, softmax statistics, the logits, the loss;
+//         in this slice also every activation: the residual stream, everything saved for
+//         backward (block inputs, Q/K/V, attention outputs and LSE, gate/up), the K/V,
+//         workspaces and communication buffers (bf16 activations are a later slice).
+//   bf16  the compute copy (model/compute_copy.h, MemCategory::Parameters): the embedding,
+//         W_Q/W_K/W_V/W_O, W_gate/W_up/W_down and an untied LM head, rounded to nearest even
+//         from the master after every optimizer step and after a checkpoint load. Every
+//         linear's forward and both backward products read it, and so does the embedding
+//         lookup (rows widened exactly).
+//   products (kernels/gemm.h) where the CPU has bf16 dot products: the activation operands (x,
+//         dy) rounded to bf16, oneDNN's bf16 matmul, fp32 accumulation and fp32 outputs; elsewhere
+//         the widening path: W widened exactly, fp32 GEMMs on the fp32 activations.
+// Layouts: single and dp only, dense models (parallel/training_precision.h refuses the rest).
+// Accounting against this profile's prediction: the planner and the dry run count
+// activations, workspace and communication at 2 bytes and the norms' weights in a bf16 copy
+// too; the real run holds those in fp32 and has no bf16 norm copy (docs/dry-run.md).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +51,9 @@ struct Precision {
   // Mixed precision: bf16 weights, activations and communication; fp32 master weights,
   // gradients, Adam moments and logits.
   static Precision bf16();
+  // Whether a run with this profile computes its linears on a bf16 compute copy (training
+  // above; inference: docs/inference.md).
+  bool computes_in_bf16() const { return name == "bf16"; }
   // "fp32" | "bf16"; ConfigError naming the known profiles otherwise.
   static Precision parse(const std::string& name);
 

@@ -83,13 +83,16 @@ void linear_forward(std::int64_t rows, std::int64_t in, std::int64_t out, const 
 }
 
 void linear_backward_input(std::int64_t rows, std::int64_t in, std::int64_t out, const float* dy,
-                           const float* W, float* dx) {
-  gemm(Trans::N, Trans::N, rows, in, out, 1.0f, dy, std::max<std::int64_t>(1, out), W,
+                           WeightView W, float* dx) {
+  if (W.is_bf16()) return detail::linear_backward_input_bf16(rows, in, out, dy, W.bf16s(), dx);
+  gemm(Trans::N, Trans::N, rows, in, out, 1.0f, dy, std::max<std::int64_t>(1, out), W.f32(),
        std::max<std::int64_t>(1, in), 1.0f, dx, std::max<std::int64_t>(1, in));
 }
 
 void linear_backward_weight(std::int64_t rows, std::int64_t in, std::int64_t out, const float* dy,
-                            const float* x, float* dW) {
+                            const float* x, float* dW, DType compute) {
+  if (compute == DType::BF16 && gemm_bf16_native())
+    return detail::linear_backward_weight_bf16(rows, in, out, dy, x, dW);
   gemm(Trans::T, Trans::N, out, in, rows, 1.0f, dy, std::max<std::int64_t>(1, out), x,
        std::max<std::int64_t>(1, in), 1.0f, dW, std::max<std::int64_t>(1, in));
 }

@@ -44,9 +44,14 @@ namespace detail {
 void check_gemm_shape(const char* name, Trans trans_a, Trans trans_b, std::int64_t M,
                       std::int64_t N, std::int64_t K, std::int64_t lda, std::int64_t ldb,
                       std::int64_t ldc);
-// linear_forward on a bf16 W (linear_bf16.cpp).
+// linear_forward on a bf16 W, and the two backward products of a linear computing in bf16
+// (linear_bf16.cpp).
 void linear_forward_bf16(std::int64_t rows, std::int64_t in, std::int64_t out, const float* x,
                          const bf16* W, float* y, bool accumulate);
+void linear_backward_input_bf16(std::int64_t rows, std::int64_t in, std::int64_t out,
+                                const float* dy, const bf16* W, float* dx);
+void linear_backward_weight_bf16(std::int64_t rows, std::int64_t in, std::int64_t out,
+                                 const float* dy, const float* x, float* dW);
 }  // namespace detail
 
 // Floating-point operations of one such product: 2*M*N*K.
@@ -59,7 +64,8 @@ inline double gemm_flops(std::int64_t M, std::int64_t N, std::int64_t K) {
 //   backward dx  dx[rows,in]  += dy[rows,out] @ W
 //   backward dW  dW[out,in]   += dy^T @ x
 // `accumulate` selects += for the forward output (partial sums over weight shards).
-// A bf16 W (inference's bf16 prefill) takes one of two paths, chosen per CPU (linear_bf16.cpp):
+// A bf16 W (inference's bf16 prefill, training's bf16 compute copy) takes one of two paths,
+// chosen per CPU (linear_bf16.cpp):
 //   native     where gemm_bf16_native(): x rounded to bf16 (one rounding, 2^-8 relative, of
 //              each activation, as llama.cpp's BF16 path does) and gemm_bf16, bf16 x bf16 with
 //              fp32 accumulation into fp32 y;
@@ -70,9 +76,17 @@ void linear_forward(std::int64_t rows, std::int64_t in, std::int64_t out, const 
 // Which of the two a bf16 W takes here, in words, with gemm_bf16_path()'s reason: printed once
 // by the programs that run the bf16 prefill.
 std::string linear_forward_bf16_path();
+// The backward products of a linear that computes in bf16 (training under --precision bf16,
+// core/precision.h: W is then the bf16 compute copy of the fp32 master) take the same two paths
+// as its forward, so that a linear's three products round the same operands:
+//   native     dy (and, for dW, x) rounded to bf16 and gemm_bf16, fp32 accumulation into the
+//              fp32 dx / dW;
+//   widening   dx: blocks of W widened exactly and the fp32 gemm on the fp32 dy; dW: the fp32
+//              gemm on the fp32 dy and x (nothing of dW's operands is a weight).
+// `compute` is the dtype the linear computes in: its W's (WeightView::dtype()).
 void linear_backward_input(std::int64_t rows, std::int64_t in, std::int64_t out, const float* dy,
-                           const float* W, float* dx);
+                           WeightView W, float* dx);
 void linear_backward_weight(std::int64_t rows, std::int64_t in, std::int64_t out, const float* dy,
-                            const float* x, float* dW);
+                            const float* x, float* dW, DType compute = DType::F32);
 
 }  // namespace origami::kernels

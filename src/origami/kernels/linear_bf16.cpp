@@ -63,6 +63,65 @@ void linear_forward_bf16(std::int64_t rows, std::int64_t in, std::int64_t out, c
   }
 }
 
+// dx[rows,in] += dy[rows,out] @ W[out,in]. Native: row blocks of dy rounded to bf16 (the
+// product's K is out, so a block holds whole rows of dy). Widening: blocks of W's rows (a slice
+// of K) widened and accumulated into dx one after another.
+void linear_backward_input_bf16(std::int64_t rows, std::int64_t in, std::int64_t out,
+                                const float* dy, const bf16* W, float* dx) {
+  if (dryrun::skip_kernel(gemm_flops(rows, in, out),
+                          static_cast<double>(rows * out + in * out) / 2))
+    return;
+  const std::int64_t ld_in = std::max<std::int64_t>(1, in), ld_out = std::max<std::int64_t>(1, out);
+  check_gemm_shape("linear_backward_input", Trans::N, Trans::N, rows, in, out, ld_out, ld_in,
+                   ld_in);
+  if (rows == 0 || in == 0) return;
+  if (gemm_bf16_native()) {
+    thread_local std::vector<bf16> dyb;
+    const std::int64_t mb = block_rows(out, 2, rows);
+    dyb.resize(static_cast<std::size_t>(mb * out));
+    for (std::int64_t r0 = 0; r0 < rows; r0 += mb) {
+      const std::int64_t m = std::min(mb, rows - r0);
+      convert_to_bf16(m * out, dy + r0 * out, dyb.data());
+      gemm_bf16(Trans::N, Trans::N, m, in, out, 1.0f, dyb.data(), ld_out, W, ld_in, 1.0f,
+                dx + r0 * in, ld_in);
+    }
+    return;
+  }
+  thread_local std::vector<float> wf;
+  const std::int64_t kb = block_rows(in, 4, out);
+  wf.resize(static_cast<std::size_t>(kb * in));
+  for (std::int64_t o0 = 0; o0 < out; o0 += kb) {
+    const std::int64_t k = std::min(kb, out - o0);
+    convert_to_float(k * in, W + o0 * in, wf.data());
+    gemm(Trans::N, Trans::N, rows, in, k, 1.0f, dy + o0, ld_out, wf.data(), ld_in, 1.0f, dx,
+         ld_in);
+  }
+}
+
+// dW[out,in] += dy^T @ x on the native path (linear_backward_weight takes the fp32 gemm
+// elsewhere): blocks of token rows (the product's K) of dy and x rounded to bf16, each block's
+// product accumulated into dW in fp32.
+void linear_backward_weight_bf16(std::int64_t rows, std::int64_t in, std::int64_t out,
+                                 const float* dy, const float* x, float* dW) {
+  if (dryrun::skip_kernel(gemm_flops(out, in, rows), static_cast<double>(rows * (in + out)) / 2))
+    return;
+  const std::int64_t ld_in = std::max<std::int64_t>(1, in), ld_out = std::max<std::int64_t>(1, out);
+  check_gemm_shape("linear_backward_weight", Trans::T, Trans::N, out, in, rows, ld_out, ld_in,
+                   ld_in);
+  if (rows == 0 || in == 0 || out == 0) return;
+  thread_local std::vector<bf16> dyb, xb;
+  const std::int64_t kb = block_rows(in + out, 2, rows);
+  dyb.resize(static_cast<std::size_t>(kb * out));
+  xb.resize(static_cast<std::size_t>(kb * in));
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kb) {
+    const std::int64_t k = std::min(kb, rows - r0);
+    convert_to_bf16(k * out, dy + r0 * out, dyb.data());
+    convert_to_bf16(k * in, x + r0 * in, xb.data());
+    gemm_bf16(Trans::T, Trans::N, out, in, k, 1.0f, dyb.data(), ld_out, xb.data(), ld_in, 1.0f,
+              dW, ld_in);
+  }
+}
+
 }  // namespace origami::kernels::detail
 
 namespace origami::kernels {

@@ -1,8 +1,9 @@
-// A weight matrix as linear_forward reads it (kernels/gemm.h): fp32 (training, fp32 inference)
-// or bf16 (inference under --precision bf16, whose prefill multiplies its bf16 shards without
-// widening them first: docs/inference.md). Built implicitly from either pointer on purpose, so
-// that every fp32 caller reads as before; the backward products take fp32 only, through f32(),
-// which refuses a bf16 view.
+// A weight matrix as linear_forward and linear_backward_input read it (kernels/gemm.h): fp32
+// (fp32 training and inference) or bf16 (inference under --precision bf16, whose prefill
+// multiplies its bf16 shards without widening them first: docs/inference.md; training's bf16
+// compute copy: core/precision.h). Built implicitly from either pointer on purpose, so that
+// every fp32 caller reads as before; code that has no bf16 path reads f32(), which refuses a
+// bf16 view.
 #pragma once
 
 #include <cstddef>
@@ -29,7 +30,7 @@ class WeightView {
   bool is_bf16() const { return dtype_ == DType::BF16; }
   const void* raw() const { return data_; }
   const float* f32() const {
-    ORIGAMI_CHECK(!is_bf16(), "a bf16 weight read as fp32 (only linear_forward takes bf16)");
+    ORIGAMI_CHECK(!is_bf16(), "a bf16 weight read as fp32 (only the linear products take bf16)");
     return static_cast<const float*>(data_);
   }
   const bf16* bf16s() const {

@@ -82,9 +82,9 @@ Tensor attention_output_backward(const AttentionDims& d, const AttentionWeights&
                                  const float* saved_out, const float* dy, MemoryTracker& tracker,
                                  const AttentionGrads& g) {
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim;
-  linear_backward_weight(rows, qd, d.hidden, dy, saved_out, g.wo);
+  linear_backward_weight(rows, qd, d.hidden, dy, saved_out, g.wo, w.wo.dtype());
   Tensor dout(tracker, MemCategory::Workspace, {rows, qd});
-  linear_backward_input(rows, qd, d.hidden, dy, w.wo.f32(), dout.f32());
+  linear_backward_input(rows, qd, d.hidden, dy, w.wo, dout.f32());
   return dout;
 }
 
@@ -94,8 +94,8 @@ void attention_project_backward_q(const AttentionDims& d, const float* n,
                                   const AttentionGrads& g) {
   const std::int64_t rows = d.rows(), qd = d.heads * d.head_dim;
   rotate(d, d.heads, pos, rope, true, dq);
-  linear_backward_weight(rows, d.hidden, qd, dq, n, g.wq);
-  linear_backward_input(rows, d.hidden, qd, dq, w.wq.f32(), dn);
+  linear_backward_weight(rows, d.hidden, qd, dq, n, g.wq, w.wq.dtype());
+  linear_backward_input(rows, d.hidden, qd, dq, w.wq, dn);
 }
 
 void attention_project_backward_kv(const AttentionDims& d, const float* n,
@@ -104,10 +104,10 @@ void attention_project_backward_kv(const AttentionDims& d, const float* n,
                                    const AttentionGrads& g) {
   const std::int64_t rows = d.rows(), kvd = d.kv_heads * d.head_dim;
   rotate(d, d.kv_heads, pos, rope, true, dk);
-  linear_backward_weight(rows, d.hidden, kvd, dk, n, g.wk);
-  linear_backward_weight(rows, d.hidden, kvd, dv, n, g.wv);
-  linear_backward_input(rows, d.hidden, kvd, dk, w.wk.f32(), dn);
-  linear_backward_input(rows, d.hidden, kvd, dv, w.wv.f32(), dn);
+  linear_backward_weight(rows, d.hidden, kvd, dk, n, g.wk, w.wk.dtype());
+  linear_backward_weight(rows, d.hidden, kvd, dv, n, g.wv, w.wv.dtype());
+  linear_backward_input(rows, d.hidden, kvd, dk, w.wk, dn);
+  linear_backward_input(rows, d.hidden, kvd, dv, w.wv, dn);
 }
 
 void attention_project_backward(const AttentionDims& d, const float* n, const AttentionWeights& w,
@@ -182,18 +182,19 @@ void mlp_block_backward(const MlpDims& d, const float* n, const MlpWeights& w,
   {  // W_down's gradient needs the gated activations: recompute them.
     Tensor gated(tracker, MemCategory::Workspace, {d.rows, d.ffn});
     kernels::swiglu_forward(elems, s.a, s.u, gated.f32());
-    linear_backward_weight(d.rows, d.ffn, d.hidden, dy, gated.f32(), g.w_down);
+    linear_backward_weight(d.rows, d.ffn, d.hidden, dy, gated.f32(), g.w_down,
+                           w.w_down.dtype());
   }
   Tensor dgated(tracker, MemCategory::Workspace, {d.rows, d.ffn});
-  linear_backward_input(d.rows, d.ffn, d.hidden, dy, w.w_down.f32(), dgated.f32());
+  linear_backward_input(d.rows, d.ffn, d.hidden, dy, w.w_down, dgated.f32());
   Tensor da(tracker, MemCategory::Workspace, {d.rows, d.ffn});
   Tensor du(tracker, MemCategory::Workspace, {d.rows, d.ffn});
   kernels::swiglu_backward(elems, s.a, s.u, dgated.f32(), da.f32(), du.f32());
   dgated = Tensor();
-  linear_backward_weight(d.rows, d.hidden, d.ffn, da.f32(), n, g.w_gate);
-  linear_backward_weight(d.rows, d.hidden, d.ffn, du.f32(), n, g.w_up);
-  linear_backward_input(d.rows, d.hidden, d.ffn, da.f32(), w.w_gate.f32(), dn);
-  linear_backward_input(d.rows, d.hidden, d.ffn, du.f32(), w.w_up.f32(), dn);
+  linear_backward_weight(d.rows, d.hidden, d.ffn, da.f32(), n, g.w_gate, w.w_gate.dtype());
+  linear_backward_weight(d.rows, d.hidden, d.ffn, du.f32(), n, g.w_up, w.w_up.dtype());
+  linear_backward_input(d.rows, d.hidden, d.ffn, da.f32(), w.w_gate, dn);
+  linear_backward_input(d.rows, d.hidden, d.ffn, du.f32(), w.w_up, dn);
 }
 
 }  // namespace origami

@@ -9,6 +9,9 @@
 
 #include "origami/parallel/pipeline_stages.h"
 #include "origami/parallel/registry.h"
+#include "origami/parallel/training_precision.h"
+
+#include "origami/model/compute_copy.h"
 
 #include "origami/core/float_ops.h"
 #include "origami/kernels/optimizer.h"
@@ -40,21 +43,28 @@ std::vector<ShardSpec> keep_stage_tensors(std::vector<ShardSpec> specs,
 }  // namespace
 
 RankModel::RankModel(const ModelConfig& config, ParallelGroups& groups, std::int64_t seq,
-                     Recompute recompute, MemoryTracker& tracker, std::uint64_t seed)
+                     Recompute recompute, MemoryTracker& tracker, std::uint64_t seed,
+                     const Precision& precision)
     : RankModel(config, groups, seq, recompute, tracker, seed,
-                make_strategy(config, groups)) {}
+                (check_training_precision(precision, groups.plan(), config),
+                 make_strategy(config, groups)),
+                precision) {}
 
 RankModel::RankModel(const ModelConfig& config, ParallelGroups& groups, std::int64_t seq,
                      Recompute recompute, MemoryTracker& tracker, std::uint64_t seed,
-                     Strategy strategy)
-    : config_((validate(config), config)),
+                     Strategy strategy, const Precision& precision)
+    : config_((validate(config), check_training_precision(precision, groups.plan(), config),
+               config)),
       groups_(groups),
       tracker_(tracker),
       layout_(make_layout(groups, seq)),
       stages_(checked_stages(groups.plan(), config_)),
       stage_(groups.plan().pp > 1 ? groups.pp().rank() : 0),
       specs_(keep_stage_tensors(std::move(strategy.specs), stages_, stage_)),
-      params_(allocate_sharded(config_, specs_, tracker, MemCategory::Parameters)),
+      bf16_(precision.computes_in_bf16()),
+      // Under bf16 the fp32 parameters are the optimizer's master copy (core/precision.h).
+      params_(allocate_sharded(config_, specs_, tracker,
+                               bf16_ ? MemCategory::OptimizerState : MemCategory::Parameters)),
       grads_(allocate_sharded(config_, specs_, tracker, MemCategory::Gradients)),
       ops_(strategy.make_ops(config_, groups, layout_, params_, grads_, tracker)),
       driver_(config_, params_, grads_, *ops_, tracker, recompute) {
@@ -62,6 +72,15 @@ RankModel::RankModel(const ModelConfig& config, ParallelGroups& groups, std::int
     throw ConfigError(fmt::format("sequence length {} exceeds max_position_embeddings {}", seq,
                                   config_.max_position_embeddings));
   initialize_sharded(params_, specs_, config_, seed);
+  if (bf16_) {
+    compute_ = allocate_compute_copy(params_, tracker_);
+    refresh_compute_weights();
+    ops_->set_compute_weights(&compute_);
+  }
+}
+
+void RankModel::refresh_compute_weights() {
+  if (bf16_) refresh_compute_copy(params_, compute_);
 }
 
 LocalBatch RankModel::localize(const TokenBatch& b) const {

@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "origami/core/precision.h"
 #include "origami/model/driver.h"
 #include "origami/model/llama.h"
 #include "origami/model/optimizer.h"
@@ -34,10 +35,16 @@ class RankModel {
   // Allocates and initialises this rank's shards exactly as slices of the single-device model
   // (ConfigError before any work if the layout cannot hold sequences of `seq` tokens). The
   // baseline strategies (mesh_strategy) unless another strategy is given.
+  // With a bf16 `precision` (training's policy, core/precision.h) the parameters are the fp32
+  // master, accounted as optimizer state, and the linears read a bf16 compute copy, accounted
+  // as parameters (ConfigError first, before any allocation, under a layout that cannot:
+  // training_precision.h).
   RankModel(const ModelConfig& config, ParallelGroups& groups, std::int64_t seq,
-            Recompute recompute, MemoryTracker& tracker, std::uint64_t seed);
+            Recompute recompute, MemoryTracker& tracker, std::uint64_t seed,
+            const Precision& precision = Precision::fp32());
   RankModel(const ModelConfig& config, ParallelGroups& groups, std::int64_t seq,
-            Recompute recompute, MemoryTracker& tracker, std::uint64_t seed, Strategy strategy);
+            Recompute recompute, MemoryTracker& tracker, std::uint64_t seed, Strategy strategy,
+            const Precision& precision = Precision::fp32());
 
   const ModelConfig& config() const { return config_; }
   ParallelGroups& groups() { return groups_; }
@@ -45,6 +52,12 @@ class RankModel {
   const std::vector<ShardSpec>& specs() const { return specs_; }
   ModelTensors& params() { return params_; }
   ModelTensors& grads() { return grads_; }
+  // The bf16 compute copy (empty under fp32), and its refresh from the master: after every
+  // optimizer step (parallel_train_step) and after anything else writes the master (a
+  // checkpoint load). Nothing under fp32.
+  const ModelTensors& compute_weights() const { return compute_; }
+  bool computes_in_bf16() const { return bf16_; }
+  void refresh_compute_weights();
   MemoryTracker& tracker() { return tracker_; }
   // The pipeline's chunks and their ranks (one chunk of all layers without pp) and this rank's
   // stage (its pp rank).
@@ -118,7 +131,9 @@ class RankModel {
   PipelineSplit stages_;
   int stage_ = 0;
   std::vector<ShardSpec> specs_;
+  bool bf16_ = false;
   ModelTensors params_, grads_;
+  ModelTensors compute_;  // bf16 matrices (model/compute_copy.h); empty under fp32
   std::unique_ptr<StrategyOps> ops_;
   ModelDriver driver_;
 

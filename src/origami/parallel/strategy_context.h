@@ -13,6 +13,9 @@
 
 namespace origami::parallel {
 
+// A matrix as the linear kernels take it (fp32 or bf16).
+inline kernels::WeightView weight_view(const Tensor& t) { return {t.raw(), t.dtype()}; }
+
 class StrategyContext : public StrategyOps {
  protected:
   StrategyContext(const ModelConfig& config, ParallelGroups& groups, const TokenLayout& layout,
@@ -21,6 +24,14 @@ class StrategyContext : public StrategyOps {
   // Refuses a batch whose ids and labels are not batch x local_seq (nullptr: between
   // micro-batches, always accepted).
   void check_batch_shape(const LocalBatch* batch) const;
+
+ public:
+  void set_compute_weights(const ModelTensors* compute) override { compute_ = compute; }
+
+ protected:
+  // The tensors the linears read: the bf16 compute copy where set (its norms are undefined:
+  // norms read params_), else the fp32 parameters.
+  const ModelTensors& matrices() const { return compute_ != nullptr ? *compute_ : params_; }
   std::int64_t rows_of(const LocalBatch& b) const { return b.batch * layout_.local_seq(); }
   // The global positions of this rank's rows and of every rank's (rank order) for the batch
   // being run: its own under the balanced layout, else the fixed layout's.
@@ -32,6 +43,7 @@ class StrategyContext : public StrategyOps {
   const TokenLayout& layout_;
   ModelTensors& params_;
   ModelTensors& grads_;
+  const ModelTensors* compute_ = nullptr;
   MemoryTracker& tracker_;
   RopeTables rope_;
   std::vector<std::int64_t> kv_positions_;  // every sequence-axis rank's positions, rank order

@@ -46,6 +46,10 @@ class StrategyOps : public BlockOps {
   // The micro-batch the next driver run works on (nullptr between runs); the caller keeps it
   // alive until then.
   virtual void set_batch(const LocalBatch* batch) = 0;
+  // Training under --precision bf16 (core/precision.h): the bf16 compute copy of the
+  // parameters' matrices that the linears read from now on (nullptr: the fp32 parameters).
+  // Only the mesh strategy's blocks read it; RankModel refuses the others before any work.
+  virtual void set_compute_weights(const ModelTensors* compute) = 0;
   // Mixture of experts (docs/moe.md): this micro-batch's share of the step's auxiliary loss
   // (1 / micro-batches), and the last forward's auxiliary loss, the same number on every rank
   // (its counts reduced over the job's micro-batch), and its expert load over the layers and

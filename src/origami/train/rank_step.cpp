@@ -41,6 +41,7 @@ ParallelStepStats parallel_train_step(RankModel& model, AdamW& optimizer,
           ? clip_gradients(model.grads(), s.grad_norm, max_grad_norm, *slices)
           : clip_gradients(model.grads(), s.grad_norm, max_grad_norm);
   optimizer.step(model.params(), model.grads(), lr);
+  model.refresh_compute_weights();  // bf16: the next step's linears read the stepped master
   return s;
 }
 

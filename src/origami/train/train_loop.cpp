@@ -20,6 +20,7 @@
 #include "origami/comm/mpi_transport.h"
 #include "origami/comm/run_ranks.h"
 #include "origami/data/prefetch.h"
+#include "origami/kernels/gemm.h"
 #include "origami/kernels/simd.h"
 #include "origami/kernels/threads.h"
 #include "origami/parallel/balanced_layout.h"
@@ -27,6 +28,7 @@
 #include "origami/parallel/pipeline_stages.h"
 #include "origami/parallel/rank_model.h"
 #include "origami/parallel/registry.h"
+#include "origami/parallel/training_precision.h"
 #include "origami/train/batch_size.h"
 #include "origami/train/checkpoint_loop.h"
 #include "origami/train/parallel_train_reference.h"
@@ -179,7 +181,8 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   MemoryTracker& tracker = world.tracker();
   parallel::ParallelGroups groups(world, sh.plan);
   parallel::RankModel model(model_for_run(o.model, o.seq), groups, o.seq,
-                            parse_recompute(o.recompute), tracker, o.seed);
+                            parse_recompute(o.recompute), tracker, o.seed,
+                            Precision::parse(o.precision));
   AdamW optimizer = parallel::make_rank_optimizer(model, tracker,
                                                   {.lr = o.lr,
                                                    .beta1 = o.beta1,
@@ -193,6 +196,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   // replica p reads its sequences [p*B, (p+1)*B); the layout keeps its positions of them.
   const ckpt::RankState saved{&model.specs(), &model.params(), &optimizer};
   const std::int64_t done = ckpt::begin_run(o, &world, saved, log);
+  model.refresh_compute_weights();  // bf16: a loaded master's compute copy
   const int P = groups.dp().size(), p = groups.dp().rank();
   const std::int64_t job_batch = o.batch * P;  // sequences per micro-batch over all replicas
   data::BatchPrefetcher batches(*sh.dataset, o.seed,
@@ -219,6 +223,11 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     log(fmt::format("parallel: {} on {} ranks ({}), recompute {}", sh.plan.describe(),
                     world.size(), world.transport().name(), o.recompute));
   if (o.link.enabled) log(o.link.describe());
+  if (model.computes_in_bf16())
+    log("precision: bf16 compute copy of the matrices for every linear (" +
+        kernels::linear_forward_bf16_path() +
+        "), counted as parameters; fp32 master weights counted with AdamW's moments as "
+        "optimizer state; fp32 gradients, norms, activations and loss");
   if (o.shard_optimizer)
     log(optimizer.sharded()
             ? fmt::format("optimizer: AdamW state sharded over dp {} (this rank's moments: {} "
@@ -379,6 +388,7 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
   sh.plan.pp_layers = parallel::parse_pp_layers(o.pp_layers);
   sh.plan.pp_virtual = o.pp_virtual;
   parallel::check_balanced_layout(sh.plan, o.document_masking);
+  parallel::check_training_precision(Precision::parse(o.precision), sh.plan, o.model);
   parse_recompute(o.recompute);
   if (o.link.enabled && sh.plan.world() == 1 && !mpi)
     throw ConfigError("--link-model needs a parallel run (one device sends nothing): choose "

@@ -7,6 +7,7 @@
 #include "origami/core/float_ops.h"
 #include "origami/kernels/embedding.h"
 #include "origami/kernels/gemm.h"
+#include "origami/model/weights_bf16.h"
 
 namespace origami::parallel {
 
@@ -85,7 +86,7 @@ AttentionDims MeshOps::attention_dims() const {
 
 namespace {
 AttentionWeights attention_weights(const LayerTensors& L) {
-  return {L.wq.f32(), L.wk.f32(), L.wv.f32(), L.wo.f32()};
+  return {weight_view(L.wq), weight_view(L.wk), weight_view(L.wv), weight_view(L.wo)};
 }
 AttentionGrads attention_grads(LayerTensors& G) {
   return {G.wq.f32(), G.wk.f32(), G.wv.f32(), G.wo.f32()};
@@ -95,8 +96,9 @@ AttentionGrads attention_grads(LayerTensors& G) {
 void MeshOps::embed_forward(float* x) {
   Tensor partial;
   float* y = partial_target(partial, x);
-  kernels::embedding_forward(rows(), config_.hidden_size, batch_->ids.data(), params_.embed.f32(),
-                             vocab_first_, vocab_rows_, y);
+  // The compute copy's rows under --precision bf16 (widened exactly), else the fp32 table.
+  embedding_rows_as_floats(rows(), config_.hidden_size, batch_->ids.data(), matrices().embed,
+                           vocab_first_, vocab_rows_, y);
   reduce_rows_into(partial, x);
 }
 
@@ -109,7 +111,7 @@ void MeshOps::embed_backward(const float* dx) {
 
 void MeshOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x,
                                 const ForwardStep& /*step*/) {
-  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+  const LayerTensors& L = matrices().layers[static_cast<std::size_t>(l)];
   Tensor in_holder, out_holder;
   const float* in = gather_rows(n, in_holder);
   float* y = partial_target(out_holder, x);
@@ -127,7 +129,7 @@ void MeshOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& 
 
 void MeshOps::attention_backward(std::int64_t l, const float* n, const AttentionSaved& s,
                                  const float* dx, float* dn) {
-  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+  const LayerTensors& L = matrices().layers[static_cast<std::size_t>(l)];
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
   Tensor dy_holder, in_holder, dn_holder;
   const float* dy = gather_rows(dx, dy_holder);
@@ -147,13 +149,14 @@ void MeshOps::attention_backward(std::int64_t l, const float* n, const Attention
 
 void MeshOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) {
   if (config_.is_moe()) return moe_forward(l, n, s, x);
-  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+  const LayerTensors& L = matrices().layers[static_cast<std::size_t>(l)];
   Tensor in_holder, out_holder;
   const float* in = gather_rows(n, in_holder);
   float* y = partial_target(out_holder, x);
   const MlpDims dims{
       .rows = rows(), .hidden = config_.hidden_size, .ffn = config_.intermediate_size / tp_size_};
-  mlp_block_forward(dims, in, {L.w_gate.f32(), L.w_up.f32(), L.w_down.f32()}, tracker_, s, y);
+  const MlpWeights w{weight_view(L.w_gate), weight_view(L.w_up), weight_view(L.w_down)};
+  mlp_block_forward(dims, in, w, tracker_, s, y);
   in_holder = Tensor();
   reduce_rows_into(out_holder, x);
 }
@@ -161,14 +164,14 @@ void MeshOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x)
 void MeshOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const float* dx,
                            float* dn) {
   if (config_.is_moe()) return moe_backward(l, n, s, dx, dn);
-  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+  const LayerTensors& L = matrices().layers[static_cast<std::size_t>(l)];
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
   const MlpDims dims{
       .rows = rows(), .hidden = config_.hidden_size, .ffn = config_.intermediate_size / tp_size_};
   Tensor dy_holder, in_holder, dn_holder;
   const float* dy = gather_rows(dx, dy_holder);
   const float* in = gather_rows(n, in_holder);
-  const MlpWeights w{L.w_gate.f32(), L.w_up.f32(), L.w_down.f32()};
+  const MlpWeights w{weight_view(L.w_gate), weight_view(L.w_up), weight_view(L.w_down)};
   if (!s.a.defined()) mlp_block_recompute(dims, in, w, tracker_, s);  // recompute policy
   float* dnp = partial_target(dn_holder, dn);
   mlp_block_backward(dims, in, w, s, dy, tracker_, dnp,
@@ -181,7 +184,7 @@ kernels::LossSum MeshOps::head_forward(const float* nf, bool with_backward) {
   const std::int64_t R = rows(), h = config_.hidden_size;
   head_input_ = gather_rows(nf, head_input_holder_);
   head_logits_ = Tensor(tracker_, MemCategory::Logits, {R, vocab_rows_});
-  kernels::linear_forward(R, h, vocab_rows_, head_input_, params_.head().f32(),
+  kernels::linear_forward(R, h, vocab_rows_, head_input_, weight_view(matrices().head()),
                           head_logits_.f32());
   Tensor stats(tracker_, MemCategory::Workspace, {3, R});  // running max, sum-exp, target logit
   float* run_max = stats.f32();
@@ -222,10 +225,12 @@ void MeshOps::head_backward(float grad_scale, float* dnf) {
   kernels::cross_entropy_backward(R, vocab_rows_, head_logits_.f32(), vocab_first_,
                                   config_.vocab_size, batch_->labels.data(), head_lse_.f32(),
                                   grad_scale, dlogits);
-  kernels::linear_backward_weight(R, h, vocab_rows_, dlogits, head_input_, grads_.head().f32());
+  const kernels::WeightView head = weight_view(matrices().head());
+  kernels::linear_backward_weight(R, h, vocab_rows_, dlogits, head_input_, grads_.head().f32(),
+                                  head.dtype());
   Tensor holder;
   float* d = partial_target(holder, dnf);
-  kernels::linear_backward_input(R, h, vocab_rows_, dlogits, params_.head().f32(), d);
+  kernels::linear_backward_input(R, h, vocab_rows_, dlogits, head, d);
   head_logits_ = Tensor();
   head_lse_ = Tensor();
   head_input_holder_ = Tensor();
