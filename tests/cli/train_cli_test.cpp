@@ -222,25 +222,26 @@ TEST_F(TrainCli, AMixtureOfExpertsTrainsUnderTspExportsAsMixtralAndReimports) {
   EXPECT_EQ(again.code, 0) << again.all();
 }
 
+// Each "experts: tokens [ ... ]  imbalance ..." line of a run's log.
+std::vector<std::string> expert_loads(const std::string& out) {
+  std::vector<std::string> v;
+  for (std::size_t at = out.find("experts: tokens"); at != std::string::npos;
+       at = out.find("experts: tokens", at + 1))
+    v.push_back(out.substr(at, out.find('\n', at) - at));
+  return v;
+}
+
 // The mesh strategies train a mixture of experts too (docs/moe.md "The mesh strategies"):
 // `--strategy single` (the degree-1 mesh, bitwise one device: parallel.Parity.*/moe_single)
 // prints the losses and the expert load that TSP 2, dp 2, tp 2 and sp 2 print; with a
 // capacity, those of tp 2.
 TEST_F(TrainCli, AMixtureOfExpertsTrainsOnOneDeviceAndUnderTheMeshStrategies) {
   const std::string run = "train --model tiny-moe --steps 2 --seq 16 --log-every 1 --threads 1";
-  // Each "experts: tokens [ ... ]  imbalance ..." line of a run's log.
-  const auto loads = [](const std::string& out) {
-    std::vector<std::string> v;
-    for (std::size_t at = out.find("experts: tokens"); at != std::string::npos;
-         at = out.find("experts: tokens", at + 1))
-      v.push_back(out.substr(at, out.find('\n', at) - at));
-    return v;
-  };
   const CliRun single = origami(run + " --batch 2 --strategy single");
   ASSERT_EQ(single.code, 0) << single.all();
   const std::vector<std::string> want = origami::cli_test::losses(single.all());
   ASSERT_EQ(want.size(), 2u) << single.all();
-  ASSERT_EQ(loads(single.all()).size(), 2u) << single.all();
+  ASSERT_EQ(expert_loads(single.all()).size(), 2u) << single.all();
   for (const std::string layout : {"--batch 2 --strategy tsp --degree 2",
                                    "--batch 1 --strategy dp --degree 2",
                                    "--batch 2 --strategy tp --degree 2",
@@ -248,7 +249,7 @@ TEST_F(TrainCli, AMixtureOfExpertsTrainsOnOneDeviceAndUnderTheMeshStrategies) {
     const CliRun r = origami(run + " " + layout);
     ASSERT_EQ(r.code, 0) << layout << "\n" << r.all();
     EXPECT_EQ(origami::cli_test::losses(r.all()), want) << layout << "\n" << r.all();
-    EXPECT_EQ(loads(r.all()), loads(single.all())) << layout;
+    EXPECT_EQ(expert_loads(r.all()), expert_loads(single.all())) << layout;
   }
   // A capacity runs where every rank routes the whole micro-batch: tp 2 drops exactly what
   // one device drops (0.75 keeps at most 3/4 of the assignments).
@@ -258,9 +259,10 @@ TEST_F(TrainCli, AMixtureOfExpertsTrainsOnOneDeviceAndUnderTheMeshStrategies) {
   ASSERT_EQ(one.code, 0) << one.all();
   ASSERT_EQ(tp.code, 0) << tp.all();
   EXPECT_EQ(origami::cli_test::losses(tp.all()), origami::cli_test::losses(one.all()));
-  EXPECT_EQ(loads(tp.all()), loads(one.all()));
-  ASSERT_FALSE(loads(one.all()).empty()) << one.all();
-  EXPECT_THAT(loads(one.all()).front(), ::testing::Not(HasSubstr("dropped 0"))) << one.all();
+  EXPECT_EQ(expert_loads(tp.all()), expert_loads(one.all()));
+  ASSERT_FALSE(expert_loads(one.all()).empty()) << one.all();
+  EXPECT_THAT(expert_loads(one.all()).front(), ::testing::Not(HasSubstr("dropped 0")))
+      << one.all();
 }
 
 // Pipeline stages (docs/moe.md, "Pipeline stages"): two micro-batches in flight, each stage
@@ -270,23 +272,16 @@ TEST_F(TrainCli, AMixtureOfExpertsTrainsInPipelineStages) {
   const std::string run =
       "train --model tiny-moe --steps 2 --seq 16 --log-every 1 --threads 1 --batch 1 "
       "--grad-accum 2";
-  const auto loads = [](const std::string& out) {
-    std::vector<std::string> v;
-    for (std::size_t at = out.find("experts: tokens"); at != std::string::npos;
-         at = out.find("experts: tokens", at + 1))
-      v.push_back(out.substr(at, out.find('\n', at) - at));
-    return v;
-  };
   const CliRun single = origami(run + " --strategy single");
   ASSERT_EQ(single.code, 0) << single.all();
   const std::vector<std::string> want = origami::cli_test::losses(single.all());
   ASSERT_EQ(want.size(), 2u) << single.all();
-  ASSERT_EQ(loads(single.all()).size(), 2u) << single.all();
+  ASSERT_EQ(expert_loads(single.all()).size(), 2u) << single.all();
   for (const std::string layout : {"--mesh pp=2", "--mesh pp=2,tsp=2 --moe-schedule expert"}) {
     const CliRun r = origami(run + " " + layout);
     ASSERT_EQ(r.code, 0) << layout << "\n" << r.all();
     EXPECT_EQ(origami::cli_test::losses(r.all()), want) << layout << "\n" << r.all();
-    EXPECT_EQ(loads(r.all()), loads(single.all())) << layout;
+    EXPECT_EQ(expert_loads(r.all()), expert_loads(single.all())) << layout;
   }
 }
 
