@@ -37,7 +37,11 @@ struct Layout {
   std::string strategy;
   int degree = 1;
   std::string mesh;
-  std::string name() const { return mesh.empty() ? strategy + std::to_string(degree) : mesh; }
+  std::string precision = "fp32";  // --precision
+  std::string name() const {
+    return (mesh.empty() ? strategy + std::to_string(degree) : mesh) +
+           (precision == "fp32" ? "" : "_" + precision);
+  }
 };
 
 inline TrainOptions tiny_options(const Layout& l, std::int64_t steps) {
@@ -55,6 +59,7 @@ inline TrainOptions tiny_options(const Layout& l, std::int64_t steps) {
   o.strategy = l.strategy;
   o.degree = l.degree;
   o.mesh = l.mesh;
+  o.precision = l.precision;
   return o;
 }
 
@@ -62,6 +67,13 @@ inline TrainResult quiet_train(const TrainOptions& o, std::vector<std::string>* 
   return train(o, [lines](const std::string& s) {
     if (lines) lines->push_back(s);
   });
+}
+
+// Whether any logged line contains text.
+inline bool said(const std::vector<std::string>& lines, const std::string& text) {
+  for (const std::string& s : lines)
+    if (s.find(text) != std::string::npos) return true;
+  return false;
 }
 
 // A fresh folder per call, removed by the caller's TearDown or left in TempDir.

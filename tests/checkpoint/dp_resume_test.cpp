@@ -17,12 +17,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-bool said(const std::vector<std::string>& lines, const std::string& what) {
-  for (const std::string& s : lines)
-    if (s.find(what) != std::string::npos) return true;
-  return false;
-}
-
 // dp=2 x tsp=2 at micro-batch 1 x grad-accum 2 (global batch 4), saved after step 3, resumed
 // under tsp=2 alone and on one device: grad-accum becomes 4 and steps 4 and 5 have the
 // uninterrupted run's losses (the same sequences; float32 rounding of the other layout).

@@ -1,6 +1,7 @@
 // Exact resume: N steps, save, M more steps == N + M steps without stopping, bit for bit
-// (every loss, every parameter and AdamW moment), under every strategy and pipeline stages;
-// and a replicated tensor is written once.
+// (every loss, every parameter and AdamW moment), under every strategy and pipeline stages,
+// and under --precision bf16 (the checkpoint holds the fp32 master weights; the bf16 compute
+// copy is rounded from them after the load); and a replicated tensor is written once.
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -46,6 +47,7 @@ TEST_P(ExactResume, StopSaveResumeEqualsUninterrupted) {
   EXPECT_EQ(idx.at("run").at("optimizer_steps"), 3);
   EXPECT_EQ(idx.at("run").at("batches_drawn"), 6);
   EXPECT_EQ(idx.at("run").at("lr_schedule").at("step"), 3);
+  EXPECT_EQ(idx.at("run").at("precision"), l.precision);
   std::filesystem::remove_all(a);
   std::filesystem::remove_all(b);
 }
@@ -56,7 +58,9 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ExactResume,
                                            Layout{"sp", 2, ""}, Layout{"tp", 1, "dp=2,tp=2"},
                                            Layout{"tp", 1, "tp=2,sp=2"}, Layout{"tsp", 2, ""},
                                            Layout{"tsp", 1, "dp=2,tsp=2"},
-                                           Layout{"tsp", 1, "pp=2,tsp=2"}),
+                                           Layout{"tsp", 1, "pp=2,tsp=2"},
+                                           Layout{"single", 1, "", "bf16"},
+                                           Layout{"dp", 2, "", "bf16"}),
                          [](const auto& info) {
                            std::string n = info.param.name();
                            for (char& c : n)

@@ -113,6 +113,16 @@ std::int64_t begin_run(const TrainOptions& o, comm::Communicator* world, const R
                     "schedule follows the new total, so the run is not the saved run continued "
                     "bit for bit",
                     dir, total, o.steps));
+  // (Checkpoints from before --precision existed trained in fp32.) Under either precision a
+  // checkpoint holds the fp32 master weights and AdamW moments (core/precision.h), so another
+  // precision loads them as they are: said, never silent.
+  const std::string precision = run.value("precision", std::string("fp32"));
+  if (precision != o.precision)
+    log(fmt::format("note: {} was trained under --precision {}, this run has --precision {}: "
+                    "its fp32 weights and AdamW moments load as they are and the linears now "
+                    "read {}, so the run is not the saved run continued bit for bit",
+                    dir, precision, o.precision,
+                    o.precision == "bf16" ? "their bf16 rounding" : "them in fp32"));
   // Reported only once every rank has read and verified its part.
   on_every_rank(world, "loading the checkpoint", [&] { load(dir, o.model, st); });
   const std::int64_t step = st.optimizer->steps_taken();
@@ -157,6 +167,7 @@ void save_step(const TrainOptions& o, comm::Communicator* world, const RankState
       {"data_order", o.data_order},
       {"document_masking", o.document_masking},
       {"eos_id", o.eos_id},
+      {"precision", o.precision},
       {"lr_schedule",
        {{"step", step},
         {"total_steps", o.steps},
