@@ -60,7 +60,10 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ExactResume,
                                            Layout{"tsp", 1, "dp=2,tsp=2"},
                                            Layout{"tsp", 1, "pp=2,tsp=2"},
                                            Layout{"single", 1, "", "bf16"},
-                                           Layout{"dp", 2, "", "bf16"}),
+                                           Layout{"dp", 2, "", "bf16"},
+                                           Layout{"tp", 2, "", "bf16"},
+                                           Layout{"tsp", 2, "", "bf16"},
+                                           Layout{"tsp", 1, "pp=2,tsp=2", "bf16"}),
                          [](const auto& info) {
                            std::string n = info.param.name();
                            for (char& c : n)

@@ -235,6 +235,20 @@ TEST(ParallelCli, TspUnderMpirunEqualsOneDevice) {
   EXPECT_EQ(losses(r.all()), losses(single.all())) << r.all();
 }
 
+// TSP in bf16 between MPI processes: the bf16 shards broadcast and ringed over the MPI
+// transport give the threads transport's losses exactly (the same schedule and reductions).
+TEST(ParallelCli, Bf16TspUnderMpirunEqualsThreads) {
+  const std::string job = kJob + "--strategy tsp --degree 2 --precision bf16";
+  const CliRun threads = origami(job);
+  ASSERT_EQ(threads.code, 0) << threads.all();
+  const CliRun r = origami(job, mpirun(2));
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_THAT(r.all(), HasSubstr("tsp=2 zigzag on 2 ranks (mpi)"));
+  EXPECT_THAT(r.all(), HasSubstr("precision: bf16 compute copy"));
+  EXPECT_EQ(losses(r.all()).size(), 3u) << r.all();
+  EXPECT_EQ(losses(r.all()), losses(threads.all())) << r.all() << threads.all();
+}
+
 // The per-replica micro-batch over MPI processes: dp=2 x tsp=2 at --batch 1 per replica
 // prints the one device's losses at --batch 2.
 TEST(ParallelCli, DpTimesTspUnderMpirunAtOnePerReplicaEqualsOneDevice) {

@@ -66,10 +66,6 @@ TEST(TrainDryRunCli, BadInputExplainsItself) {
   r = origami("train --dry-run --model tiny --seq 64 --flops-rate 0");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("--flops-rate"));
-  // A real bf16 run trains under single and dp only; the default layout (TSP) is refused.
-  r = origami("train --model tiny --seq 64 --precision bf16 --steps 1");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--strategy single and --strategy dp only"));
   r = origami("train --dry-run --model tiny --seq 63 --strategy tsp --degree 2");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("63"));

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "origami/kernels/threads.h"
+#include "origami/model/compute_copy.h"
 #include "origami/model/driver.h"
 #include "origami/parallel/strategies/tsp/schedule.h"
 #include "origami/parallel/strategies/tsp/tsp_ops.h"
@@ -44,9 +45,10 @@ struct Measured {
 };
 
 // `experts` > 0: model_for(D) with that many experts, top-2 (a mixture of experts), run by
-// `schedule`.
+// `schedule`. `bf16`: the linears read training's bf16 compute copy (model/compute_copy.h).
 Measured measure(int D, Recompute recompute, std::int64_t experts = 0,
-                 parallel::MoeSchedule schedule = parallel::MoeSchedule::Ring) {
+                 parallel::MoeSchedule schedule = parallel::MoeSchedule::Ring,
+                 bool bf16 = false) {
   ModelConfig model = model_for(D);
   model.num_local_experts = experts;
   parallel::ParallelConfig p = make_tsp_plan(1, D);
@@ -79,6 +81,12 @@ Measured measure(int D, Recompute recompute, std::int64_t experts = 0,
         parallel::allocate_sharded(model, strategy.specs, tracker, MemCategory::Gradients);
     parallel::initialize_sharded(params, strategy.specs, model, kSeed);
     parallel::TspOps ops(model, groups, layout, params, grads, tracker);
+    ModelTensors compute;
+    if (bf16) {
+      compute = allocate_compute_copy(params, tracker);
+      refresh_compute_copy(params, compute);
+      ops.set_compute_weights(&compute);
+    }
     ModelDriver driver(model, params, grads, ops, tracker, recompute);
     const TokenBatch b = micro_batch(c, d, 0, 0);
     const parallel::LocalBatch local{kB, layout.slice(b.input_ids, kB), layout.slice(b.labels, kB)};
@@ -162,6 +170,34 @@ TEST(TspCommunication, BytesPerRankEqualTheScheduleFormula) {
         EXPECT_EQ(m.axis[k].op("all_reduce").calls, 0);  // no activation all-reduce anywhere
         EXPECT_EQ(m.left_in_flight[k], -1);  // the last prefetch is never issued
       }
+    }
+  }
+}
+
+// Under training's bf16 compute copy every weight message is half the bytes: the attention
+// shards' broadcasts, the MLP's and the LM head's weight hops; what carries gradients (the
+// rings' accumulators, the head groups' reduces, dK/dV) and activations (the K/V gathers)
+// stays fp32, as the policy states (core/precision.h; bf16 activations are a later slice).
+TEST(TspCommunication, Bf16MovesEveryWeightAtHalfTheBytes) {
+  for (int D : {2, 3}) {
+    const Measured m = measure(D, Recompute::None, 0, parallel::MoeSchedule::Ring, true);
+    const Measured f = measure(D, Recompute::None);
+    const auto [R, kvd, A, M, W] = sizes_for(D);
+    for (int rank = 0; rank < D; ++rank) {
+      SCOPED_TRACE(testing::Message() << "D=" << D << " rank " << rank);
+      const auto k = static_cast<std::size_t>(rank);
+      EXPECT_EQ(2 * m.shards[k].op("broadcast").bytes_sent, f.shards[k].op("broadcast").bytes_sent);
+      EXPECT_EQ(m.shards[k].op("broadcast").bytes_sent, 2 * kL * (D - 1) * A * 2);
+      // Weight hops at 2 bytes (MLP forward and backward, head forward and backward),
+      // accumulator hops at 4.
+      const std::int64_t weight_hops = 2 * kL * (D - 1) * M + 2 * (D - 1) * W,
+                         accumulator_hops = kL * D * M + D * W;
+      EXPECT_EQ(m.shards[k].op("send").bytes_sent, weight_hops * 2 + accumulator_hops * 4);
+      EXPECT_EQ(f.shards[k].op("send").bytes_sent, weight_hops * 4 + accumulator_hops * 4);
+      EXPECT_EQ(m.axis[k].op("all_gather").bytes_sent, f.axis[k].op("all_gather").bytes_sent);
+      EXPECT_EQ(m.axis[k].op("reduce_scatter").bytes_sent,
+                f.axis[k].op("reduce_scatter").bytes_sent);
+      EXPECT_EQ(m.grads[k].op("reduce").bytes_sent, f.grads[k].op("reduce").bytes_sent);
     }
   }
 }

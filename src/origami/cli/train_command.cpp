@@ -188,8 +188,9 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_
       ->add_option("--precision", precision_,
                    "fp32 or bf16. A real run: bf16 mixed precision (fp32 master weights, "
-                   "moments and gradients, a bf16 copy of the weights for every linear) under "
-                   "--strategy single or dp. The dry run: element sizes (bf16 "
+                   "moments and gradients, a bf16 copy of the weights for every linear, whose "
+                   "shards TSP moves at half the bytes) under every layout, dense models. The "
+                   "dry run: element sizes (bf16 "
                    "weights/activations/communication, fp32 master/gradients/moments/logits)")
       ->capture_default_str();
   command_->add_option("--json", json_path_, "dry run: write the report as JSON to this file");

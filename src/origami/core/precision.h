@@ -22,7 +22,9 @@
 //   products (kernels/gemm.h) where the CPU has bf16 dot products: the activation operands (x,
 //         dy) rounded to bf16, oneDNN's bf16 matmul, fp32 accumulation and fp32 outputs; elsewhere
 //         the widening path: W widened exactly, fp32 GEMMs on the fp32 activations.
-// Layouts: single and dp only, dense models (parallel/training_precision.h refuses the rest).
+// Layouts: every one (the strategies' blocks read the compute copy; TSP broadcasts, rings and
+// gathers its shards in bf16, its gradients in fp32), dense models only
+// (parallel/training_precision.h refuses a mixture of experts).
 // Accounting against this profile's prediction: the planner and the dry run count
 // activations, workspace and communication at 2 bytes and the norms' weights in a bf16 copy
 // too; the real run holds those in fp32 and has no bf16 norm copy (docs/dry-run.md).

@@ -1,8 +1,7 @@
-// Where training's --precision bf16 runs (its policy: core/precision.h). The bf16 compute copy
-// is read by the mesh strategy's blocks with whole weights and whole sequences only: one device
-// (--strategy single) and data parallelism (--strategy dp, or a mesh whose only axis above 1 is
-// dp). Tensor, sequence, TSP and pipeline layouts shard or move weights and activations through
-// code that reads fp32 weights, so they are refused here, before anything is allocated.
+// Where training's --precision bf16 runs (its policy: core/precision.h): every layout, since
+// every strategy's blocks read the rank's bf16 compute copy (StrategyContext::matrices()) and
+// TSP moves its shards in their dtype; a mixture of experts, whose router and experts have no
+// bf16 path yet, is refused here, before anything is allocated.
 #pragma once
 
 #include "origami/core/precision.h"
@@ -11,8 +10,8 @@
 
 namespace origami::parallel {
 
-// ConfigError (exit 2) naming --precision and the layouts that run it, for a bf16 profile
-// under any other layout or on a mixture-of-experts model; nothing for fp32.
+// ConfigError (exit 2) naming --precision, for a bf16 profile on a mixture-of-experts model;
+// nothing otherwise (`plan`: every layout runs it).
 void check_training_precision(const Precision& precision, const ParallelConfig& plan,
                               const ModelConfig& model);
 

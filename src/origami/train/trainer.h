@@ -96,7 +96,8 @@ struct TrainOptions {
   int pp_virtual = 1;
   std::string recompute = "none";
   // --precision (core/precision.h): "fp32", or "bf16" mixed precision (fp32 master weights,
-  // moments and gradients; a bf16 compute copy for every linear) under single and dp only.
+  // moments and gradients; a bf16 compute copy for every linear) under every layout, for
+  // dense models.
   std::string precision = "fp32";
   // --shard-optimizer (ZeRO-1, model/optimizer.h): AdamW's state split over the dp axis, the
   // dp gradient reduction a reduce-scatter, the parameters all-gathered after the step. At

@@ -22,7 +22,8 @@ namespace origami::parallel {
 
 namespace {
 
-// A packed shard P_j in its buffer's dtype (fp32, or bf16 in the bf16 inference's prefill).
+// A packed shard P_j in its buffer's dtype (fp32, or bf16: the bf16 inference's prefill and
+// training's bf16 compute copy).
 AttentionWeights unpack(const Tensor& buf, std::int64_t qd, std::int64_t kvd, std::int64_t h) {
   const kernels::WeightView p(buf.raw(), buf.dtype());
   return {p, p.at(qd * h), p.at((qd + kvd) * h), p.at((qd + 2 * kvd) * h)};
@@ -65,9 +66,9 @@ AttentionSavedReadView TspOps::saved_group(const AttentionSaved& s, int j) const
 }
 
 comm::Handle TspOps::broadcast_attention_shard(std::int64_t l, int owner, Tensor& buf) {
-  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
-  // Packed and sent in the weights' own dtype: a bf16 shard (inference) moves half the bytes
-  // and its products read it as it is (kernels/gemm.h linear_forward).
+  const LayerTensors& L = matrices().layers[static_cast<std::size_t>(l)];
+  // Packed and sent in the weights' own dtype: a bf16 shard (inference, or training's compute
+  // copy) moves half the bytes and its products read it as it is (kernels/gemm.h).
   if (!buf.defined() || buf.dtype() != L.wq.dtype())
     buf = Tensor(tracker_, MemCategory::CommBuffers, L.wq.dtype(), {attention_floats()});
   if (owner == rank_) {
@@ -104,7 +105,7 @@ void TspOps::prefetch_attention_shard(std::int64_t l, int j, Tensor buf) {
   if (j == 0) drop_prefetch();
   // (A layer whose weights are empty here is another pipeline stage's: nothing to prefetch.)
   if (l < 0 || l >= config_.num_hidden_layers ||
-      params_.layers[static_cast<std::size_t>(l)].wq.numel() == 0 ||
+      matrices().layers[static_cast<std::size_t>(l)].wq.numel() == 0 ||
       j >= std::min(size_, kTspPrefetchedShards) ||
       prefetch_.count != j ||
       (j > 0 && prefetch_.layer != l))
@@ -150,7 +151,7 @@ void TspOps::attention_forward(std::int64_t l, const float* n, AttentionSaved& s
   Tensor buf[kTspShardBuffers];
   comm::Handle shard[kTspShardBuffers];
   first_attention_shards(l, buf, shard);
-  const DType wdt = params_.layers[static_cast<std::size_t>(l)].wo.dtype();
+  const DType wdt = matrices().layers[static_cast<std::size_t>(l)].wo.dtype();
   Tensor wo[2] = {Tensor(tracker_, MemCategory::Workspace, wdt, {d.hidden, qd}),
                   D > 1 ? Tensor(tracker_, MemCategory::Workspace, wdt, {d.hidden, qd}) : Tensor()};
   KvGatherInFlight kv[2];
@@ -212,7 +213,8 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
   //    the rest of group j.
   KvGatherInFlight next;
   KvGradsInFlight kv_grads[2];  // group j's dK/dV reduce-scatters, by j % 2
-  Tensor wkv(tracker_, MemCategory::Workspace, {D > 1 ? 2 * kvd * h : 0});  // W_K, W_V of j-1
+  Tensor wkv(tracker_, MemCategory::Workspace, matrices().layers[static_cast<std::size_t>(l)].wk.dtype(),
+             {D > 1 ? 2 * kvd * h : 0});  // W_K, W_V of j-1, in the weights' dtype
   int prev = -1;  // the group whose K/V half is still to do
   const auto start_gather = [&](int j) {
     next = cp_start_kv_gather(d, axis, float_at(s.k.f32(), j * R * kvd),
@@ -221,8 +223,9 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
   const auto finish_prev = [&] {
     if (prev < 0) return;
     const AttentionGrads dg = packed_grads(reduce.slot(prev), qd, kvd, h);
-    cp_attention_backward_finish(d, n, {nullptr, wkv.f32(), float_at(wkv.f32(), kvd * h), nullptr},
-                                 axis, rope_, kv_grads[prev % 2], dn, dg);
+    const kernels::WeightView kv = weight_view(wkv);
+    cp_attention_backward_finish(d, n, {nullptr, kv, kv.at(kvd * h), nullptr}, axis, rope_,
+                                 kv_grads[prev % 2], dn, dg);
     reduce.post(prev);  // on grad_comm(), so the K/V collectives do not queue behind it
     prev = -1;
   };
@@ -244,7 +247,8 @@ void TspOps::attention_backward(std::int64_t l, const float* n, const AttentionS
     // Head group j's slice of the side-by-side saved tensors, read in place.
     cp_attention_backward(d, n, p, axis, rope_, saved_group(s, j), dx, tracker_, dn, dg, pipe);
     if (D > 1) {
-      copy_floats(wkv.f32(), p.wk.f32(), 2 * kvd * h);  // W_K, W_V are adjacent in P_j
+      // W_K, W_V are adjacent in P_j.
+      copy_elements(buf[j % kTspShardBuffers], qd * h, wkv, 0, 2 * kvd * h);
       prev = j;
     } else {
       reduce.post(j);

@@ -11,12 +11,13 @@ int weight_tag(int t) { return 2 * t; }
 int acc_tag(int t) { return 2 * t + 1; }
 }  // namespace
 
-GradRing::GradRing(comm::Communicator& comm, std::int64_t floats, MemoryTracker& tracker)
+GradRing::GradRing(comm::Communicator& comm, std::int64_t floats, MemoryTracker& tracker,
+                   DType weights)
     : comm_(comm), floats_(floats), size_(comm.size()), rank_(comm.rank()) {
-  w_[0] = Tensor(tracker, MemCategory::CommBuffers, {floats});
+  w_[0] = Tensor(tracker, MemCategory::CommBuffers, weights, {floats});
   delta_[0] = Tensor(tracker, MemCategory::CommBuffers, {floats});
   if (size_ > 1) {
-    w_[1] = Tensor(tracker, MemCategory::CommBuffers, {floats});
+    w_[1] = Tensor(tracker, MemCategory::CommBuffers, weights, {floats});
     acc_in_ = Tensor(tracker, MemCategory::CommBuffers, {floats});
     delta_[1] = Tensor(tracker, MemCategory::CommBuffers, {floats});
   }

@@ -12,7 +12,8 @@
 //
 // Resident (CommBuffers, F floats each): weights current + incoming (2F, one when D = 1), the
 // incoming accumulator (F, D > 1), Δ being written + Δ being sent (2F, one when D = 1):
-// 5F at D > 1.
+// 5F at D > 1. The weights travel in their own dtype (bf16 under training's bf16 compute copy:
+// those two buffers and hops are half the bytes), the accumulators in fp32.
 #pragma once
 
 #include <cstdint>
@@ -24,15 +25,16 @@ namespace origami::parallel {
 
 class GradRing {
  public:
-  GradRing(comm::Communicator& comm, std::int64_t floats, MemoryTracker& tracker);
+  GradRing(comm::Communicator& comm, std::int64_t floats, MemoryTracker& tracker,
+           DType weights = DType::F32);
   GradRing(const GradRing&) = delete;
   GradRing& operator=(const GradRing&) = delete;
   ~GradRing();
 
-  // The packed weights of the shard held at this step; before the first begin_step the caller
-  // packs its own shard here.
-  float* weights() { return w_[cur_].f32(); }
-  Tensor& shard() { return w_[cur_]; }  // the same, as a tensor
+  // The packed weights of the shard held at this step, in the ring's weight dtype; before the
+  // first begin_step the caller packs its own shard here.
+  Tensor& shard() { return w_[cur_]; }
+  float* weights() { return w_[cur_].f32(); }  // the same, of an fp32 ring
   // Posts this step's hops and returns the zeroed Δ the step's gradient accumulates into.
   float* begin_step();
   // Waits for the incoming accumulator, adds it into Δ and sends Δ on; waits the weight hop.

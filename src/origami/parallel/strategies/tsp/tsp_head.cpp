@@ -4,7 +4,8 @@
 // full-vocabulary logits never exist. Backward rings W_s and its gradient dW_s as separate
 // messages (GradRing, tsp_grad_ring.h): each block's logits are recomputed, turned into
 // dlogits and into dX and a local dW while dW_s is in flight, which is then added and passed
-// on; after D hops each gradient block is home.
+// on; after D hops each gradient block is home. The blocks travel in the head's dtype (bf16
+// under training's bf16 compute copy), its gradient in fp32.
 //
 // Each vocabulary block travels in chunks of at most kHeadRingChunkFloats (4 MiB of fp32): the
 // ring runs once per chunk, so the head's ring buffers (2 chunks forward, GradRing's 5
@@ -17,6 +18,7 @@
 
 #include "origami/core/float_ops.h"
 #include "origami/kernels/gemm.h"
+#include "origami/model/weights_bf16.h"
 #include "origami/parallel/strategies/tsp/tsp_grad_ring.h"
 #include "origami/parallel/strategies/tsp/tsp_ops.h"
 #include "origami/parallel/strategies/tsp/weight_ring.h"
@@ -26,7 +28,8 @@ namespace origami::parallel {
 kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {
   const std::int64_t R = rows(), h = config_.hidden_size, Vr = vocab_rows_;
   const std::int64_t chunk = tsp_head_chunk_rows(rank_shapes());
-  WeightRing ring(bcast_, chunk * h, tracker_);  // one lap per chunk
+  const Tensor& head = matrices().head();
+  WeightRing ring(bcast_, chunk * h, tracker_, head.dtype());  // one lap per chunk
   Tensor stats(tracker_, MemCategory::Workspace, {3, R});  // running max, sum-exp, target logit
   stats.zero();
   float* run_max = stats.f32();
@@ -35,12 +38,12 @@ kernels::LossSum TspOps::head_forward(const float* nf, bool with_backward) {
   fill_floats(run_max, R, -std::numeric_limits<float>::infinity());
   for (std::int64_t c0 = 0; c0 < Vr; c0 += chunk) {
     const std::int64_t n = std::min(chunk, Vr - c0);  // vocabulary rows of this chunk
-    copy_floats(ring.weights(), float_at(params_.head().f32(), c0 * h), n * h);
+    copy_elements(head, c0 * h, ring.shard(), 0, n * h);
     for (int t = 0; t < size_; ++t) {
       const int shard = (rank_ + t) % size_;
       ring.begin_step(n * h);
       Tensor logits(tracker_, MemCategory::Logits, {R, n});
-      kernels::linear_forward(R, h, n, nf, ring.weights(), logits.f32());
+      kernels::linear_forward(R, h, n, nf, weight_view(ring.shard()), logits.f32());
       kernels::softmax_stats_update(R, n, logits.f32(), shard * Vr + c0, config_.vocab_size,
                                     batch_->labels.data(), run_max, run_sum, target);
       ring.end_step();
@@ -61,21 +64,23 @@ void TspOps::head_backward(float grad_scale, float* dnf) {
   ORIGAMI_CHECK(head_lse_.defined(), "head_backward without a head_forward that kept its state");
   const std::int64_t R = rows(), h = config_.hidden_size, Vr = vocab_rows_;
   const std::int64_t chunk = tsp_head_chunk_rows(rank_shapes());
+  const Tensor& head = matrices().head();
   for (std::int64_t c0 = 0; c0 < Vr; c0 += chunk) {
     const std::int64_t n = std::min(chunk, Vr - c0);
-    GradRing ring(bcast_, n * h, tracker_);
-    copy_floats(ring.weights(), float_at(params_.head().f32(), c0 * h), n * h);
+    GradRing ring(bcast_, n * h, tracker_, head.dtype());
+    copy_elements(head, c0 * h, ring.shard(), 0, n * h);
     for (int t = 0; t < size_; ++t) {
       const int shard = (rank_ + t) % size_;
       float* delta = ring.begin_step();  // this rank's dW; the accumulator is in flight
       {
         Tensor logits(tracker_, MemCategory::Logits, {R, n});
-        kernels::linear_forward(R, h, n, head_input_, ring.weights(), logits.f32());
+        const kernels::WeightView w = weight_view(ring.shard());
+        kernels::linear_forward(R, h, n, head_input_, w, logits.f32());
         kernels::cross_entropy_backward(R, n, logits.f32(), shard * Vr + c0, config_.vocab_size,
                                         batch_->labels.data(), head_lse_.f32(), grad_scale,
                                         logits.f32());
-        kernels::linear_backward_weight(R, h, n, logits.f32(), head_input_, delta);
-        kernels::linear_backward_input(R, h, n, logits.f32(), ring.weights(), dnf);
+        kernels::linear_backward_weight(R, h, n, logits.f32(), head_input_, delta, w.dtype());
+        kernels::linear_backward_input(R, h, n, logits.f32(), w, dnf);
       }
       ring.end_step();
     }

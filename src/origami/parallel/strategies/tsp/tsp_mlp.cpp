@@ -17,7 +17,8 @@
 namespace origami::parallel {
 
 namespace {
-// A packed shard M_j in its buffer's dtype (fp32, or bf16 in the bf16 inference's prefill).
+// A packed shard M_j in its buffer's dtype (fp32, or bf16: the bf16 inference's prefill and
+// training's bf16 compute copy).
 MlpWeights weights_of(const Tensor& buf, std::int64_t ffn, std::int64_t h) {
   const kernels::WeightView p(buf.raw(), buf.dtype());
   return {p, p.at(ffn * h), p.at(2 * ffn * h)};
@@ -27,7 +28,7 @@ MlpWeights weights_of(const Tensor& buf, std::int64_t ffn, std::int64_t h) {
 std::int64_t TspOps::mlp_floats() const { return tsp_mlp_shard_floats(rank_shapes()); }
 
 void TspOps::pack_mlp_shard(std::int64_t l, Tensor& out) const {
-  const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
+  const LayerTensors& L = matrices().layers[static_cast<std::size_t>(l)];
   std::int64_t at = 0;
   for (const Tensor* t : {&L.w_gate, &L.w_up, &L.w_down}) {
     copy_elements(*t, 0, out, at, t->numel());
@@ -40,9 +41,9 @@ void TspOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, float* x) 
   const std::int64_t R = rows(), h = config_.hidden_size, ffn = config_.intermediate_size / size_;
   const MlpDims dims{.rows = R, .hidden = h, .ffn = ffn};
   const std::int64_t F = mlp_floats();
-  // The ring carries the weights' own dtype: a bf16 shard (inference) hops at half the bytes
-  // and its products read it as it is (kernels/gemm.h linear_forward).
-  WeightRing ring(bcast_, F, tracker_, params_.layers[static_cast<std::size_t>(l)].w_gate.dtype());
+  // The ring carries the weights' own dtype: a bf16 shard (inference, or training's compute
+  // copy) hops at half the bytes and its products read it as it is (kernels/gemm.h).
+  WeightRing ring(bcast_, F, tracker_, weight_dtype(l));
   pack_mlp_shard(l, ring.shard());
   s.a = Tensor(tracker_, MemCategory::Activations, {size_, R, ffn});
   s.u = Tensor(tracker_, MemCategory::Activations, {size_, R, ffn});
@@ -64,7 +65,7 @@ void TspOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, const flo
   const std::int64_t R = rows(), h = config_.hidden_size, ffn = config_.intermediate_size / size_;
   const MlpDims dims{.rows = R, .hidden = h, .ffn = ffn};
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
-  GradRing ring(bcast_, mlp_floats(), tracker_);
+  GradRing ring(bcast_, mlp_floats(), tracker_, weight_dtype(l));  // gradients in fp32
   pack_mlp_shard(l, ring.shard());
   const bool saved = s.a.defined();
   for (int t = 0; t < size_; ++t) {

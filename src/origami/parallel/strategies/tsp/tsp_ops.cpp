@@ -88,8 +88,8 @@ void TspOps::embed_forward(float* x) {
   axis_.all_to_all(send_ids, route.send, route.recv_ids, route.recv);
   // Look up the requested rows of this rank's table block and send them back.
   Tensor looked(tracker_, MemCategory::CommBuffers, {std::max<std::int64_t>(n_recv, 1), h});
-  embedding_rows_as_floats(n_recv, h, route.recv_ids.data(), params_.embed, rank_ * vocab_rows_,
-                           vocab_rows_, looked.f32());  // a bf16 table (inference) widened
+  embedding_rows_as_floats(n_recv, h, route.recv_ids.data(), matrices().embed,
+                           rank_ * vocab_rows_, vocab_rows_, looked.f32());  // bf16 rows widened
   Tensor back(tracker_, MemCategory::CommBuffers, {R, h});
   std::vector<std::int64_t> send_f, recv_f;
   for (int p = 0; p < size_; ++p) {

@@ -118,6 +118,11 @@ class TspOps : public StrategyContext {
   void prefetch_attention_shard(std::int64_t l, int j, Tensor buf);
   void drop_prefetch();  // waits and frees a prefetch nobody took
   void pack_mlp_shard(std::int64_t l, Tensor& out) const;  // in the weights' dtype
+  // The dtype layer l's matrices are read in, so the shards it moves: bf16 under training's
+  // compute copy or the bf16 inference, else fp32 (gradients always travel in fp32).
+  DType weight_dtype(std::int64_t l) const {
+    return matrices().layers[static_cast<std::size_t>(l)].w_gate.dtype();
+  }
   // Mixture of experts (tsp_moe.cpp): the layer's blocks, the packed shard of every expert.
   MoeDims moe_dims() const;
   std::int64_t moe_floats() const;

@@ -38,13 +38,13 @@ TspAllgatherOps::Gathered TspAllgatherOps::start_gather(Block b, std::int64_t l)
   Gathered g;
   g.block = b;
   g.layer = l;
-  g.all = Tensor(tracker_, MemCategory::CommBuffers, {size_ * F});
-  float* own = float_at(g.all.f32(), rank_ * F);
-  tsp_allgather::pack_shard(tsp_allgather::block_tensors(
-                                params_.layers[static_cast<std::size_t>(l)], b == Block::Attention),
-                            own);
+  const LayerTensors& L = matrices().layers[static_cast<std::size_t>(l)];
+  const DType dtype = weight_dtype(l);  // bf16 under training's compute copy: half the bytes
+  g.all = Tensor(tracker_, MemCategory::CommBuffers, dtype, {size_ * F});
+  tsp_allgather::pack_shard(L, b == Block::Attention, g.all, rank_ * F);
   // In place: rank r's block is already at r·F (the ring all-gather then moves nothing locally).
-  g.done = bcast_.iall_gather(comm::ConstBuffer(own, F, DType::F32), g.all);
+  const kernels::WeightView own = weight_view(g.all).at(rank_ * F);
+  g.done = bcast_.iall_gather(comm::ConstBuffer(own.raw(), F, dtype), g.all);
   return g;
 }
 
@@ -67,7 +67,7 @@ void TspAllgatherOps::prefetch(Block b, std::int64_t l) {
   drain_prefetch();
   // (A layer whose weights are empty here is another pipeline stage's: nothing to prefetch.)
   if (l < 0 || l >= config_.num_hidden_layers ||
-      params_.layers[static_cast<std::size_t>(l)].wq.numel() == 0)
+      matrices().layers[static_cast<std::size_t>(l)].wq.numel() == 0)
     return;
   prefetch_ = start_gather(b, l);
 }

@@ -62,7 +62,7 @@ void TspAllgatherOps::attention_forward(std::int64_t l, const float* n, Attentio
   s.lse = Tensor(tracker_, MemCategory::Activations, {D, d.batch, d.heads, d.seq});
   const SequenceAxis axis = sequence_axis();
   auto weights = [&](int j) {
-    return tsp_allgather::attention_weights(float_at(w.all.f32(), j * sh.attention), sh);
+    return tsp_allgather::attention_weights(weight_view(w.all).at(j * sh.attention), sh);
   };
   auto project_out = [&](int j) {  // y += out_j W_O,j^T: head groups sum into x
     kernels::linear_forward(R, qd, d.hidden, group_slot(s, slot_offsets(j, sh, d)).out,
@@ -92,7 +92,7 @@ void TspAllgatherOps::attention_backward(std::int64_t l, const float* n, const A
   const SequenceAxis axis = sequence_axis();
   for (int j = 0; j < size_; ++j) {
     cp_attention_backward(
-        d, n, tsp_allgather::attention_weights(float_at(w.all.f32(), j * sh.attention), sh), axis,
+        d, n, tsp_allgather::attention_weights(weight_view(w.all).at(j * sh.attention), sh), axis,
         rope_, group_slot(s, slot_offsets(j, sh, d)), dx, tracker_, dn,
         tsp_allgather::attention_grads(float_at(grad.f32(), j * sh.attention), sh));
   }

@@ -23,7 +23,7 @@ void TspAllgatherOps::mlp_forward(std::int64_t l, const float* n, MlpSaved& s, f
   const MlpDims dims{.rows = R, .hidden = sh.hidden, .ffn = ffn};
   for (int j = 0; j < size_; ++j)
     mlp_block_forward(
-        dims, n, tsp_allgather::mlp_weights(float_at(w.all.f32(), j * sh.mlp), sh), tracker_,
+        dims, n, tsp_allgather::mlp_weights(weight_view(w.all).at(j * sh.mlp), sh), tracker_,
         MlpSlot{float_at(s.a.f32(), j * R * ffn), float_at(s.u.f32(), j * R * ffn)}, x);
   finish_reduce_scatter();
 }
@@ -38,7 +38,7 @@ void TspAllgatherOps::mlp_backward(std::int64_t l, const float* n, MlpSaved& s, 
   Tensor grad(tracker_, MemCategory::CommBuffers, {size_ * sh.mlp});
   grad.zero();
   for (int j = 0; j < size_; ++j) {
-    const MlpWeights wj = tsp_allgather::mlp_weights(float_at(w.all.f32(), j * sh.mlp), sh);
+    const MlpWeights wj = tsp_allgather::mlp_weights(weight_view(w.all).at(j * sh.mlp), sh);
     const MlpGrads gj = tsp_allgather::mlp_grads(float_at(grad.f32(), j * sh.mlp), sh);
     if (s.a.defined()) {
       mlp_block_backward(dims, n, wj,

@@ -1,7 +1,8 @@
 // The packed shards the allgather schedule moves (TSP's packing, parallel/tsp_ops.h): a rank's
 // attention shard P_r = [W_Q,r | W_K,r | W_V,r | W_O,r] and MLP shard M_r = [gate_r | up_r |
 // down_r], each tensor's block stored contiguously one after the other; a gathered buffer
-// holds rank j's at j·A (or j·M), and a gradient buffer the same layout.
+// holds rank j's at j·A (or j·M), and a gradient buffer the same layout. Weights are packed
+// and gathered in their own dtype (bf16 under training's bf16 compute copy), gradients in fp32.
 #pragma once
 
 #include <array>
@@ -9,6 +10,7 @@
 
 #include "origami/core/float_ops.h"
 #include "origami/model/blocks.h"
+#include "origami/model/weights_bf16.h"
 #include "origami/model/weights.h"
 #include "origami/parallel/strategies/tsp_allgather/schedule.h"
 
@@ -19,11 +21,16 @@ inline std::vector<Tensor*> block_tensors(LayerTensors& L, bool attention) {
   if (attention) return {&L.wq, &L.wk, &L.wv, &L.wo};
   return {&L.w_gate, &L.w_up, &L.w_down};
 }
+inline std::vector<const Tensor*> block_tensors(const LayerTensors& L, bool attention) {
+  if (attention) return {&L.wq, &L.wk, &L.wv, &L.wo};
+  return {&L.w_gate, &L.w_up, &L.w_down};
+}
 
-inline void pack_shard(const std::vector<Tensor*>& tensors, float* out) {
-  std::int64_t at = 0;
-  for (const Tensor* t : tensors) {
-    copy_floats(float_at(out, at), t->f32(), t->numel());
+// Packs the weights' tensors one after the other into out from element `first`, in their dtype.
+inline void pack_shard(const LayerTensors& L, bool attention, Tensor& out, std::int64_t first) {
+  std::int64_t at = first;
+  for (const Tensor* t : block_tensors(L, attention)) {
+    copy_elements(*t, 0, out, at, t->numel());
     at += t->numel();
   }
 }
@@ -47,17 +54,17 @@ inline std::array<std::int64_t, 3> mlp_offsets(const Shapes& s) {
   const std::int64_t fh = s.group_ffn * s.hidden;
   return {0, fh, 2 * fh};
 }
-inline AttentionWeights attention_weights(const float* p, const Shapes& s) {
+inline AttentionWeights attention_weights(kernels::WeightView p, const Shapes& s) {
   const auto o = attention_offsets(s);
-  return {float_at(p, o[0]), float_at(p, o[1]), float_at(p, o[2]), float_at(p, o[3])};
+  return {p.at(o[0]), p.at(o[1]), p.at(o[2]), p.at(o[3])};
 }
 inline AttentionGrads attention_grads(float* p, const Shapes& s) {
   const auto o = attention_offsets(s);
   return {float_at(p, o[0]), float_at(p, o[1]), float_at(p, o[2]), float_at(p, o[3])};
 }
-inline MlpWeights mlp_weights(const float* p, const Shapes& s) {
+inline MlpWeights mlp_weights(kernels::WeightView p, const Shapes& s) {
   const auto o = mlp_offsets(s);
-  return {float_at(p, o[0]), float_at(p, o[1]), float_at(p, o[2])};
+  return {p.at(o[0]), p.at(o[1]), p.at(o[2])};
 }
 inline MlpGrads mlp_grads(float* p, const Shapes& s) {
   const auto o = mlp_offsets(s);
