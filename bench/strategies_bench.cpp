@@ -50,6 +50,7 @@ struct Options {
   std::vector<std::string> strategies = {"single", "tp", "tpsp", "sp", "tpxsp", "tsp"};
   std::vector<std::int64_t> seqs = {1024, 2048, 4096};
   std::vector<std::string> recompute = {"none", "full"};
+  std::vector<std::string> precisions = {"fp32"};  // sweep: training's --precision, each
   int degree = 4, threads = 2, warmup = 1, steps = 1;
   std::int64_t batch = 1;
   ModelConfig model;
@@ -124,60 +125,62 @@ void sweep(const Options& o) {
       "strategy,mesh,seq,batch,recompute,ranks,threads_per_rank,status,tokens,step_s,"
       "tokens_per_s,cpu_s,tokens_per_cpu_s,peak_total_max,peak_total_min";
   for (int c = 0; c < kNumMemCategories; ++c) header += "," + category_column(c);
-  header += ",bytes_sent,comm_s,exposed_s,loss";
+  header += ",bytes_sent,comm_s,exposed_s,loss,precision";
   std::ofstream out = open_csv(o.csv, header);
   std::ofstream comm_out;
   if (!o.comm_csv.empty())
     comm_out = open_csv(o.comm_csv,
                         "strategy,seq,recompute,kind,calls,bytes_sent,bytes_received,time_s,"
                         "exposed_s");
-  for (const std::string& rc_name : o.recompute)
-    for (std::int64_t seq : o.seqs)
-      for (const std::string& name : o.strategies) {
-        const StrategyCase sc = strategy_case(name, o.degree);
-        StepOptions so;
-        so.seq = seq;
-        so.batch = o.batch;
-        so.recompute = parse_recompute(rc_name);
-        so.warmup = o.warmup;
-        so.steps = o.steps;
-        so.threads = o.threads;
-        so.link.enabled = o.link;
-        so.link.intra_alpha_s = so.link.inter_alpha_s = o.alpha;
-        so.link.intra_beta_Bps = so.link.inter_beta_Bps = o.beta;
-        const int ranks = sc.plan.world();
-        std::string status = "ok";
-        StepRun run;
-        try {
-          run = run_step(o.model, sc, so);
-          if (!run.ok) status = csv_text(run.error);
-        } catch (const ConfigError& e) {
-          status = csv_text(std::string("refused: ") + e.what());
+  for (const std::string& precision : o.precisions)
+    for (const std::string& rc_name : o.recompute)
+      for (std::int64_t seq : o.seqs)
+        for (const std::string& name : o.strategies) {
+          const StrategyCase sc = strategy_case(name, o.degree);
+          StepOptions so;
+          so.seq = seq;
+          so.batch = o.batch;
+          so.recompute = parse_recompute(rc_name);
+          so.warmup = o.warmup;
+          so.steps = o.steps;
+          so.threads = o.threads;
+          so.link.enabled = o.link;
+          so.link.intra_alpha_s = so.link.inter_alpha_s = o.alpha;
+          so.link.intra_beta_Bps = so.link.inter_beta_Bps = o.beta;
+          so.precision = Precision::parse(precision);
+          const int ranks = sc.plan.world();
+          std::string status = "ok";
+          StepRun run;
+          try {
+            run = run_step(o.model, sc, so);
+            if (!run.ok) status = csv_text(run.error);
+          } catch (const ConfigError& e) {
+            status = csv_text(std::string("refused: ") + e.what());
+          }
+          const RankMax mx = rank_max(run);
+          const double tokens = static_cast<double>(o.batch * seq * o.steps);
+          out << fmt::format(
+              "{},{},{},{},{},{},{},{},{},{:.4f},{:.1f},{:.4f},{:.1f},{},{}", name, mesh_word(sc),
+              seq, o.batch, rc_name, ranks, std::max(1, o.threads / ranks), status,
+              static_cast<std::int64_t>(tokens), run.wall_s,
+              run.wall_s > 0 ? tokens / run.wall_s : 0.0, run.cpu_s,
+              run.cpu_s > 0 ? tokens / run.cpu_s : 0.0, mx.peak_total, mx.peak_total_min);
+          for (std::int64_t b : mx.peak) out << "," << b;
+          out << fmt::format(",{},{:.4f},{:.4f},{:.6f},{}\n", mx.total.bytes_sent, mx.total.time_s,
+                             mx.total.exposed_s, run.loss, precision);
+          out.flush();
+          if (comm_out.is_open())
+            for (const auto& [kind, op] : mx.ops)
+              comm_out << fmt::format("{},{},{},{},{},{},{},{:.4f},{:.4f}\n", name, seq, rc_name,
+                                      kind, op.calls, op.bytes_sent, op.bytes_received, op.time_s,
+                                      op.exposed_s);
+          std::fprintf(
+              stderr, "%-6s %s S=%-6lld %-4s %s  peak %s  %.1f tok/s  %.1f tok/CPU-s  sent %s\n",
+              name.c_str(), precision.c_str(), static_cast<long long>(seq), rc_name.c_str(),
+              status == "ok" ? "ok" : status.c_str(), format_bytes(mx.peak_total).c_str(),
+              run.wall_s > 0 ? tokens / run.wall_s : 0.0, run.cpu_s > 0 ? tokens / run.cpu_s : 0.0,
+              format_bytes(mx.total.bytes_sent).c_str());
         }
-        const RankMax mx = rank_max(run);
-        const double tokens = static_cast<double>(o.batch * seq * o.steps);
-        out << fmt::format(
-            "{},{},{},{},{},{},{},{},{},{:.4f},{:.1f},{:.4f},{:.1f},{},{}", name, mesh_word(sc),
-            seq, o.batch, rc_name, ranks, std::max(1, o.threads / ranks), status,
-            static_cast<std::int64_t>(tokens), run.wall_s,
-            run.wall_s > 0 ? tokens / run.wall_s : 0.0, run.cpu_s,
-            run.cpu_s > 0 ? tokens / run.cpu_s : 0.0, mx.peak_total, mx.peak_total_min);
-        for (std::int64_t b : mx.peak) out << "," << b;
-        out << fmt::format(",{},{:.4f},{:.4f},{:.6f}\n", mx.total.bytes_sent, mx.total.time_s,
-                           mx.total.exposed_s, run.loss);
-        out.flush();
-        if (comm_out.is_open())
-          for (const auto& [kind, op] : mx.ops)
-            comm_out << fmt::format("{},{},{},{},{},{},{},{:.4f},{:.4f}\n", name, seq, rc_name,
-                                    kind, op.calls, op.bytes_sent, op.bytes_received, op.time_s,
-                                    op.exposed_s);
-        std::fprintf(
-            stderr, "%-6s S=%-6lld %-4s %s  peak %s  %.1f tok/s  %.1f tok/CPU-s  sent %s\n",
-            name.c_str(), static_cast<long long>(seq), rc_name.c_str(),
-            status == "ok" ? "ok" : status.c_str(), format_bytes(mx.peak_total).c_str(),
-            run.wall_s > 0 ? tokens / run.wall_s : 0.0, run.cpu_s > 0 ? tokens / run.cpu_s : 0.0,
-            format_bytes(mx.total.bytes_sent).c_str());
-      }
 }
 
 // ---- longest trainable sequence under the cap
@@ -307,6 +310,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--seqs", o.seqs, "sweep: sequence lengths")->delimiter(',');
   app.add_option("--recompute", o.recompute, "none,mlp,full")->delimiter(',');
+  app.add_option("--precision", o.precisions, "sweep: fp32,bf16 (training's precision, each)")
+      ->delimiter(',');
   app.add_option("--degree", o.degree, "ranks of every parallel strategy");
   app.add_option("--threads", o.threads, "kernel threads in all (per rank: threads / ranks)");
   app.add_option("--warmup", o.warmup, "sweep: steps before the measured ones");

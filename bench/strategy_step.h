@@ -92,6 +92,8 @@ struct StepOptions {
   // A barrier after every measured step and each step's wall time in StepRun::step_wall_s
   // (the barriers' own cost, a few alpha under a link model, is counted in the step's time).
   bool time_each = false;
+  // Training's precision (core/precision.h): bf16 reads a compute copy (and TSP moves it).
+  Precision precision = Precision::fp32();
 };
 
 inline double process_cpu_seconds() {
@@ -148,7 +150,7 @@ inline StepRun run_step(const ModelConfig& m, const StrategyCase& sc, const Step
             return ops;
           };
           parallel::RankModel model(m, groups, o.seq, o.recompute, tracker, o.seed,
-                                    std::move(strategy));
+                                    std::move(strategy), o.precision);
           AdamW optimizer(model.params(), tracker, {});
           // The rank's share of the global batch: its data-parallel replica's sequences.
           const std::int64_t per = o.batch / groups.dp().size();

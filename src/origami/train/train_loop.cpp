@@ -328,11 +328,8 @@ void run_rank(Shared& sh, comm::Communicator& world) {
       std::string row = rank_memory_report({one});
       row = row.substr(row.find('\n') + 1);
       row.replace(0, 4, "1dev");  // the row is one device, not a rank
-      // (The reference model computes in fp32: under bf16 the row says so.)
-      log(fmt::format("one device, same model, batch and recompute (one forward+backward, "
-                      "measured{}):\n",
-                      o.precision == "fp32" ? "" : ", in fp32") +
-          row);
+      log("one device, same model, batch, recompute and precision (one forward+backward, "
+          "measured):\n" + row);
     }
   }
 }
