@@ -128,6 +128,25 @@ TEST_P(Bf16Convert, IndependentOfTheThreadCount) {
   EXPECT_EQ(one, two);
 }
 
+// Rounding in place (training's bf16 K/V): each value becomes the scalar's bf16, widened, at
+// lengths across the 4096-element chunks it works in; nothing past n is written.
+TEST_P(Bf16Convert, RoundingInPlaceGivesTheScalarsValues) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (std::int64_t n : {0, 1, 17, 4095, 4096, 4097, 10001}) {
+    std::vector<float> x(static_cast<std::size_t>(n) + 1);
+    for (float& v : x) v = normal(rng);
+    x.back() = 0.1f;  // not a bf16 value: it would change if written
+    const std::vector<float> before = x;
+    round_floats_to_bf16(n, x.data());
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(x[i]),
+                std::bit_cast<std::uint32_t>(round_to_bf16(before[i])))
+          << "n=" << n << " i=" << i;
+    EXPECT_EQ(x.back(), 0.1f) << "n=" << n;
+  }
+}
+
 ORIGAMI_ON_EVERY_SIMD_TARGET(Bf16Convert);
 
 }  // namespace

@@ -4,37 +4,38 @@
 // initialisation.
 //
 // Tolerances (the data and the initialisation are fixed: the figures below are reproducible).
-// Every linear reads bf16 weights and bf16-rounded activations (native path), each rounding
+// Every linear reads bf16 weights and bf16-rounded activations (native path), and K and V are
+// held in bf16 (AttentionDims::kv), each rounding
 // within 2^-9 relative, ~2^-9/sqrt(3) ~ 1.1e-3 rms, unrelated over a product's K terms, so one
 // product is off by ~2e-3 of its norm and a gradient that passes through a few of them (head,
-// W_O, attention, the next layer's Q/K/V) by a few 1e-3: held to 1e-2 (measured worst 6.5e-3,
+// W_O, attention, the next layer's Q/K/V) by a few 1e-3: held to 1e-2 (measured worst 7.1e-3,
 // a wrong gradient is off by ~1). The model's initialiser is Llama's 0.02 here, not the parity
 // suites' 0.15, whose sharp softmaxes amplify the logits' rounding: there the worst gradient is
 // 2.3e-2 and the loss 2.5e-4 (ORIGAMI_BF16_TEST_INIT=0.15 reruns it so). The loss and the step
-// losses to 1e-3 (measured 1.3e-5). Five AdamW steps (lr 2e-3): AdamW's first updates are
+// losses to 1e-3 (measured 1.7e-5). Five AdamW steps (lr 2e-3): AdamW's first updates are
 // ~lr x sign(g) whatever |g|, so every element whose gradient is smaller than the bf16 noise
 // may step the other way; each parameter tensor's distance to the fp32 run is held to 0.2 of
-// the distance the fp32 run moved it (measured worst 0.084; a wrong gradient gives ~1 or more).
+// the distance the fp32 run moved it (measured worst 0.070; a wrong gradient gives ~1 or more).
 //
 // Every layout in bf16 (dp, tp, tp-sp, sp, tp x sp, dp x tp, TSP at D 2, 3, 4 under either
 // schedule, dp x TSP, pipelines) against one device in bf16 (Bf16Parity), on each products'
 // path. Widening (forced; the path of every CPU without bf16 dot products): every layout reads
-// the same bf16 weights, exactly widened, and computes in fp32, so the gradients differ by the
-// fp32 reductions' order only: the parity suites' 1e-5 (measured worst 5.6e-7, tsp 4); a
-// layout that read its fp32 master instead, or moved a shard that was not rounded, is off by
-// the weights' rounding, ~1e-3. After five steps the masters differ in their last fp32 bits;
-// rounding them to bf16 turns that into a whole bf16 ulp for the elements near a tie, which
-// AdamW carries on: each tensor's distance is held to 0.02 of the distance moved (measured
-// 1.3e-4), the step losses to 1e-4. Native (bf16 products on activations rounded to bf16):
-// each token's rounding is the same on every layout, but a value whose fp32 reduction order
-// differs (the attention over zigzag chunks on every layout that splits tokens, the sums over
-// shards) rounds to the other bf16 neighbour near a tie, and that ulp, 2^-8, propagates: for
-// a fp32 difference d per value, sqrt(2^-8 / d) ~ 200 times d. Measured: 0 to 1.5e-7 where
-// the reductions come out bitwise the same (dp 2, tp 2, pp 2, and sp 2 over contiguous
-// chunks), 1.0e-5 at tsp 3, 1.1e-3 to 3.2e-3 where they do not (sp 2, tsp 2 and 4 over
-// zigzag chunks), parameters after five steps 0.036 of the distance moved (tsp 4): held to
-// the bf16-vs-fp32 bounds above (1e-2, the step losses 1e-3, 0.1 of the distance moved),
-// the widening path carrying the exact check.
+// the same bf16 weights, exactly widened, and holds the same bf16-rounded K/V, computing in
+// fp32 otherwise, so the gradients differ by the fp32 reductions' order only: the parity
+// suites' 1e-5 (measured worst 5.2e-7, tsp 4); a layout that read its fp32 master instead, or
+// moved a shard that was not rounded, is off by the weights' rounding, ~1e-3. After five steps
+// the masters differ in their last fp32 bits; rounding them to bf16 turns that into a whole
+// bf16 ulp for the elements near a tie, which AdamW carries on: each tensor's distance is held
+// to 0.02 of the distance moved (measured 6.7e-4), the step losses to 1e-4. Native (bf16
+// products on activations rounded to bf16): each token's rounding is the same on every
+// layout, but a value whose fp32 reduction order differs (the attention over zigzag chunks,
+// the sums over shards, K and V before their rounding) rounds to the other bf16 neighbour near
+// a tie, and that ulp, 2^-8, propagates: for an fp32 difference d per value, about
+// sqrt(2^-8 / d) times d. Measured: 0 to 7.5e-7 where the reductions come out bitwise the same
+// (pp 2, dp 2, sp 2), 8.7e-6 at tsp 3, 6.6e-4 to 3.8e-3 elsewhere, parameters after five steps
+// up to 0.066 of the distance moved (pp 2 x tsp 2): held to the bf16-vs-fp32 bounds above
+// (1e-2, the step losses 1e-3, 0.2 of the distance moved), the widening path carrying the
+// exact check.
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -182,10 +183,10 @@ TEST_P(Bf16Parity, GradientsAndFiveStepsMatchOneDeviceInBf16) {
   const Result layout = run_threads(par, d);
   // Tolerances: the header. Widening: the gradients to the parity suites' 1e-5, the step
   // losses to 1e-4, each parameter tensor to 0.02 of the distance moved. Native: the
-  // bf16-vs-fp32 bounds (1e-2, 1e-3, 0.1), the rounding turning reduction-order differences
+  // bf16-vs-fp32 bounds (1e-2, 1e-3, 0.2), the rounding turning reduction-order differences
   // into bf16 ulps.
   const double grad_tol = native ? 1e-2 : 1e-5, step_tol = native ? 1e-3 : 1e-4,
-               param_tol = native ? 0.1 : 0.02;
+               param_tol = native ? 0.2 : 0.02;
   EXPECT_LE(relative_difference(layout.loss, single.loss), grad_tol) << par.name;
   ASSERT_EQ(layout.grads.size(), single.grads.size());
   double worst_grad = 0;

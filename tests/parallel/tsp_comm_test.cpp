@@ -174,11 +174,12 @@ TEST(TspCommunication, BytesPerRankEqualTheScheduleFormula) {
   }
 }
 
-// Under training's bf16 compute copy every weight message is half the bytes: the attention
-// shards' broadcasts, the MLP's and the LM head's weight hops; what carries gradients (the
-// rings' accumulators, the head groups' reduces, dK/dV) and activations (the K/V gathers)
-// stays fp32, as the policy states (core/precision.h; bf16 activations are a later slice).
-TEST(TspCommunication, Bf16MovesEveryWeightAtHalfTheBytes) {
+// Under training's bf16 compute copy every weight message and every K/V gather is half the
+// bytes: the attention shards' broadcasts, the MLP's and the LM head's weight hops, the K/V
+// all-gathers (K/V held in bf16, AttentionDims::kv); what carries gradients (the rings'
+// accumulators, the head groups' reduces, the dK/dV reduce-scatters) stays fp32, as the policy
+// states (core/precision.h).
+TEST(TspCommunication, Bf16MovesEveryWeightAndTheKvAtHalfTheBytes) {
   for (int D : {2, 3}) {
     const Measured m = measure(D, Recompute::None, 0, parallel::MoeSchedule::Ring, true);
     const Measured f = measure(D, Recompute::None);
@@ -194,7 +195,8 @@ TEST(TspCommunication, Bf16MovesEveryWeightAtHalfTheBytes) {
                          accumulator_hops = kL * D * M + D * W;
       EXPECT_EQ(m.shards[k].op("send").bytes_sent, weight_hops * 2 + accumulator_hops * 4);
       EXPECT_EQ(f.shards[k].op("send").bytes_sent, weight_hops * 4 + accumulator_hops * 4);
-      EXPECT_EQ(m.axis[k].op("all_gather").bytes_sent, f.axis[k].op("all_gather").bytes_sent);
+      EXPECT_EQ(2 * m.axis[k].op("all_gather").bytes_sent, f.axis[k].op("all_gather").bytes_sent);
+      EXPECT_EQ(m.axis[k].op("all_gather").bytes_sent, 2 * kL * 2 * D * (D - 1) * R * kvd * 2);
       EXPECT_EQ(m.axis[k].op("reduce_scatter").bytes_sent,
                 f.axis[k].op("reduce_scatter").bytes_sent);
       EXPECT_EQ(m.grads[k].op("reduce").bytes_sent, f.grads[k].op("reduce").bytes_sent);

@@ -11,20 +11,22 @@
 //         weight gradients, accumulated over micro-batches and reduced over dp in fp32; the
 //         gradient norm and clipping;
 //         RMSNorm weights and statistics, softmax statistics, the logits, the loss;
-//         in this slice also every activation: the residual stream, everything saved for
-//         backward (block inputs, Q/K/V, attention outputs and LSE, gate/up), the K/V,
-//         workspaces and communication buffers (bf16 activations are a later slice).
+//         in this slice also every other activation: the residual stream, everything saved
+//         for backward (block inputs, Q, attention outputs and LSE, gate/up), workspaces
+//         and communication buffers (bf16 saved activations are a later slice).
 //   bf16  the compute copy (model/compute_copy.h, MemCategory::Parameters): the embedding,
 //         W_Q/W_K/W_V/W_O, W_gate/W_up/W_down and an untied LM head, rounded to nearest even
 //         from the master after every optimizer step and after a checkpoint load. Every
 //         linear's forward and both backward products read it, and so does the embedding
-//         lookup (rows widened exactly).
+//         lookup (rows widened exactly);
+//         K and V's values: rounded to bf16 after their projection and RoPE (held in fp32
+//         tensors, AttentionDims::kv) and so gathered over a sequence axis in bf16, exactly.
 //   products (kernels/gemm.h) where the CPU has bf16 dot products: the activation operands (x,
 //         dy) rounded to bf16, oneDNN's bf16 matmul, fp32 accumulation and fp32 outputs; elsewhere
 //         the widening path: W widened exactly, fp32 GEMMs on the fp32 activations.
 // Layouts: every one (the strategies' blocks read the compute copy; TSP broadcasts, rings and
-// gathers its shards in bf16, its gradients in fp32), dense models only
-// (parallel/training_precision.h refuses a mixture of experts).
+// gathers its shards in bf16, its gradients in fp32; every K/V gather is bf16), dense models
+// only (parallel/training_precision.h refuses a mixture of experts).
 // Accounting against this profile's prediction: the planner and the dry run count
 // activations, workspace and communication at 2 bytes and the norms' weights in a bf16 copy
 // too; the real run holds those in fp32 and has no bf16 norm copy (docs/dry-run.md).

@@ -3,6 +3,8 @@
 // bits of core/bf16.h's to_bf16.
 #include "origami/kernels/convert.h"
 
+#include <algorithm>
+
 #include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/kernels/parallel.h"
@@ -59,6 +61,18 @@ void convert_to_float(std::int64_t n, const bf16* in, float* out) {
   detail::parallel_for(n, kGrain, [=](std::int64_t i0, std::int64_t i1) {
     HWY_DYNAMIC_DISPATCH(convert_simd::ToFloatRange)(i0, i1, b, out);
   });
+}
+
+void round_floats_to_bf16(std::int64_t n, float* x) {
+  if (dryrun::skip_kernel(0)) return;
+  ORIGAMI_CHECK(n >= 0, "round_floats_to_bf16: negative size {}", n);
+  constexpr std::int64_t kChunk = 4096;  // on the stack: the two conversions' vector paths
+  bf16 b[kChunk];
+  for (std::int64_t i = 0; i < n; i += kChunk) {
+    const std::int64_t m = std::min(kChunk, n - i);
+    convert_to_bf16(m, x + i, b);
+    convert_to_float(m, b, x + i);
+  }
 }
 
 }  // namespace origami::kernels

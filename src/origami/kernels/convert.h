@@ -16,4 +16,8 @@ void convert_to_bf16(std::int64_t n, const float* in, bf16* out);
 // out[i] = float(in[i]) for i < n (exact).
 void convert_to_float(std::int64_t n, const bf16* in, float* out);
 
+// x[i] = float(bf16(x[i])) for i < n: fp32 values that a bf16 holds exactly (training's K/V
+// under --precision bf16, so that gathering them in bf16 loses nothing).
+void round_floats_to_bf16(std::int64_t n, float* x);
+
 }  // namespace origami::kernels

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "origami/kernels/attention.h"
+#include "origami/kernels/convert.h"
 #include "origami/kernels/gemm.h"
 #include "origami/kernels/rope.h"
 #include "origami/kernels/swiglu.h"
@@ -60,6 +61,10 @@ void attention_project_into(const AttentionDims& d, const float* n, const Attent
   linear_forward(rows, d.hidden, kvd, n, w.wv, v);
   rotate(d, d.heads, pos, rope, false, q);
   rotate(d, d.kv_heads, pos, rope, false, k);
+  if (d.kv == DType::BF16) {
+    kernels::round_floats_to_bf16(rows * kvd, k);
+    kernels::round_floats_to_bf16(rows * kvd, v);
+  }
 }
 
 void allocate_attention_saved(const AttentionDims& d, MemoryTracker& tracker, AttentionSaved& s) {

@@ -40,6 +40,11 @@ struct AttentionDims {
   // With ids: RoPE at documents.positions instead of `pos`, and attention within documents
   // (attention_block_forward/backward; `pos` stays the causal order).
   RowDocuments documents = {};
+  // The dtype K and V are held in (training's --precision bf16: core/precision.h): BF16 rounds
+  // them to bf16 values right after their projection (and RoPE), on every layout, so that a
+  // sequence axis gathers them in bf16, half the bytes, and loses nothing. The backward takes
+  // the rounding as the identity.
+  DType kv = DType::F32;
   std::int64_t rows() const { return batch * seq; }
 };
 

@@ -5,6 +5,7 @@
 
 #include "origami/core/float_ops.h"
 #include "origami/kernels/attention.h"
+#include "origami/kernels/convert.h"
 #include "origami/kernels/gemm.h"
 #include "origami/kernels/rope.h"
 
@@ -16,23 +17,31 @@ using kernels::linear_forward;
 
 namespace {
 
+// out[0, n) = in[at, at + n), an fp32 or (a bf16 gather's) bf16 tensor, widened exactly.
+void widen_into(float* out, const Tensor& in, std::int64_t at, std::int64_t n) {
+  if (out == nullptr || !in.backed()) return;
+  if (in.dtype() == DType::BF16)
+    kernels::convert_to_float(n, static_cast<const bf16*>(in.raw()) + at, out);
+  else
+    copy_floats(out, in.f32() + at, n);
+}
+
 // [Σ][B][Sl][w] (the order the axis gathers in) -> [B][Σ*Sl][w] (the attention layout).
 void rank_major_to_batch_major(int parts, std::int64_t B, std::int64_t Sl, std::int64_t w,
-                               const float* in, float* out) {
+                               const Tensor& in, float* out) {
   for (int r = 0; r < parts; ++r)
     for (std::int64_t b = 0; b < B; ++b)
-      copy_floats(float_at(out, (b * parts + r) * Sl * w), float_at(in, (r * B + b) * Sl * w),
-                  Sl * w);
+      widen_into(float_at(out, (b * parts + r) * Sl * w), in, (r * B + b) * Sl * w, Sl * w);
 }
 
 // The other ranks' rows of a rank-major gather, batch-major: [B][(Σ-1)*Sl][w].
 void remote_rows(int parts, int self, std::int64_t B, std::int64_t Sl, std::int64_t w,
-                 const float* in, float* out) {
+                 const Tensor& in, float* out) {
   for (int r = 0, slot = 0; r < parts; ++r) {
     if (r == self) continue;
     for (std::int64_t b = 0; b < B; ++b)
-      copy_floats(float_at(out, (b * (parts - 1) + slot) * Sl * w),
-                  float_at(in, (r * B + b) * Sl * w), Sl * w);
+      widen_into(float_at(out, (b * (parts - 1) + slot) * Sl * w), in, (r * B + b) * Sl * w,
+                 Sl * w);
     ++slot;
   }
 }
@@ -71,12 +80,14 @@ void finish_gather(const AttentionDims& d, const SequenceAxis& axis, MemoryTrack
                    KvGather& g, float* keep_k, float* keep_v) {
   const int parts = axis.comm->size(), self = axis.comm->rank();
   const std::int64_t kvd = d.kv_heads * d.head_dim;
-  for (auto [h, all, out, keep] : {std::tuple{&g.hk, &g.k_all, &g.k, keep_k},
-                                   std::tuple{&g.hv, &g.v_all, &g.v, keep_v}}) {
+  for (auto [h, all, sent, out, keep] :
+       {std::tuple{&g.hk, &g.k_all, &g.k_sent, &g.k, keep_k},
+        std::tuple{&g.hv, &g.v_all, &g.v_sent, &g.v, keep_v}}) {
     h->wait();
-    if (keep != nullptr) rank_major_to_batch_major(parts, d.batch, d.seq, kvd, all->f32(), keep);
+    *sent = Tensor();
+    if (keep != nullptr) rank_major_to_batch_major(parts, d.batch, d.seq, kvd, *all, keep);
     *out = Tensor(tracker, MemCategory::CommBuffers, {d.batch, (parts - 1) * d.seq, kvd});
-    remote_rows(parts, self, d.batch, d.seq, kvd, all->f32(), out->f32());
+    remote_rows(parts, self, d.batch, d.seq, kvd, *all, out->f32());
     *all = Tensor();
   }
   const std::vector<std::int64_t>& kv = *axis.kv_pos;
@@ -137,10 +148,20 @@ KvGatherInFlight cp_start_kv_gather(const AttentionDims& d, const SequenceAxis& 
   const int parts = axis.comm->size();
   const std::int64_t count = d.rows() * d.kv_heads * d.head_dim;
   KvGatherInFlight g;
-  g.k_all = Tensor(tracker, MemCategory::CommBuffers, {parts * count});
-  g.v_all = Tensor(tracker, MemCategory::CommBuffers, {parts * count});
-  g.hk = axis.comm->iall_gather(comm::ConstBuffer(k, count, DType::F32), g.k_all);
-  g.hv = axis.comm->iall_gather(comm::ConstBuffer(v, count, DType::F32), g.v_all);
+  g.k_all = Tensor(tracker, MemCategory::CommBuffers, d.kv, {parts * count});
+  g.v_all = Tensor(tracker, MemCategory::CommBuffers, d.kv, {parts * count});
+  if (d.kv == DType::F32) {
+    g.hk = axis.comm->iall_gather(comm::ConstBuffer(k, count, DType::F32), g.k_all);
+    g.hv = axis.comm->iall_gather(comm::ConstBuffer(v, count, DType::F32), g.v_all);
+    return g;
+  }
+  // bf16 values already (attention_project_into): the narrowing is exact.
+  for (auto [src, sent] : {std::pair{k, &g.k_sent}, std::pair{v, &g.v_sent}}) {
+    *sent = Tensor(tracker, MemCategory::CommBuffers, DType::BF16, {count});
+    if (sent->backed()) kernels::convert_to_bf16(count, src, static_cast<bf16*>(sent->raw()));
+  }
+  g.hk = axis.comm->iall_gather(g.k_sent, g.k_all);
+  g.hv = axis.comm->iall_gather(g.v_sent, g.v_all);
   return g;
 }
 

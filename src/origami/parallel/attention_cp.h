@@ -69,7 +69,8 @@ inline AttentionSavedReadView read_view(const AttentionSaved& s) {
 // re-gather needs only the saved k, v, so a caller can start the next head group's before
 // the current group's backward and pass it in.
 struct KvGatherInFlight {
-  Tensor k_all, v_all;  // [Σ][B][Sl][Kl*d]
+  Tensor k_all, v_all;    // [Σ][B][Sl][Kl*d], in AttentionDims::kv
+  Tensor k_sent, v_sent;  // this rank's K, V in bf16 while a bf16 gather reads them
   comm::Handle hk, hv;
 
   KvGatherInFlight() = default;

@@ -81,7 +81,8 @@ AttentionDims MeshOps::attention_dims() const {
           .heads = config_.num_attention_heads / tp_size_,
           .kv_heads = kv_heads_per_rank(config_, tp_size_),
           .head_dim = config_.head_dim(),
-          .documents = local_documents(*batch_)};
+          .documents = local_documents(*batch_),
+          .kv = kv_dtype()};
 }
 
 namespace {

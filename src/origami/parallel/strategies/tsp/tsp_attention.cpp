@@ -50,7 +50,8 @@ AttentionDims TspOps::attention_dims() const {
           .heads = config_.num_attention_heads / size_,
           .kv_heads = kv_heads_per_rank(config_, size_),
           .head_dim = config_.head_dim(),
-          .documents = local_documents(*batch_)};
+          .documents = local_documents(*batch_),
+          .kv = kv_dtype()};
 }
 
 std::int64_t TspOps::attention_floats() const {
