@@ -189,9 +189,10 @@ TrainCommand::TrainCommand(CLI::App& app) {
       ->add_option("--precision", precision_,
                    "fp32 or bf16. A real run: bf16 mixed precision (fp32 master weights, "
                    "moments and gradients, a bf16 copy of the weights for every linear, whose "
-                   "shards TSP moves at half the bytes) under every layout, dense models. The "
-                   "dry run: element sizes (bf16 "
-                   "weights/activations/communication, fp32 master/gradients/moments/logits)")
+                   "shards TSP moves at half the bytes; K/V gathered and the saved activations "
+                   "kept in bf16) under every layout, dense models. The dry run: element sizes "
+                   "(bf16 weights/activations/communication, fp32 "
+                   "master/gradients/moments/logits)")
       ->capture_default_str();
   command_->add_option("--json", json_path_, "dry run: write the report as JSON to this file");
   // The link model: the dry run's clocks always use it; a real parallel run with --link-model

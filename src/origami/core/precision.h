@@ -11,16 +11,17 @@
 //         weight gradients, accumulated over micro-batches and reduced over dp in fp32; the
 //         gradient norm and clipping;
 //         RMSNorm weights and statistics, softmax statistics, the logits, the loss;
-//         in this slice also every other activation: the residual stream, everything saved
-//         for backward (block inputs, Q, attention outputs and LSE, gate/up), workspaces
-//         and communication buffers (bf16 saved activations are a later slice).
+//         the statistics saved for backward (RMSNorm's rstd, attention's LSE); in this slice
+//         also the residual stream, workspaces and communication buffers (but K/V gathers).
 //   bf16  the compute copy (model/compute_copy.h, MemCategory::Parameters): the embedding,
 //         W_Q/W_K/W_V/W_O, W_gate/W_up/W_down and an untied LM head, rounded to nearest even
 //         from the master after every optimizer step and after a checkpoint load. Every
 //         linear's forward and both backward products read it, and so does the embedding
 //         lookup (rows widened exactly);
 //         K and V's values: rounded to bf16 after their projection and RoPE (held in fp32
-//         tensors, AttentionDims::kv) and so gathered over a sequence axis in bf16, exactly.
+//         tensors, AttentionDims::kv) and so gathered over a sequence axis in bf16, exactly;
+//         the saved activations (block inputs, Q/K/V, attention outputs, gate/up), held in
+//         bf16 from a layer's forward to its backward (model/saved_dtype.h).
 //   products (kernels/gemm.h) where the CPU has bf16 dot products: the activation operands (x,
 //         dy) rounded to bf16, oneDNN's bf16 matmul, fp32 accumulation and fp32 outputs; elsewhere
 //         the widening path: W widened exactly, fp32 GEMMs on the fp32 activations.

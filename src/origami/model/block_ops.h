@@ -31,6 +31,10 @@ class BlockOps {
   virtual ~BlockOps() = default;
 
   virtual std::int64_t stream_rows() const = 0;
+  // The dtype the saved activations are kept in between a layer's forward and its backward
+  // (the driver narrows and widens them: saved_dtype.h) and K/V are held in (AttentionDims::kv):
+  // bf16 under training's --precision bf16, else fp32. The blocks compute in fp32 either way.
+  virtual DType activation_dtype() const { return DType::F32; }
 
   virtual void embed_forward(float* x) = 0;
   virtual void embed_backward(const float* dx) = 0;

@@ -6,6 +6,7 @@
 
 #include "origami/core/error.h"
 #include "origami/kernels/rmsnorm.h"
+#include "origami/model/saved_dtype.h"
 
 namespace origami {
 
@@ -37,18 +38,21 @@ void ModelDriver::layer_forward(std::int64_t l, Tensor& x, LayerSaved& s, Save s
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
   const bool keep = save == Save::Policy || save == Save::All;
-  if (save != Save::Nothing) s.x_in = x.clone(MemCategory::Activations);
+  const DType kept = ops_.activation_dtype();  // what is saved is held in it (saved_dtype.h)
+  if (save != Save::Nothing) s.x_in = copy_in(kept, x, MemCategory::Activations);
   {
     Tensor rstd(tracker_, keep ? MemCategory::Activations : MemCategory::Workspace, {rows});
     Tensor n(tracker_, MemCategory::Workspace, {rows, h});
     kernels::rmsnorm_forward(rows, h, x.f32(), L.input_norm.f32(), eps, n.f32(), rstd.f32());
     ops_.attention_forward(l, n.f32(), s.attention, x.f32(), step);
-    if (keep)
+    if (keep) {
       s.rstd1 = std::move(rstd);
-    else
+      store_in(kept, s.attention);
+    } else {
       s.attention = AttentionSaved();
+    }
   }
-  if (keep) s.x_mid = x.clone(MemCategory::Activations);
+  if (keep) s.x_mid = copy_in(kept, x, MemCategory::Activations);
   {
     Tensor rstd(tracker_, keep ? MemCategory::Activations : MemCategory::Workspace, {rows});
     Tensor n(tracker_, MemCategory::Workspace, {rows, h});
@@ -56,6 +60,7 @@ void ModelDriver::layer_forward(std::int64_t l, Tensor& x, LayerSaved& s, Save s
     ops_.mlp_forward(l, n.f32(), s.mlp, x.f32());
     if (keep) s.rstd2 = std::move(rstd);
     if (!keep || (save == Save::Policy && recompute_ == Recompute::Mlp)) s.mlp = MlpSaved();
+    store_in(kept, s.mlp);
   }
 }
 
@@ -64,11 +69,14 @@ void ModelDriver::layer_backward(std::int64_t l, LayerSaved& s, Tensor& dx) {
   const LayerTensors& L = params_.layers[static_cast<std::size_t>(l)];
   LayerTensors& G = grads_.layers[static_cast<std::size_t>(l)];
   if (!s.x_mid.defined()) {  // full recompute: re-run this layer's forward from its input
-    Tensor x = s.x_in.clone(MemCategory::Workspace);
+    Tensor x = copy_in(DType::F32, s.x_in, MemCategory::Workspace);
     LayerSaved again;
     layer_forward(l, x, again, Save::All, {.next_attention_layer = l});
     s = std::move(again);
   }
+  // What was saved, back in fp32 for the blocks (saved_dtype.h), as this backward's workspace.
+  restore_f32(s.x_mid, MemCategory::Workspace);
+  restore_f32(s.mlp, MemCategory::Workspace);
   {  // MLP: dx holds the gradient of the block's output (the residual).
     Tensor n(tracker_, MemCategory::Workspace, {rows, h});
     apply_saved_norm(rows, h, s.x_mid.f32(), s.rstd2.f32(), L.post_norm.f32(), n.f32());
@@ -78,6 +86,9 @@ void ModelDriver::layer_backward(std::int64_t l, LayerSaved& s, Tensor& dx) {
     kernels::rmsnorm_backward(rows, h, s.x_mid.f32(), L.post_norm.f32(), s.rstd2.f32(), dn.f32(),
                               dx.f32(), G.post_norm.f32());
   }
+  s.x_mid = Tensor();
+  restore_f32(s.x_in, MemCategory::Workspace);
+  restore_f32(s.attention, MemCategory::Workspace);
   {  // Attention.
     Tensor n(tracker_, MemCategory::Workspace, {rows, h});
     apply_saved_norm(rows, h, s.x_in.f32(), s.rstd1.f32(), L.input_norm.f32(), n.f32());

@@ -27,14 +27,16 @@ class StrategyContext : public StrategyOps {
 
  public:
   void set_compute_weights(const ModelTensors* compute) override { compute_ = compute; }
+  // Saved activations and K/V (block_ops.h): bf16 with the compute copy (training under
+  // --precision bf16), else fp32 (the bf16 inference keeps fp32 K/V here).
+  DType activation_dtype() const override {
+    return compute_ != nullptr ? DType::BF16 : DType::F32;
+  }
 
  protected:
   // The tensors the linears read: the bf16 compute copy where set (its norms are undefined:
   // norms read params_), else the fp32 parameters.
   const ModelTensors& matrices() const { return compute_ != nullptr ? *compute_ : params_; }
-  // The dtype K/V are held and gathered in (AttentionDims::kv): bf16 with the compute copy
-  // (training under --precision bf16), else fp32 (the bf16 inference keeps fp32 K/V here).
-  DType kv_dtype() const { return compute_ != nullptr ? DType::BF16 : DType::F32; }
   std::int64_t rows_of(const LocalBatch& b) const { return b.batch * layout_.local_seq(); }
   // The global positions of this rank's rows and of every rank's (rank order) for the batch
   // being run: its own under the balanced layout, else the fixed layout's.

@@ -82,7 +82,7 @@ AttentionDims MeshOps::attention_dims() const {
           .kv_heads = kv_heads_per_rank(config_, tp_size_),
           .head_dim = config_.head_dim(),
           .documents = local_documents(*batch_),
-          .kv = kv_dtype()};
+          .kv = activation_dtype()};
 }
 
 namespace {

@@ -51,7 +51,7 @@ AttentionDims TspOps::attention_dims() const {
           .kv_heads = kv_heads_per_rank(config_, size_),
           .head_dim = config_.head_dim(),
           .documents = local_documents(*batch_),
-          .kv = kv_dtype()};
+          .kv = activation_dtype()};
 }
 
 std::int64_t TspOps::attention_floats() const {
