@@ -227,7 +227,8 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     log("precision: bf16 compute copy of the matrices for every linear (" +
         kernels::linear_forward_bf16_path() +
         "), counted as parameters; fp32 master weights counted with AdamW's moments as "
-        "optimizer state; fp32 gradients, norms, activations and loss");
+        "optimizer state; K/V and the saved activations in bf16; fp32 gradients, norms "
+        "and their statistics, the residual stream and loss");
   if (o.shard_optimizer)
     log(optimizer.sharded()
             ? fmt::format("optimizer: AdamW state sharded over dp {} (this rank's moments: {} "
