@@ -28,14 +28,15 @@
 // Widening (forced; the path of every CPU without bf16 dot products): the products are fp32
 // on the exactly widened bf16 weights, so only K/V and the saved activations round: held to
 // 5e-4 (measured 0 for pp 2, 1.4e-7 to 4.1e-7 for dp 2, sp 2 and tp 2 x sp 2, 9.2e-6 to
-// 1.3e-5 for tp 2, tsp 2 and 3 and their products with dp and pp, 1.5e-4 for tsp 4, the MLP's
-// gate/up rounding); a layout that read its fp32 master instead, or moved a shard that was not
-// rounded, is off by the weights' rounding in every tensor, a few 1e-3. After five steps each
-// tensor's distance is held to 0.02 of the distance moved (measured 7.0e-4), the step losses
-// to 1e-4. Native (bf16 products on activations rounded to bf16): measured 0 to 7.5e-8 for
-// pp 2, dp 2, sp 2, 1.8e-4 for tsp 3, 7.7e-4 to 3.3e-3 elsewhere, parameters after five steps
-// up to 0.035 of the distance moved (tsp 4): held to the bf16-vs-fp32 bounds above (1e-2, the
-// step losses 1e-3, 0.2 of the distance moved), the widening path carrying the sharper check.
+// 1.3e-5 for tp 2, tsp 2 and 3 and their products with dp and pp, 5.5e-5 for sp 4, 1.5e-4 for
+// tsp 4, the MLP's gate/up rounding); a layout that read its fp32 master instead, or moved a
+// shard that was not rounded, is off by the weights' rounding in every tensor, a few 1e-3.
+// After five steps each tensor's distance is held to 0.02 of the distance moved (measured
+// 7.0e-4), the step losses to 1e-4. Native (bf16 products on activations rounded to bf16):
+// measured 0 to 7.8e-8 for pp 2, dp 2, sp 2 and sp 4, 1.8e-4 for tsp 3, 7.7e-4 to 3.3e-3
+// elsewhere, parameters after five steps up to 0.035 of the distance moved (tsp 4): held to
+// the bf16-vs-fp32 bounds above (1e-2, the step losses 1e-3, 0.2 of the distance moved), the
+// widening path carrying the sharper check.
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -150,6 +151,10 @@ std::vector<Bf16Layout> bf16_layouts() {
 #ifndef ORIGAMI_TESTS_SANITIZED  // 4 ranks a run: the sanitizers' build keeps the 2-rank ones
   v.push_back({"tp2_sp2", gqa, make_plan(1, 2, 2)});
   v.push_back({"dp2_tp2", gqa, make_plan(2, 2, 1)});
+  // ../shared/TRAPS.md: bf16 partial attention outputs merged across context-parallel steps
+  // drift with the degree. Here K/V are gathered whole and out/LSE stay fp32, so sp 4 must sit
+  // within sp 2's bounds.
+  v.push_back({"sp4", gqa, make_plan(1, 1, 4)});
 #endif
   return v;
 }
