@@ -48,6 +48,7 @@
 
 #include "origami/comm/run_ranks.h"
 #include "origami/core/error.h"
+#include "../sanitizers.h"
 #include "threads_util.h"
 #include "origami/kernels/gemm.h"
 
