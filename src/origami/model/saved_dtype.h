@@ -11,7 +11,7 @@
 namespace origami {
 
 // A copy of src in `dtype` (bf16: nearest even; fp32 from bf16: exact), accounted under
-// `category` on src's tracker; src itself (moved) is not touched. Undefined src: undefined.
+// `category` on src's tracker; src is left as it was. Undefined src: undefined.
 Tensor copy_in(DType dtype, const Tensor& src, MemCategory category);
 
 // t replaced by its copy in `dtype` under its own category; nothing when t is undefined or in
