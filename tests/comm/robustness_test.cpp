@@ -204,8 +204,12 @@ TEST(BadInput, IsRefusedWithAClearMessage) {
     has([&] { c.reduce_scatter(a, a); }, "output has 6 elements, expected 2");
     has([&] { c.all_gatherv(a, b, {1, 2}); }, "counts has 2 entries, expected 3");
     std::vector<std::uint16_t> h(4);
-    has([&] { c.all_reduce(Buffer(h.data(), 4, DType::BF16), Buffer(h.data(), 4, DType::BF16)); },
-        "not supported for dtype BF16");
+    has([&] { c.all_reduce(Buffer(h.data(), 4, DType::F16), Buffer(h.data(), 4, DType::F16)); },
+        "not supported for dtype F16");
+    has([&] {
+      c.all_reduce(Buffer(h.data(), 4, DType::BF16), Buffer(h.data(), 4, DType::BF16),
+                   ReduceOp::Max);
+    }, "'max' is not supported for dtype BF16");
     has([&] { c.all_reduce(Buffer(nullptr, 4, DType::F32), Buffer(nullptr, 4, DType::F32)); }, "no memory");
     has([&] { c.split(-1, 0); }, "color must be >= 0");
     has([&] { c.set_timeout(0); }, "timeout must be positive");

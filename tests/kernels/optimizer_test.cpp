@@ -118,13 +118,40 @@ TEST_P(AdamW, OneAndTwoThreadsAreBitwiseIdentical) {
   EXPECT_TRUE(testing::bitwise_equal(run(1), run(2)));
 }
 
+// bf16 gradients (--grad-reduce-dtype bf16): the step is bitwise the fp32 step on the widened
+// gradients, at lengths around the vector widths, one thread or two.
+TEST_P(AdamW, Bf16GradientsStepAsTheirWidenedValues) {
+  std::mt19937 rng(65);
+  for (std::int64_t n : {1, 7, 33, 100003}) {
+    const auto p0 = random_floats(rng, n), g32 = random_floats(rng, n);
+    std::vector<bf16> g(g32.size());
+    std::vector<float> widened(g32.size());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      g[i] = to_bf16(g32[i]);
+      widened[i] = to_float(g[i]);
+    }
+    for (int threads : {1, 2}) {
+      testing::ThreadCountScope scope(threads);
+      auto p = p0, q = p0;
+      const auto z = std::vector<float>(static_cast<std::size_t>(n), 0.0f);
+      auto m = z, v = z, mq = z, vq = z;
+      for (int t = 1; t <= 2; ++t) {
+        adamw_step(n, p.data(), g.data(), m.data(), v.data(), AdamWHyper{}, t);
+        adamw_step(n, q.data(), widened.data(), mq.data(), vq.data(), AdamWHyper{}, t);
+      }
+      EXPECT_TRUE(testing::bitwise_equal(p, q)) << n << " " << threads;
+      EXPECT_TRUE(testing::bitwise_equal(m, mq) && testing::bitwise_equal(v, vq)) << n;
+    }
+  }
+}
+
 TEST(AdamWChecks, RejectsBadArguments) {
   float p = 1.0f, g = 1.0f, m = 0.0f, v = 0.0f;
   EXPECT_THROW(adamw_step(1, &p, &g, &m, &v, AdamWHyper{}, 0), Error);  // steps are 1-based
   AdamWHyper bad;
   bad.beta2 = 1.0f;
   EXPECT_THROW(adamw_step(1, &p, &g, &m, &v, bad, 1), Error);
-  adamw_step(0, nullptr, nullptr, nullptr, nullptr, AdamWHyper{}, 1);
+  adamw_step(0, nullptr, static_cast<const float*>(nullptr), nullptr, nullptr, AdamWHyper{}, 1);
 }
 
 TEST_P(GradNorm, SumOfSquaresIsExactInDouble) {
@@ -154,7 +181,26 @@ TEST_P(GradNorm, ScaleInPlace) {
   auto x = x0;
   scale_inplace(257, x.data(), 0.25f);
   for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i], x0[i] * 0.25f);
-  scale_inplace(0, nullptr, 2.0f);
+  scale_inplace(0, static_cast<float*>(nullptr), 2.0f);
+}
+
+// bf16: the squares of the widened values (exact in double), and the product rounded once.
+TEST_P(GradNorm, Bf16SumOfSquaresAndScale) {
+  std::mt19937 rng(66);
+  for (std::int64_t n : {0, 1, 3, 17, 257, 100003}) {
+    const auto x32 = random_floats(rng, n, -3.0f, 3.0f);
+    std::vector<bf16> x(x32.size());
+    long double exact = 0.0L;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      x[i] = to_bf16(x32[i]);
+      exact += static_cast<long double>(to_float(x[i])) * to_float(x[i]);
+    }
+    EXPECT_NEAR(sum_of_squares(n, x.data()), double(exact), 1e-12 * double(exact) + 1e-300) << n;
+    auto y = x;
+    scale_inplace(n, y.data(), 0.3f);
+    for (std::size_t i = 0; i < y.size(); ++i)
+      ASSERT_EQ(y[i], to_bf16(to_float(x[i]) * 0.3f)) << n << " " << i;
+  }
 }
 
 ORIGAMI_ON_EVERY_SIMD_TARGET(AdamW);

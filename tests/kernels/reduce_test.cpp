@@ -1,7 +1,7 @@
 // The communicator's element-wise kernels (reduce.h) on every SIMD target: equal, bit for bit,
 // to the scalar acc = acc + in and acc = in > acc ? in : acc for every element type and every
 // length around the vector widths, nothing written past n; NaN as documented. And the plain
-// sum against float64.
+// sum against float64; the bf16 sums against core/bf16.h's scalar rounding.
 #include "origami/kernels/reduce.h"
 
 #include <cmath>
@@ -98,6 +98,41 @@ TEST_P(Reduce, SumMatchesFloat64Reference) {
         << "n=" << n;
   }
   EXPECT_EQ(sum(0, nullptr), 0.0f);
+}
+
+// The bf16 sums: bit for bit to_bf16(float(acc) + in) of core/bf16.h's scalar rounding (the
+// fp32 sum of two bf16 values or of a bf16 and a float), every length around the vector widths,
+// nothing past n; ties rounded to even; NaN kept; a sum past bf16's range is infinite.
+TEST_P(Reduce, Bf16SumsRoundTheFp32SumOnce) {
+  std::mt19937 rng(73);
+  for (std::int64_t n = 0; n <= 70; ++n) {
+    const auto un = static_cast<std::size_t>(n);
+    const auto a = random_values<float>(rng, un + 1), b = random_values<float>(rng, un + 1);
+    std::vector<bf16> acc0(un + 1), in(un + 1);
+    for (std::size_t i = 0; i <= un; ++i) {
+      acc0[i] = to_bf16(a[i]);
+      in[i] = to_bf16(b[i] * std::ldexp(1.0f, static_cast<int>(i % 9) - 4));  // mixed scales
+    }
+    std::vector<float> inf32(b.begin(), b.end());
+    auto both = acc0, mixed = acc0;
+    add_into(n, both.data(), in.data());
+    add_into(n, mixed.data(), inf32.data());
+    for (std::size_t i = 0; i < un; ++i) {
+      ASSERT_EQ(both[i], to_bf16(to_float(acc0[i]) + to_float(in[i]))) << n << " " << i;
+      ASSERT_EQ(mixed[i], to_bf16(to_float(acc0[i]) + inf32[i])) << n << " " << i;
+    }
+    EXPECT_EQ(both[un], acc0[un]) << "written past n = " << n;
+    EXPECT_EQ(mixed[un], acc0[un]) << "written past n = " << n;
+  }
+  // 1 + 2^-8 is halfway between bf16's 1 and 1 + 2^-7: to even (1); 1 + 3 * 2^-8 to 1 + 2^-6.
+  std::vector<bf16> acc = {to_bf16(1.0f), to_bf16(1.0f), to_bf16(3e38f), to_bf16(1.0f)};
+  const std::vector<float> in = {std::ldexp(1.0f, -8), 3 * std::ldexp(1.0f, -8), 3e38f,
+                                 std::numeric_limits<float>::quiet_NaN()};
+  add_into(4, acc.data(), in.data());
+  EXPECT_EQ(to_float(acc[0]), 1.0f);
+  EXPECT_EQ(to_float(acc[1]), 1.0f + std::ldexp(1.0f, -6));
+  EXPECT_EQ(to_float(acc[2]), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(to_float(acc[3])));
 }
 
 ORIGAMI_ON_EVERY_SIMD_TARGET(Reduce);

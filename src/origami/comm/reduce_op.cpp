@@ -30,6 +30,13 @@ void max_kernel(void* acc, const void* in, std::int64_t n) {
   kernels::max_into(n, static_cast<T*>(acc), static_cast<const T*>(in));
 }
 
+// bf16 sums: each combine adds in fp32 and rounds once (kernels/reduce.h), so a reduction over
+// p ranks rounds p - 1 times along its order (gradients under --grad-reduce-dtype bf16).
+void bf16_sum_kernel(void* acc, const void* in, std::int64_t n) {
+  if (acc == nullptr || in == nullptr) return;  // an unbacked dry-run buffer
+  kernels::add_into(n, static_cast<bf16*>(acc), static_cast<const bf16*>(in));
+}
+
 void maxloc_kernel(void* acc, const void* in, std::int64_t n) {
   if (acc == nullptr || in == nullptr) return;
   auto* a = static_cast<ValueIndex*>(acc);
@@ -53,10 +60,12 @@ Reducer make_reducer(ReduceOp op, DType dtype) {
     case DType::I32: return typed<std::int32_t>(op);
     case DType::I64: return typed<std::int64_t>(op);
     case DType::BF16:
+      if (op == ReduceOp::Sum) return {2, &bf16_sum_kernel};
+      break;
     case DType::F16: break;
   }
-  ORIGAMI_CHECK(false, "reduction '{}' is not supported for dtype {} (reduce in F32 or F64; {} "
-                "buffers can only be moved, e.g. broadcast or all_gather)",
+  ORIGAMI_CHECK(false, "reduction '{}' is not supported for dtype {} (reduce in F32 or F64, or "
+                "sum in BF16; {} buffers can otherwise only be moved, e.g. broadcast or all_gather)",
                 reduce_op_name(op), dtype_name(dtype), dtype_name(dtype));
   return {};
 }

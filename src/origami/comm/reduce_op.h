@@ -1,7 +1,7 @@
 // Reduction operators and their element-wise kernels. A collective sees a reduction as a
 // Reducer: an element size and a combine function, so the algorithms are written once over
-// bytes. Sum and Max work for F32, F64, I32 and I64; BF16 reductions are refused (bf16 moves
-// as bytes). Max-with-index packs each element as {double value, int64 index} (16 bytes):
+// bytes. Sum and Max work for F32, F64, I32 and I64; BF16 has Sum only (each combine adds in
+// fp32 and rounds to nearest even once); F16 moves as bytes only. Max-with-index packs each element as {double value, int64 index} (16 bytes):
 // the larger value wins, ties go to the smaller index (a deterministic distributed argmax).
 #pragma once
 

@@ -32,7 +32,7 @@ struct AdamScalars {
 #define HWY_TARGET_INCLUDE "origami/kernels/optimizer.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
-#include "origami/kernels/vec_math-inl.h"
+#include "origami/kernels/bf16_vec-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace origami::kernels::optimizer_simd::HWY_NAMESPACE {
@@ -40,8 +40,10 @@ using namespace vec::HWY_NAMESPACE;
 
 // torch's operations in torch's order (GCC may fuse a product and a sum into one multiply-add,
 // as it did in the scalar loop; torch's vectorised kernels fuse some too).
+// G: float, or the bits of bf16 gradients (--grad-reduce-dtype bf16), widened exactly.
+template <class G>
 void AdamWRange(std::int64_t i0, std::int64_t i1, const AdamScalars& k, float* param,
-                const float* grad, float* m, float* v) {
+                const G* grad, float* m, float* v) {
   const DF d;
   const VF decay = hn::Set(d, k.decay), beta1 = hn::Set(d, k.beta1), w1 = hn::Set(d, k.w1);
   const VF beta2 = hn::Set(d, k.beta2), w2 = hn::Set(d, k.w2);
@@ -49,7 +51,7 @@ void AdamWRange(std::int64_t i0, std::int64_t i1, const AdamScalars& k, float* p
   const VF eps = hn::Set(d, k.eps);
   ForEachVector(i1 - i0, [&](std::int64_t j, std::int64_t count) {
     const std::int64_t i = i0 + j;
-    const VF g = Load(grad + i, count);
+    const VF g = LoadAs(grad + i, count);
     const VF p = hn::Mul(Load(param + i, count), decay);
     // The operation order of torch 1.13's AdamW (the installed oracle): m.mul_(b1).add_(g,
     // alpha=1-b1). torch >= 2.0 writes m.lerp_(g, 1-b1), one rounding apart.
@@ -62,21 +64,39 @@ void AdamWRange(std::int64_t i0, std::int64_t i1, const AdamScalars& k, float* p
   });
 }
 
+void AdamWF32(std::int64_t i0, std::int64_t i1, const AdamScalars& k, float* param,
+              const float* grad, float* m, float* v) {
+  AdamWRange(i0, i1, k, param, grad, m, v);
+}
+void AdamWBf16(std::int64_t i0, std::int64_t i1, const AdamScalars& k, float* param,
+               const std::uint16_t* grad, float* m, float* v) {
+  AdamWRange(i0, i1, k, param, grad, m, v);
+}
+
 // In double, on four vector accumulators (the squares of floats are exact in double).
-double SumOfSquares(std::int64_t n, const float* x) {
+template <class T>
+double SumOfSquares(std::int64_t n, const T* x) {
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;  // as many floats as a vector has doubles
   return SumOver(dd, n, [&](std::int64_t i, std::int64_t count) {
-    const auto xd = hn::PromoteTo(dd, Load(df, x + i, count));
+    const auto xd = hn::PromoteTo(dd, LoadAs(df, x + i, count));
     return hn::Mul(xd, xd);
   });
 }
+double SumOfSquaresF32(std::int64_t n, const float* x) { return SumOfSquares(n, x); }
+double SumOfSquaresBf16(std::int64_t n, const std::uint16_t* x) { return SumOfSquares(n, x); }
 
-void ScaleRange(std::int64_t i0, std::int64_t i1, float* x, float s) {
+// x *= s in fp32; a bf16 x is rounded once after the product.
+template <class T>
+void ScaleRange(std::int64_t i0, std::int64_t i1, T* x, float s) {
   const VF sv = hn::Set(DF(), s);
   ForEachVector(i1 - i0, [&](std::int64_t j, std::int64_t count) {
-    Store(hn::Mul(Load(x + i0 + j, count), sv), x + i0 + j, count);
+    StoreAs(hn::Mul(LoadAs(x + i0 + j, count), sv), x + i0 + j, count);
   });
+}
+void ScaleF32(std::int64_t i0, std::int64_t i1, float* x, float s) { ScaleRange(i0, i1, x, s); }
+void ScaleBf16(std::int64_t i0, std::int64_t i1, std::uint16_t* x, float s) {
+  ScaleRange(i0, i1, x, s);
 }
 
 }  // namespace origami::kernels::optimizer_simd::HWY_NAMESPACE
@@ -85,9 +105,12 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace origami::kernels {
 namespace optimizer_simd {
-HWY_EXPORT(AdamWRange);
-HWY_EXPORT(SumOfSquares);
-HWY_EXPORT(ScaleRange);
+HWY_EXPORT(AdamWF32);
+HWY_EXPORT(AdamWBf16);
+HWY_EXPORT(SumOfSquaresF32);
+HWY_EXPORT(SumOfSquaresBf16);
+HWY_EXPORT(ScaleF32);
+HWY_EXPORT(ScaleBf16);
 }  // namespace optimizer_simd
 
 namespace {
@@ -104,11 +127,9 @@ double as_written(float x) {
   return d;
 }
 
-}  // namespace
-
-void adamw_step(std::int64_t n, float* param, const float* grad, float* m, float* v,
-                const AdamWHyper& hyper, std::int64_t step) {
-  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
+// The checks and per-step scalars of adamw_step, computed once for either gradient type.
+optimizer_simd::AdamScalars adam_scalars(std::int64_t n, const AdamWHyper& hyper,
+                                         std::int64_t step) {
   ORIGAMI_CHECK(n >= 0, "adamw_step: negative size {}", n);
   ORIGAMI_CHECK(step >= 1, "adamw_step: step is 1-based, got {}", step);
   ORIGAMI_CHECK(hyper.beta1 >= 0.0f && hyper.beta1 < 1.0f && hyper.beta2 >= 0.0f &&
@@ -130,10 +151,27 @@ void adamw_step(std::int64_t n, float* param, const float* grad, float* m, float
   const float w2 = static_cast<float>(1.0 - b2);
   const float step_size = static_cast<float>(lr / (1.0 - std::pow(b1, t)));
   const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
-  const optimizer_simd::AdamScalars k{decay, static_cast<float>(b1), w1, beta2, w2, step_size, bc2_sqrt,
-                      hyper.eps};
+  return {decay, static_cast<float>(b1), w1, beta2, w2, step_size, bc2_sqrt, hyper.eps};
+}
+
+}  // namespace
+
+void adamw_step(std::int64_t n, float* param, const float* grad, float* m, float* v,
+                const AdamWHyper& hyper, std::int64_t step) {
+  if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
+  const optimizer_simd::AdamScalars k = adam_scalars(n, hyper, step);
   detail::parallel_for(n, kGrain, [=](std::int64_t i0, std::int64_t i1) {
-    HWY_DYNAMIC_DISPATCH(optimizer_simd::AdamWRange)(i0, i1, k, param, grad, m, v);
+    HWY_DYNAMIC_DISPATCH(optimizer_simd::AdamWF32)(i0, i1, k, param, grad, m, v);
+  });
+}
+
+void adamw_step(std::int64_t n, float* param, const bf16* grad, float* m, float* v,
+                const AdamWHyper& hyper, std::int64_t step) {
+  if (dryrun::skip_kernel(0)) return;
+  const optimizer_simd::AdamScalars k = adam_scalars(n, hyper, step);
+  const std::uint16_t* g = bf16_bits(grad);
+  detail::parallel_for(n, kGrain, [=](std::int64_t i0, std::int64_t i1) {
+    HWY_DYNAMIC_DISPATCH(optimizer_simd::AdamWBf16)(i0, i1, k, param, g, m, v);
   });
 }
 
@@ -142,14 +180,29 @@ double sum_of_squares(std::int64_t n, const float* x) {
   ORIGAMI_CHECK(n >= 0, "sum_of_squares: negative size {}", n);
   // One thread (the call is memory-bound) and a fixed order: the same result for any thread
   // count.
-  return HWY_DYNAMIC_DISPATCH(optimizer_simd::SumOfSquares)(n, x);
+  return HWY_DYNAMIC_DISPATCH(optimizer_simd::SumOfSquaresF32)(n, x);
+}
+
+double sum_of_squares(std::int64_t n, const bf16* x) {
+  if (dryrun::skip_kernel(0)) return 0.0;
+  ORIGAMI_CHECK(n >= 0, "sum_of_squares: negative size {}", n);
+  return HWY_DYNAMIC_DISPATCH(optimizer_simd::SumOfSquaresBf16)(n, bf16_bits(x));
 }
 
 void scale_inplace(std::int64_t n, float* x, float s) {
   if (dryrun::skip_kernel(0)) return;  // dry run: elementwise work is not charged
   ORIGAMI_CHECK(n >= 0, "scale_inplace: negative size {}", n);
   detail::parallel_for(n, kGrain, [=](std::int64_t i0, std::int64_t i1) {
-    HWY_DYNAMIC_DISPATCH(optimizer_simd::ScaleRange)(i0, i1, x, s);
+    HWY_DYNAMIC_DISPATCH(optimizer_simd::ScaleF32)(i0, i1, x, s);
+  });
+}
+
+void scale_inplace(std::int64_t n, bf16* x, float s) {
+  if (dryrun::skip_kernel(0)) return;
+  ORIGAMI_CHECK(n >= 0, "scale_inplace: negative size {}", n);
+  std::uint16_t* b = bf16_bits(x);
+  detail::parallel_for(n, kGrain, [=](std::int64_t i0, std::int64_t i1) {
+    HWY_DYNAMIC_DISPATCH(optimizer_simd::ScaleBf16)(i0, i1, b, s);
   });
 }
 

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "origami/core/bf16.h"
+
 namespace origami::kernels {
 
 // acc[i] += in[i] for i < n (integers wrap around as two's complement).
@@ -13,6 +15,12 @@ void add_into(std::int64_t n, float* acc, const float* in);
 void add_into(std::int64_t n, double* acc, const double* in);
 void add_into(std::int64_t n, std::int32_t* acc, const std::int32_t* in);
 void add_into(std::int64_t n, std::int64_t* acc, const std::int64_t* in);
+
+// acc[i] = bf16(float(acc[i]) + float(in[i])) for i < n: the sum in fp32, rounded once to
+// nearest even (core/bf16.h) — each hop of a bf16 reduction (comm/reduce_op.cpp), and a fp32
+// gradient added into a bf16 gradient buffer (model/gradient_staging.h).
+void add_into(std::int64_t n, bf16* acc, const bf16* in);
+void add_into(std::int64_t n, bf16* acc, const float* in);
 
 // acc[i] = in[i] > acc[i] ? in[i] : acc[i] for i < n: a NaN already in acc stays, a NaN in `in`
 // leaves acc as it is.
