@@ -52,6 +52,9 @@ PlanCommand::PlanCommand(CLI::App& app) {
   command_->add_option("--devices-per-node", devices_per_node_,
                        "devices per node (default: the hardware preset's)");
   command_->add_option("--precision", precision_, "fp32 | bf16 (core/precision.h; default fp32)");
+  command_->add_option("--grad-reduce-dtype", grad_reduce_dtype_,
+                       "fp32 | bf16 (with --precision bf16): gradients held and reduced in "
+                       "bf16, 2 bytes per parameter (default fp32)");
   command_->add_option("--recompute", recompute_, "none | mlp | full (default none)");
   command_->add_flag("--shard-optimizer", shard_optimizer_,
                      "AdamW's state split over dp (ZeRO-1, as train --shard-optimizer)");
@@ -149,7 +152,7 @@ int PlanCommand::run() {
   const ModelConfig model =
       config_path_.empty() ? model_preset(preset_) : load_model_config(config_path_, &warnings);
   for (const auto& w : warnings) std::cerr << "origami: warning: " << w << "\n";
-  const Precision precision = Precision::parse(precision_);
+  const Precision precision = Precision::parse(precision_, grad_reduce_dtype_);
   plan::Hardware hw = plan::hardware_preset(hardware_);
   if (devices_per_node_) {
     if (*devices_per_node_ < 1)

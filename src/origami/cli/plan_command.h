@@ -35,6 +35,7 @@ class PlanCommand {
   std::int64_t eos_id_ = -1;         // --eos-id: the documents of a flat .bin in --documents
   std::string layout_ = "zigzag";   // --layout of the sequence axis
   std::string precision_ = "fp32";
+  std::string grad_reduce_dtype_ = "fp32";
   bool shard_optimizer_ = false;
   std::string hardware_ = "h100";
   std::string json_path_;  // "-": stdout

@@ -194,6 +194,13 @@ TrainCommand::TrainCommand(CLI::App& app) {
                    "(bf16 weights/activations/communication, fp32 "
                    "master/gradients/moments/logits)")
       ->capture_default_str();
+  command_
+      ->add_option("--grad-reduce-dtype", grad_reduce_dtype_,
+                   "fp32 or bf16 (with --precision bf16 only): the dtype the gradients are "
+                   "held, accumulated over micro-batches and reduced in; bf16 holds 2 bytes per "
+                   "parameter instead of 4 and halves the gradient reductions' bytes "
+                   "(Megatron's grad-reduce-in-bf16)")
+      ->capture_default_str();
   command_->add_option("--json", json_path_, "dry run: write the report as JSON to this file");
   // The link model: the dry run's clocks always use it; a real parallel run with --link-model
   // delays each message to alpha + bytes / beta (comm/link_model.h).
@@ -229,7 +236,7 @@ int TrainCommand::run_dry() {
   d.steps = steps_option_->count() > 0 ? o.steps : 1;
   d.recompute = o.recompute;
   d.shard_optimizer = o.shard_optimizer;
-  d.precision = Precision::parse(precision_);
+  d.precision = Precision::parse(precision_, grad_reduce_dtype_);
   if (!(flops_rate_gflops_ > 0))
     throw ConfigError(fmt::format("--flops-rate must be > 0 GFLOP/s, got {}", flops_rate_gflops_));
   d.flop_rate = flops_rate_gflops_ * 1e9;
@@ -336,8 +343,9 @@ int TrainCommand::run() {
     return run_dry();
   }
   if (!json_path_.empty()) throw ConfigError("--json belongs to --dry-run");
-  Precision::parse(precision_);  // an unknown name exits 2 here, before any work
+  Precision::parse(precision_, grad_reduce_dtype_);  // a bad name exits 2 here, before any work
   options_.precision = precision_;
+  options_.grad_reduce_dtype = grad_reduce_dtype_;
   if (flops_rate_option_->count() > 0)
     throw ConfigError("--flops-rate is the dry run's rate (add --dry-run); a real run measures "
                       "its speed (--peak-gflops sets the peak its MFU is stated against)");

@@ -34,6 +34,7 @@ class TrainCommand {
   bool dry_run_ = false;
   double flops_rate_gflops_ = 100000;  // per rank
   std::string precision_ = "fp32";
+  std::string grad_reduce_dtype_ = "fp32";
   std::string json_path_;
   comm::LinkModel link_;  // the dry run's links; a real run's when --link-model
   CLI::Option* flops_rate_option_ = nullptr;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "origami/core/bf16.h"
+
 namespace origami {
 
 enum class DType : std::uint8_t { F32, BF16, F64, I32, I64, F16 };
@@ -50,5 +52,7 @@ template <>
 constexpr DType dtype_of<std::int32_t>() { return DType::I32; }
 template <>
 constexpr DType dtype_of<std::int64_t>() { return DType::I64; }
+template <>
+constexpr DType dtype_of<bf16>() { return DType::BF16; }
 
 }  // namespace origami

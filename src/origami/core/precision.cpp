@@ -27,10 +27,21 @@ void Precision::apply_to(MemoryTracker& tracker) const {
   tracker.set_element_bytes(MemCategory::KvCache, activations, 1);  // K/V as the activations
 }
 
-Precision Precision::parse(const std::string& name) {
-  if (name == "fp32") return fp32();
-  if (name == "bf16") return bf16();
-  throw ConfigError("unknown precision '" + name + "' (known: fp32, bf16)");
+Precision Precision::parse(const std::string& name, const std::string& grad_reduce) {
+  Precision p;
+  if (name == "bf16")
+    p = bf16();
+  else if (name != "fp32")
+    throw ConfigError("unknown precision '" + name + "' (known: fp32, bf16)");
+  if (grad_reduce == "bf16") {
+    if (!p.computes_in_bf16())
+      throw ConfigError("--grad-reduce-dtype bf16 needs --precision bf16 (an fp32 run's "
+                        "gradients stay fp32): add --precision bf16 or use --grad-reduce-dtype fp32");
+    p.gradients = 2;
+  } else if (grad_reduce != "fp32") {
+    throw ConfigError("unknown --grad-reduce-dtype '" + grad_reduce + "' (known: fp32, bf16)");
+  }
+  return p;
 }
 
 }  // namespace origami

@@ -8,8 +8,9 @@
 //         RMSNorms read; accounted under MemCategory::OptimizerState, as the planner's
 //         `master` below (so the tracker prints them apart from the compute copy);
 //         AdamW's two moments and the whole update;
-//         weight gradients, accumulated over micro-batches and reduced over dp in fp32; the
-//         gradient norm and clipping;
+//         weight gradients, accumulated over micro-batches and reduced over dp in fp32 (under
+//         `--grad-reduce-dtype bf16`, below, in bf16); the gradient norm (in double) and the
+//         clipping coefficient;
 //         RMSNorm weights and statistics, softmax statistics, the logits, the loss;
 //         the statistics saved for backward (RMSNorm's rstd, attention's LSE); in this slice
 //         also the residual stream, workspaces and communication buffers (but K/V gathers).
@@ -22,6 +23,14 @@
 //         tensors, AttentionDims::kv) and so gathered over a sequence axis in bf16, exactly;
 //         the saved activations (block inputs, Q/K/V, attention outputs, gate/up), held in
 //         bf16 from a layer's forward to its backward (model/saved_dtype.h).
+//   --grad-reduce-dtype bf16 (Megatron's grad-reduce-in-bf16; bf16 profile only): the rank's
+//         gradients held in bf16 (2 bytes per parameter instead of 4, MemCategory::Gradients),
+//         every reduction of them over dp, sp, tp or the TSP axis summed in bf16 (each hop adds
+//         in fp32 and rounds once, comm/reduce_op.cpp), clipping rounding the scaled values,
+//         AdamW widening them exactly. The kernels still write fp32: each unit (one layer, the
+//         LM head with the final norm, the embedding) writes an fp32 staging copy for one
+//         micro-batch's backward, added into the bf16 buffer (one rounding) and freed when the
+//         unit's backward has ended (model/gradient_staging.h, accounted as workspace).
 //   products (kernels/gemm.h) where the CPU has bf16 dot products: the activation operands (x,
 //         dy) rounded to bf16, oneDNN's bf16 matmul, fp32 accumulation and fp32 outputs; elsewhere
 //         the widening path: W widened exactly, fp32 GEMMs on the fp32 activations.
@@ -59,8 +68,13 @@ struct Precision {
   // Whether a run with this profile computes its linears on a bf16 compute copy (training
   // above; inference: docs/inference.md).
   bool computes_in_bf16() const { return name == "bf16"; }
-  // "fp32" | "bf16"; ConfigError naming the known profiles otherwise.
-  static Precision parse(const std::string& name);
+  // "fp32" | "bf16"; ConfigError naming the known profiles otherwise. `grad_reduce`
+  // (--grad-reduce-dtype): "fp32", or "bf16" gradients (the bf16 profile only; ConfigError
+  // naming the flag otherwise).
+  static Precision parse(const std::string& name, const std::string& grad_reduce = "fp32");
+  // Whether the gradients are held and reduced in bf16 (--grad-reduce-dtype bf16).
+  bool reduces_gradients_in_bf16() const { return gradients == 2; }
+  std::string grad_reduce_name() const { return gradients == 2 ? "bf16" : "fp32"; }
 
   // Optimizer-state bytes per parameter: the master copy plus two moments.
   std::int64_t optimizer_per_parameter() const { return master + 2 * moments; }

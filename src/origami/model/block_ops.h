@@ -56,6 +56,13 @@ class BlockOps {
   virtual kernels::LossSum head_forward(const float* nf, bool with_backward) = 0;
   // grad_scale multiplies the gradient of the loss sum (1 / unmasked tokens of the step).
   virtual void head_backward(float grad_scale, float* dnf) = 0;
+
+  // Completes any weight-gradient work still in flight (a reduction whose result is added
+  // into the gradients later than the block that started it), so that every backward called so
+  // far has written all of its weight gradients. The driver calls it before it takes a unit's
+  // gradients (model/gradient_staging.h); a strategy that adds within each block has nothing
+  // to do.
+  virtual void settle_gradients() {}
 };
 
 }  // namespace origami

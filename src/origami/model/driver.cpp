@@ -74,6 +74,7 @@ void ModelDriver::layer_backward(std::int64_t l, LayerSaved& s, Tensor& dx) {
     layer_forward(l, x, again, Save::All, {.next_attention_layer = l});
     s = std::move(again);
   }
+  if (staging_ != nullptr) staging_->open_layer(l);
   // What was saved, back in fp32 for the blocks (saved_dtype.h), as this backward's workspace.
   restore_f32(s.x_mid, MemCategory::Workspace);
   restore_f32(s.mlp, MemCategory::Workspace);
@@ -98,6 +99,10 @@ void ModelDriver::layer_backward(std::int64_t l, LayerSaved& s, Tensor& dx) {
                               dx.f32(), G.input_norm.f32());
   }
   s = LayerSaved();  // free this layer's activations before the next one's backward
+  if (staging_ != nullptr) {
+    ops_.settle_gradients();
+    staging_->close_layer(l);
+  }
 }
 
 void ModelDriver::layers_forward(std::int64_t first, std::int64_t last, Tensor& x,
@@ -187,15 +192,27 @@ void ModelDriver::stage_backward(int id, double grad_scale, Tensor& dx) {
   if (last_stage) {
     dx = Tensor(tracker_, MemCategory::Workspace, {rows, h});
     Tensor dnf(tracker_, MemCategory::Workspace, {rows, h});
+    if (staging_ != nullptr) staging_->open_head();
     ops_.head_backward(static_cast<float>(grad_scale), dnf.f32());
     kernels::rmsnorm_backward(rows, h, s.x.f32(), params_.final_norm.f32(), s.rstd_f.f32(),
                               dnf.f32(), dx.f32(), grads_.final_norm.f32());
+    if (staging_ != nullptr) {
+      ops_.settle_gradients();
+      staging_->close_head();
+    }
   }
   s.nf = Tensor();
   s.x = Tensor();
   for (std::int64_t l = s.last - 1; l >= s.first; --l)
     layer_backward(l, s.layers[static_cast<std::size_t>(l - s.first)], dx);
-  if (s.first == 0) ops_.embed_backward(dx.f32());
+  if (s.first == 0) {
+    if (staging_ != nullptr) staging_->open_embedding();
+    ops_.embed_backward(dx.f32());
+    if (staging_ != nullptr) {
+      ops_.settle_gradients();
+      staging_->close_embedding();
+    }
+  }
   in_flight_.erase(found);
 }
 

@@ -17,6 +17,7 @@
 
 #include "origami/model/block_ops.h"
 #include "origami/model/config.h"
+#include "origami/model/gradient_staging.h"
 #include "origami/model/recompute.h"
 #include "origami/model/weights.h"
 
@@ -56,6 +57,12 @@ class ModelDriver {
   // The micro-batches whose stage_forward ran and whose stage_backward has not.
   std::size_t in_flight() const { return in_flight_.size(); }
 
+  // bf16 gradients (--grad-reduce-dtype bf16): each unit's backward (a layer; the head with
+  // the final norm; the embedding) is bracketed by the staging's open and close, with
+  // ops.settle_gradients() before the close. nullptr (the default): the grads given to the
+  // constructor are written directly.
+  void set_gradient_staging(GradientStaging* staging) { staging_ = staging; }
+
  private:
   struct LayerSaved {
     Tensor x_in, rstd1;
@@ -88,6 +95,7 @@ class ModelDriver {
   MemoryTracker& tracker_;
   Recompute recompute_;
   std::map<int, StageSaved> in_flight_;  // by micro-batch id
+  GradientStaging* staging_ = nullptr;
 };
 
 }  // namespace origami

@@ -30,6 +30,29 @@ OptimizerSlices optimizer_slices(ModelTensors& tensors, int parts, int part) {
 
 namespace {
 
+// The kernels on a gradient of either dtype (bf16 under --grad-reduce-dtype bf16), from element
+// `off` for `n` elements.
+void adamw_on(Tensor& p, Tensor& g, std::int64_t off, std::int64_t n, Tensor& m, Tensor& v,
+              const kernels::AdamWHyper& hyper, std::int64_t step) {
+  float* param = float_at(p.f32(), off);
+  if (g.dtype() == DType::BF16)
+    kernels::adamw_step(n, param, g.data<bf16>() + off, m.f32(), v.f32(), hyper, step);
+  else
+    kernels::adamw_step(n, param, float_at(g.f32(), off), m.f32(), v.f32(), hyper, step);
+}
+
+double squares_of(Tensor& g) {
+  if (g.dtype() == DType::BF16) return kernels::sum_of_squares(g.numel(), g.data<bf16>());
+  return kernels::sum_of_squares(g.numel(), g.f32());
+}
+
+void scale(Tensor& g, std::int64_t off, std::int64_t n, float coef) {
+  if (g.dtype() == DType::BF16)
+    kernels::scale_inplace(n, g.data<bf16>() + off, coef);
+  else
+    kernels::scale_inplace(n, float_at(g.f32(), off), coef);
+}
+
 // Moments of `slices.count[i]` elements per tensor, as 1-D tensors (a sharded optimizer's);
 // a slice that is the whole tensor (dp 1) keeps the tensor's shape.
 ModelTensors allocate_moment_slices(ModelTensors& params, const OptimizerSlices& slices,
@@ -80,10 +103,8 @@ void AdamW::step(ModelTensors& params, ModelTensors& grads, float lr) {
     kernels::AdamWHyper hyper = hyper_;
     hyper.lr = lr;
     if (p[i].is_norm) hyper.weight_decay = 0.0f;
-    const std::int64_t off = slices_.offset[i];
-    kernels::adamw_step(slices_.count[i], float_at(p[i].tensor->f32(), off),
-                        float_at(g[i].tensor->f32(), off), m[i].tensor->f32(),
-                        v[i].tensor->f32(), hyper, step_);
+    adamw_on(*p[i].tensor, *g[i].tensor, slices_.offset[i], slices_.count[i], *m[i].tensor,
+             *v[i].tensor, hyper, step_);
   }
   if (!sharded()) return;
   // Every dp rank updated its own slice: gather them, in place, into the full parameters.
@@ -135,16 +156,14 @@ void AdamW::adopt_moments(std::vector<Tensor>& first, std::vector<Tensor>& secon
 
 double global_grad_norm(ModelTensors& grads) {
   double sq = 0;
-  for (const NamedTensor& g : named_tensors(grads))
-    sq += kernels::sum_of_squares(g.tensor->numel(), g.tensor->f32());
+  for (const NamedTensor& g : named_tensors(grads)) sq += squares_of(*g.tensor);
   return std::sqrt(sq);
 }
 
 float clip_gradients(ModelTensors& grads, double norm, double max_norm) {
   const float coef = kernels::clip_coefficient(norm, max_norm);
   if (coef < 1.0f) {
-    for (const NamedTensor& g : named_tensors(grads))
-      kernels::scale_inplace(g.tensor->numel(), g.tensor->f32(), coef);
+    for (const NamedTensor& g : named_tensors(grads)) scale(*g.tensor, 0, g.tensor->numel(), coef);
   }
   return coef;
 }
@@ -155,8 +174,7 @@ float clip_gradients(ModelTensors& grads, double norm, double max_norm,
   if (coef < 1.0f) {
     std::vector<NamedTensor> g = named_tensors(grads);
     for (std::size_t i = 0; i < g.size(); ++i)
-      kernels::scale_inplace(slices.count[i], float_at(g[i].tensor->f32(), slices.offset[i]),
-                             coef);
+      scale(*g[i].tensor, slices.offset[i], slices.count[i], coef);
   }
   return coef;
 }

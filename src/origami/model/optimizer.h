@@ -74,6 +74,8 @@ class AdamW {
   std::int64_t step_ = 0;
 };
 
+// The gradients below may be fp32 or bf16 (--grad-reduce-dtype bf16: AdamW and the norm read
+// them widened exactly; clipping rounds each scaled value to bf16 once).
 // Euclidean norm of all gradients together (accumulated in double).
 double global_grad_norm(ModelTensors& grads);
 // Scales every gradient by clip_coefficient(norm, max_norm); returns the coefficient.

@@ -74,15 +74,21 @@ std::vector<NamedTensor> named_tensors(ModelTensors& t) {
   return out;
 }
 
-ModelTensors allocate_like(ModelTensors& like, MemoryTracker& tracker, MemCategory category) {
+ModelTensors undefined_like(const ModelTensors& like) {
   ModelTensors t;
   t.layers.resize(like.layers.size());
   for (std::size_t l = 0; l < like.layers.size(); ++l)
     t.layers[l].experts.resize(like.layers[l].experts.size());
   t.tied = like.tied;
+  return t;
+}
+
+ModelTensors allocate_like(ModelTensors& like, MemoryTracker& tracker, MemCategory category,
+                           DType dtype) {
+  ModelTensors t = undefined_like(like);
   std::vector<NamedTensor> src = named_tensors(like), dst = named_tensors(t);
   for (std::size_t i = 0; i < src.size(); ++i)
-    *dst[i].tensor = Tensor(tracker, category, src[i].tensor->shape());
+    *dst[i].tensor = Tensor(tracker, category, dtype, src[i].tensor->shape());
   return t;
 }
 

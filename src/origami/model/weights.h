@@ -62,8 +62,12 @@ struct NamedTensor {
 ModelTensors allocate_model_tensors(const ModelConfig& config, MemoryTracker& tracker,
                                     MemCategory category);
 
-// Zeroed tensors with the shapes of `like` (a sharded model's local shapes), under `category`.
-ModelTensors allocate_like(ModelTensors& like, MemoryTracker& tracker, MemCategory category);
+// Zeroed tensors with the shapes of `like` (a sharded model's local shapes), under `category`,
+// of `dtype` (bf16: the gradients under --grad-reduce-dtype bf16).
+ModelTensors allocate_like(ModelTensors& like, MemoryTracker& tracker, MemCategory category,
+                           DType dtype = DType::F32);
+// The structure of `like` (its layers and experts, tied or not) with every tensor undefined.
+ModelTensors undefined_like(const ModelTensors& like);
 
 // Every tensor in a fixed order (embedding, layers in order, final norm, head; no head when
 // tied: the shared table is listed, stepped, reduced and saved once, as embed_tokens). A

@@ -14,6 +14,7 @@
 #include "origami/model/compute_copy.h"
 
 #include "origami/core/float_ops.h"
+#include "origami/kernels/convert.h"
 #include "origami/kernels/optimizer.h"
 
 namespace origami::parallel {
@@ -28,6 +29,25 @@ TokenLayout make_layout(ParallelGroups& g, std::int64_t seq) {
 PipelineSplit checked_stages(const ParallelConfig& p, const ModelConfig& config) {
   check_pipeline_model(p, config);
   return stage_layers(p, config.num_hidden_layers);
+}
+
+// The rank's gradient shards, zeroed: fp32, or bf16 under --grad-reduce-dtype bf16.
+ModelTensors allocate_gradients(const ModelConfig& config, const std::vector<ShardSpec>& specs,
+                                MemoryTracker& tracker, const Precision& precision) {
+  return allocate_sharded(config, specs, tracker, MemCategory::Gradients,
+                          precision.reduces_gradients_in_bf16() ? DType::BF16 : DType::F32);
+}
+
+// Element `offset` of a gradient tensor of either dtype, as a buffer of `count` elements.
+comm::Buffer gradient_slice(Tensor& t, std::int64_t offset, std::int64_t count) {
+  auto* base = static_cast<std::byte*>(t.raw());
+  const auto size = static_cast<std::int64_t>(dtype_size(t.dtype()));
+  return comm::Buffer(base == nullptr ? nullptr : base + offset * size, count, t.dtype());
+}
+
+double sum_of_squares(Tensor& t, std::int64_t offset, std::int64_t count) {
+  if (t.dtype() == DType::BF16) return kernels::sum_of_squares(count, t.data<bf16>() + offset);
+  return kernels::sum_of_squares(count, float_at(t.f32(), offset));
 }
 
 // The strategy's specs with every other stage's tensors made empty blocks: this rank
@@ -65,13 +85,18 @@ RankModel::RankModel(const ModelConfig& config, ParallelGroups& groups, std::int
       // Under bf16 the fp32 parameters are the optimizer's master copy (core/precision.h).
       params_(allocate_sharded(config_, specs_, tracker,
                                bf16_ ? MemCategory::OptimizerState : MemCategory::Parameters)),
-      grads_(allocate_sharded(config_, specs_, tracker, MemCategory::Gradients)),
-      ops_(strategy.make_ops(config_, groups, layout_, params_, grads_, tracker)),
-      driver_(config_, params_, grads_, *ops_, tracker, recompute) {
+      grads_(allocate_gradients(config_, specs_, tracker, precision)),
+      staged_(undefined_like(grads_)),
+      staging_(precision.reduces_gradients_in_bf16()
+                   ? std::optional<GradientStaging>(std::in_place, staged_, grads_, tracker)
+                   : std::nullopt),
+      ops_(strategy.make_ops(config_, groups, layout_, params_, written_gradients(), tracker)),
+      driver_(config_, params_, written_gradients(), *ops_, tracker, recompute) {
   if (seq > config_.max_position_embeddings)
     throw ConfigError(fmt::format("sequence length {} exceeds max_position_embeddings {}", seq,
                                   config_.max_position_embeddings));
   initialize_sharded(params_, specs_, config_, seed);
+  if (staging_) driver_.set_gradient_staging(&*staging_);
   if (bf16_) {
     compute_ = allocate_compute_copy(params_, tracker_);
     refresh_compute_weights();
@@ -191,8 +216,7 @@ void RankModel::reduce_gradients(const OptimizerSlices* dp_slices) {
         c.all_reduce(t, t);
         continue;
       }
-      const comm::Buffer slice(float_at(t.f32(), dp_slices->offset[i]), dp_slices->count[i],
-                               DType::F32);
+      const comm::Buffer slice = gradient_slice(t, dp_slices->offset[i], dp_slices->count[i]);
       if (axis == "dp") {
         c.reduce_scatter(t, slice);  // in place: the output is this rank's block of t
         scattered = true;
@@ -216,9 +240,7 @@ double RankModel::grad_norm(const OptimizerSlices* dp_slices) {
     if (sliced) axes.push_back("dp");
     const std::int64_t off = dp_slices != nullptr ? dp_slices->offset[i] : 0;
     const std::int64_t n = dp_slices != nullptr ? dp_slices->count[i] : g[i].tensor->numel();
-    squares[axes] += specs_[i].norm_counted
-                         ? kernels::sum_of_squares(n, float_at(g[i].tensor->f32(), off))
-                         : 0.0;
+    squares[axes] += specs_[i].norm_counted ? sum_of_squares(*g[i].tensor, off, n) : 0.0;
   }
   double total = 0;
   for (auto& [axes, sq] : squares) {
@@ -239,7 +261,15 @@ std::vector<Tensor> RankModel::gather(ModelTensors& tensors, MemoryTracker& into
   std::vector<NamedTensor> named = named_tensors(tensors);
   for (std::size_t i = 0; i < named.size(); ++i) {
     const ShardSpec& s = specs_[i];
-    out.push_back(s.on_stage ? gather_full(s, *named[i].tensor, groups_.axis(s.shard_axis), into)
+    Tensor widened;  // a bf16 gradient's shard in fp32 (exact)
+    if (named[i].tensor->dtype() == DType::BF16) {
+      const Tensor& b = *named[i].tensor;
+      widened = Tensor(into, MemCategory::Workspace, b.shape());
+      if (b.backed() && widened.backed())
+        kernels::convert_to_float(b.numel(), b.data<bf16>(), widened.f32());
+    }
+    Tensor& shard = widened.defined() ? widened : *named[i].tensor;
+    out.push_back(s.on_stage ? gather_full(s, shard, groups_.axis(s.shard_axis), into)
                              : Tensor(into, MemCategory::Workspace, s.global));
     // The tensor's stage holds it whole now; the other stages receive it.
     if (groups_.plan().pp > 1) groups_.pp().broadcast(out.back(), stage_of_tensor(s.name, stages_));

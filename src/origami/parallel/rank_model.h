@@ -19,10 +19,12 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "origami/core/precision.h"
 #include "origami/model/driver.h"
+#include "origami/model/gradient_staging.h"
 #include "origami/model/llama.h"
 #include "origami/model/optimizer.h"
 #include "origami/parallel/pipeline_stages.h"
@@ -51,7 +53,11 @@ class RankModel {
   const TokenLayout& layout() const { return layout_; }
   const std::vector<ShardSpec>& specs() const { return specs_; }
   ModelTensors& params() { return params_; }
+  // The step's gradients: fp32, or bf16 under --grad-reduce-dtype bf16 (core/precision.h;
+  // the blocks then write fp32 staging tensors that the driver adds into these per unit:
+  // model/gradient_staging.h). What the reductions, the norm, clipping and AdamW read.
   ModelTensors& grads() { return grads_; }
+  bool reduces_gradients_in_bf16() const { return staging_.has_value(); }
   // The bf16 compute copy (empty under fp32), and its refresh from the master: after every
   // optimizer step (parallel_train_step) and after anything else writes the master (a
   // checkpoint load). Nothing under fp32.
@@ -120,7 +126,8 @@ class RankModel {
   double grad_norm(const OptimizerSlices* dp_slices = nullptr);
 
   // Collective over the shard axis (and pp: each tensor from its stage): every tensor of
-  // `tensors` (params, grads or a moment) gathered full on every rank.
+  // `tensors` (params, grads or a moment) gathered full on every rank, in fp32 (bf16
+  // gradients widened exactly).
   std::vector<Tensor> gather(ModelTensors& tensors, MemoryTracker& into);
 
  private:
@@ -133,12 +140,18 @@ class RankModel {
   std::vector<ShardSpec> specs_;
   bool bf16_ = false;
   ModelTensors params_, grads_;
+  // --grad-reduce-dtype bf16: the fp32 tensors the blocks write, defined only during a unit's
+  // backward, and their staging into grads_ (bf16). Otherwise the blocks write grads_.
+  ModelTensors staged_;
+  std::optional<GradientStaging> staging_;
   ModelTensors compute_;  // bf16 matrices (model/compute_copy.h); empty under fp32
   std::unique_ptr<StrategyOps> ops_;
   ModelDriver driver_;
 
   double pipeline_seconds_ = 0, pipeline_wait_seconds_ = 0;
   std::chrono::steady_clock::time_point pipeline_start_;
+  // The tensors the blocks and the driver write: staged_ under bf16 gradients, else grads_.
+  ModelTensors& written_gradients() { return staging_ ? staged_ : grads_; }
   // The pipeline case of accumulate (pp > 1).
   Accumulated accumulate_stage(const std::vector<LocalBatch>& micro, double grad_scale);
 };

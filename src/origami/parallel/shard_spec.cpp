@@ -74,7 +74,7 @@ std::vector<ShardSpec> make_shard_specs(const ModelConfig& c, int tp, int t) {
 }
 
 ModelTensors allocate_sharded(const ModelConfig& c, const std::vector<ShardSpec>& specs,
-                              MemoryTracker& tracker, MemCategory category) {
+                              MemoryTracker& tracker, MemCategory category, DType dtype) {
   ModelTensors t;
   t.layers.resize(static_cast<std::size_t>(c.num_hidden_layers));
   for (LayerTensors& L : t.layers) L.experts.resize(static_cast<std::size_t>(c.num_local_experts));
@@ -85,7 +85,7 @@ ModelTensors allocate_sharded(const ModelConfig& c, const std::vector<ShardSpec>
   for (std::size_t i = 0; i < specs.size(); ++i) {
     ORIGAMI_CHECK(named[i].name == specs[i].name, "shard spec {} is not tensor {}", specs[i].name,
                   named[i].name);
-    *named[i].tensor = Tensor(tracker, category, specs[i].local);
+    *named[i].tensor = Tensor(tracker, category, dtype, specs[i].local);
   }
   return t;
 }

@@ -59,9 +59,10 @@ struct ShardSpec {
 // Throws ConfigError for a degree check_tensor_split refuses (layout.h).
 std::vector<ShardSpec> make_shard_specs(const ModelConfig& config, int tp, int tp_rank);
 
-// Allocates tensors with the specs' local shapes (zeroed), in named_tensors() order.
+// Allocates tensors with the specs' local shapes (zeroed), in named_tensors() order, of `dtype`.
 ModelTensors allocate_sharded(const ModelConfig& config, const std::vector<ShardSpec>& specs,
-                              MemoryTracker& tracker, MemCategory category);
+                              MemoryTracker& tracker, MemCategory category,
+                              DType dtype = DType::F32);
 
 // Initialises each block exactly as the same slice of the single-device initialisation
 // (initialize_parameters): same seed, same names, global indices; padding rows stay zero.

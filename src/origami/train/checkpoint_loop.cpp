@@ -168,6 +168,7 @@ void save_step(const TrainOptions& o, comm::Communicator* world, const RankState
       {"document_masking", o.document_masking},
       {"eos_id", o.eos_id},
       {"precision", o.precision},
+      {"grad_reduce_dtype", o.grad_reduce_dtype},  // (not state: gradients start each step at zero)
       {"lr_schedule",
        {{"step", step},
         {"total_steps", o.steps},

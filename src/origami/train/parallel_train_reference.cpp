@@ -18,7 +18,7 @@ MemoryStats one_device_memory(const TrainOptions& o, const data::TokenDataset& d
                                                                           parallel::TokenLayoutKind::Contiguous));
     parallel::RankModel model(model_for_run(o.model, o.seq), groups, o.seq,
                               parse_recompute(o.recompute), tracker, o.seed,
-                              Precision::parse(o.precision));
+                              Precision::parse(o.precision, o.grad_reduce_dtype));
     // The optimizer's moments are allocated up front; no step is taken.
     const AdamW optimizer = parallel::make_rank_optimizer(model, tracker,
                                                           {.lr = o.lr,

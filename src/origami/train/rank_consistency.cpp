@@ -68,6 +68,8 @@ std::vector<std::pair<std::string, std::string>> agreed_fields(const TrainOption
           {"--layout", o.layout},
           {"--recompute", o.recompute},
           {"--shard-optimizer", o.shard_optimizer ? "on" : "off"},
+          {"--precision", o.precision},
+          {"--grad-reduce-dtype", o.grad_reduce_dtype},
           {"--save-dir", o.checkpoint.save_dir},
           {"--save-every", std::to_string(o.checkpoint.save_every)},
           {"--resume", o.checkpoint.resume},

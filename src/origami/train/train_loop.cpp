@@ -182,7 +182,7 @@ void run_rank(Shared& sh, comm::Communicator& world) {
   parallel::ParallelGroups groups(world, sh.plan);
   parallel::RankModel model(model_for_run(o.model, o.seq), groups, o.seq,
                             parse_recompute(o.recompute), tracker, o.seed,
-                            Precision::parse(o.precision));
+                            Precision::parse(o.precision, o.grad_reduce_dtype));
   AdamW optimizer = parallel::make_rank_optimizer(model, tracker,
                                                   {.lr = o.lr,
                                                    .beta1 = o.beta1,
@@ -227,7 +227,11 @@ void run_rank(Shared& sh, comm::Communicator& world) {
     log("precision: bf16 compute copy of the matrices for every linear (" +
         kernels::linear_forward_bf16_path() +
         "), counted as parameters; fp32 master weights counted with AdamW's moments as "
-        "optimizer state; K/V and the saved activations in bf16; fp32 gradients, norms "
+        "optimizer state; K/V and the saved activations in bf16; " +
+        (model.reduces_gradients_in_bf16()
+             ? std::string("bf16 gradients (each layer's staged in fp32 for its backward, "
+                           "reduced in bf16); fp32 norms ")
+             : std::string("fp32 gradients, norms ")) +
         "and their statistics, the residual stream and loss");
   if (o.shard_optimizer)
     log(optimizer.sharded()
@@ -390,7 +394,7 @@ TrainResult train(const TrainOptions& given, const std::function<void(const std:
   sh.plan.pp_layers = parallel::parse_pp_layers(o.pp_layers);
   sh.plan.pp_virtual = o.pp_virtual;
   parallel::check_balanced_layout(sh.plan, o.document_masking);
-  parallel::check_training_precision(Precision::parse(o.precision), sh.plan, o.model);
+  parallel::check_training_precision(Precision::parse(o.precision, o.grad_reduce_dtype), sh.plan, o.model);
   parse_recompute(o.recompute);
   if (o.link.enabled && sh.plan.world() == 1 && !mpi)
     throw ConfigError("--link-model needs a parallel run (one device sends nothing): choose "

@@ -99,6 +99,9 @@ struct TrainOptions {
   // moments and gradients; a bf16 compute copy for every linear) under every layout, for
   // dense models.
   std::string precision = "fp32";
+  // --grad-reduce-dtype: "fp32", or "bf16" gradients (held, accumulated and reduced in bf16;
+  // --precision bf16 only).
+  std::string grad_reduce_dtype = "fp32";
   // --shard-optimizer (ZeRO-1, model/optimizer.h): AdamW's state split over the dp axis, the
   // dp gradient reduction a reduce-scatter, the parameters all-gathered after the step. At
   // dp 1 it changes nothing (the run says so once).

@@ -23,6 +23,8 @@ class TspAllgatherOps final : public TspOps {
   // pipeline stage without the embedding ends its backward with one in flight.
   void set_batch(const LocalBatch* batch) override;
   void embed_backward(const float* dx) override;
+  // Waits the reduce-scatter in flight and adds its shard (block_ops.h).
+  void settle_gradients() override { finish_reduce_scatter(); }
   void attention_forward(std::int64_t l, const float* n, AttentionSaved& s, float* x,
                          const ForwardStep& step) override;
   void attention_backward(std::int64_t l, const float* n, const AttentionSaved& s, const float* dx,
