@@ -72,17 +72,6 @@ Case bf16_case(const std::string& precision, int dp, int steps) {
   return c;
 }
 
-// The fp32 initialisation every run starts from (run_parallel's seed, a single device).
-std::vector<std::vector<float>> initial_parameters(const Case& c) {
-  std::vector<std::vector<float>> out;
-  comm::run_ranks(1, [&](comm::Communicator& world) {
-    parallel::ParallelGroups groups(world, make_plan(1, 1, 1));
-    parallel::RankModel model(c.model, groups, c.seq, Recompute::None, world.tracker(), kSeed);
-    for (const NamedTensor& p : named_tensors(model.params())) out.push_back(to_vector(*p.tensor));
-  });
-  return out;
-}
-
 TEST(Bf16Training, StepGradientsAndFiveStepsFollowFp32) {
   const Data d = make_data(bf16_case("fp32", 1, 5), 6);
   const Result f = run_threads(bf16_case("fp32", 1, 5), d);

@@ -72,8 +72,10 @@ struct Case {
   // Mixture of experts: every router weight 0, so that by the tie rule (docs/models.md)
   // every token picks experts 0 .. k-1 in the first step and the others receive none.
   bool zero_router = false;
-  // The parallel run's training precision (core/precision.h): "fp32" or "bf16".
+  // The parallel run's training precision (core/precision.h): "fp32" or "bf16", and its
+  // --grad-reduce-dtype ("fp32" or "bf16", the latter with bf16 only).
   std::string precision = "fp32";
+  std::string grad_reduce = "fp32";
 };
 
 // Applies Case::zero_router to a model's (or a rank's) parameters.
@@ -217,7 +219,7 @@ inline Result run_parallel(const Case& c, const Data& d, comm::Communicator& wor
   parallel::ParallelGroups groups(world, c.plan);
   MemoryTracker& tracker = world.tracker();
   parallel::RankModel model(c.model, groups, c.seq, c.recompute, tracker, kSeed,
-                            Precision::parse(c.precision));
+                            Precision::parse(c.precision, c.grad_reduce));
   zero_routers(c, model.params());
   model.refresh_compute_weights();  // after the routers' edit of the master
   const int P = groups.dp().size(), p = groups.dp().rank();

@@ -61,6 +61,17 @@ inline std::vector<std::string> strategies_where(
     if (!s.degree_axis.empty() && applies(strategy_at(s.name, 2))) out.push_back(s.name);
   return out;
 }
+// The fp32 initialisation every run of a case starts from (run_parallel's seed, one device).
+inline std::vector<std::vector<float>> initial_parameters(const Case& c) {
+  std::vector<std::vector<float>> out;
+  comm::run_ranks(1, [&](comm::Communicator& world) {
+    parallel::ParallelGroups groups(world, make_plan(1, 1, 1));
+    parallel::RankModel model(c.model, groups, c.seq, Recompute::None, world.tracker(), kSeed);
+    for (const NamedTensor& p : named_tensors(model.params())) out.push_back(to_vector(*p.tensor));
+  });
+  return out;
+}
+
 inline bool any_strategy(const parallel::ParallelConfig&) { return true; }
 inline bool splits_tokens(const parallel::ParallelConfig& p) { return p.token_degree() > 1; }
 inline bool shards_weights(const parallel::ParallelConfig& p) { return p.weight_degree() > 1; }

@@ -188,7 +188,7 @@ TrainCommand::TrainCommand(CLI::App& app) {
   command_
       ->add_option("--precision", precision_,
                    "fp32 or bf16. A real run: bf16 mixed precision (fp32 master weights, "
-                   "moments and gradients, a bf16 copy of the weights for every linear, whose "
+                   "moments and gradients (see --grad-reduce-dtype), a bf16 copy of the weights for every linear, whose "
                    "shards TSP moves at half the bytes; K/V gathered and the saved activations "
                    "kept in bf16) under every layout, dense models. The dry run: element sizes "
                    "(bf16 weights/activations/communication, fp32 "

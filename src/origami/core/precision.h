@@ -35,8 +35,8 @@
 //         dy) rounded to bf16, oneDNN's bf16 matmul, fp32 accumulation and fp32 outputs; elsewhere
 //         the widening path: W widened exactly, fp32 GEMMs on the fp32 activations.
 // Layouts: every one (the strategies' blocks read the compute copy; TSP broadcasts, rings and
-// gathers its shards in bf16, its gradients in fp32; every K/V gather is bf16), dense models
-// only (parallel/training_precision.h refuses a mixture of experts).
+// gathers its shards in bf16, its in-layer gradient messages in fp32; every K/V gather is
+// bf16), dense models only (parallel/training_precision.h refuses a mixture of experts).
 // Accounting against this profile's prediction: the planner and the dry run count
 // activations, workspace and communication at 2 bytes and the norms' weights in a bf16 copy
 // too; the real run holds those in fp32 and has no bf16 norm copy (docs/dry-run.md).
