@@ -2,8 +2,9 @@
 // (2 x D/2) at equal degree D and equal recompute policy, over in-process ranks (threads
 // transport). A plain main(): multi-rank steps do not fit Google Benchmark's loop. Two parts:
 //
-//  sweep    for each strategy, sequence length and recompute policy: warm-up step(s), then
-//           measured step(s); one CSV row per (strategy, S, recompute) with the rank-max of
+//  sweep    for each strategy, sequence length, recompute policy and precision profile
+//           (--precision, --grad-reduce-dtype): warm-up step(s), then measured step(s); one
+//           CSV row per (strategy, S, recompute, profile) with the rank-max of
 //           every figure: peak bytes per tracker category and in total (and the smallest
 //           rank's total), wall and process-CPU seconds, tokens/s and tokens per CPU-second
 //           (steadier on a shared machine), bytes sent, communication and exposed seconds;
@@ -30,6 +31,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -50,7 +52,8 @@ struct Options {
   std::vector<std::string> strategies = {"single", "tp", "tpsp", "sp", "tpxsp", "tsp"};
   std::vector<std::int64_t> seqs = {1024, 2048, 4096};
   std::vector<std::string> recompute = {"none", "full"};
-  std::vector<std::string> precisions = {"fp32"};  // sweep: training's --precision, each
+  std::vector<std::string> precisions = {"fp32"};   // sweep: training's --precision, each
+  std::vector<std::string> grad_reduce = {"fp32"};  // sweep: --grad-reduce-dtype, each
   int degree = 4, threads = 2, warmup = 1, steps = 1;
   std::int64_t batch = 1;
   ModelConfig model;
@@ -125,14 +128,20 @@ void sweep(const Options& o) {
       "strategy,mesh,seq,batch,recompute,ranks,threads_per_rank,status,tokens,step_s,"
       "tokens_per_s,cpu_s,tokens_per_cpu_s,peak_total_max,peak_total_min";
   for (int c = 0; c < kNumMemCategories; ++c) header += "," + category_column(c);
-  header += ",bytes_sent,comm_s,exposed_s,loss,precision";
+  header += ",bytes_sent,comm_s,exposed_s,loss,precision,grad_reduce_dtype";
   std::ofstream out = open_csv(o.csv, header);
   std::ofstream comm_out;
   if (!o.comm_csv.empty())
     comm_out = open_csv(o.comm_csv,
                         "strategy,seq,recompute,kind,calls,bytes_sent,bytes_received,time_s,"
                         "exposed_s");
-  for (const std::string& precision : o.precisions)
+  // Each --precision with each --grad-reduce-dtype: bf16 gradients belong to the bf16 profile
+  // only, so the fp32 profile runs once, with fp32 gradients.
+  std::vector<std::pair<std::string, std::string>> profiles;
+  for (const std::string& p : o.precisions)
+    for (const std::string& g : o.grad_reduce)
+      if (p != "fp32" || g == "fp32") profiles.emplace_back(p, g);
+  for (const auto& [precision, grad_reduce] : profiles)
     for (const std::string& rc_name : o.recompute)
       for (std::int64_t seq : o.seqs)
         for (const std::string& name : o.strategies) {
@@ -147,7 +156,7 @@ void sweep(const Options& o) {
           so.link.enabled = o.link;
           so.link.intra_alpha_s = so.link.inter_alpha_s = o.alpha;
           so.link.intra_beta_Bps = so.link.inter_beta_Bps = o.beta;
-          so.precision = Precision::parse(precision);
+          so.precision = Precision::parse(precision, grad_reduce);
           const int ranks = sc.plan.world();
           std::string status = "ok";
           StepRun run;
@@ -166,8 +175,8 @@ void sweep(const Options& o) {
               run.wall_s > 0 ? tokens / run.wall_s : 0.0, run.cpu_s,
               run.cpu_s > 0 ? tokens / run.cpu_s : 0.0, mx.peak_total, mx.peak_total_min);
           for (std::int64_t b : mx.peak) out << "," << b;
-          out << fmt::format(",{},{:.4f},{:.4f},{:.6f},{}\n", mx.total.bytes_sent, mx.total.time_s,
-                             mx.total.exposed_s, run.loss, precision);
+          out << fmt::format(",{},{:.4f},{:.4f},{:.6f},{},{}\n", mx.total.bytes_sent,
+                             mx.total.time_s, mx.total.exposed_s, run.loss, precision, grad_reduce);
           out.flush();
           if (comm_out.is_open())
             for (const auto& [kind, op] : mx.ops)
@@ -175,11 +184,11 @@ void sweep(const Options& o) {
                                       kind, op.calls, op.bytes_sent, op.bytes_received, op.time_s,
                                       op.exposed_s);
           std::fprintf(
-              stderr, "%-6s %s S=%-6lld %-4s %s  peak %s  %.1f tok/s  %.1f tok/CPU-s  sent %s\n",
-              name.c_str(), precision.c_str(), static_cast<long long>(seq), rc_name.c_str(),
-              status == "ok" ? "ok" : status.c_str(), format_bytes(mx.peak_total).c_str(),
-              run.wall_s > 0 ? tokens / run.wall_s : 0.0, run.cpu_s > 0 ? tokens / run.cpu_s : 0.0,
-              format_bytes(mx.total.bytes_sent).c_str());
+              stderr, "%-6s %s/%s S=%-6lld %-4s %s  peak %s  %.1f tok/s  %.1f tok/CPU-s  sent %s\n",
+              name.c_str(), precision.c_str(), grad_reduce.c_str(), static_cast<long long>(seq),
+              rc_name.c_str(), status == "ok" ? "ok" : status.c_str(),
+              format_bytes(mx.peak_total).c_str(), run.wall_s > 0 ? tokens / run.wall_s : 0.0,
+              run.cpu_s > 0 ? tokens / run.cpu_s : 0.0, format_bytes(mx.total.bytes_sent).c_str());
         }
 }
 
@@ -312,6 +321,11 @@ int main(int argc, char** argv) {
   app.add_option("--recompute", o.recompute, "none,mlp,full")->delimiter(',');
   app.add_option("--precision", o.precisions, "sweep: fp32,bf16 (training's precision, each)")
       ->delimiter(',');
+  app.add_option("--grad-reduce-dtype", o.grad_reduce,
+                 "sweep: fp32,bf16 (training's --grad-reduce-dtype, each; bf16 gradients run "
+                 "under --precision bf16 only)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--degree", o.degree, "ranks of every parallel strategy");
   app.add_option("--threads", o.threads, "kernel threads in all (per rank: threads / ranks)");
   app.add_option("--warmup", o.warmup, "sweep: steps before the measured ones");

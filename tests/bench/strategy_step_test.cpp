@@ -4,11 +4,14 @@
 // checked for what is deterministic: memory, bytes, which probe fits; never times.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "../../bench/strategy_step.h"
 
@@ -171,6 +174,67 @@ TEST(StrategiesBenchProgram, SweepAndLongestWriteTheirCsv) {
   }
   EXPECT_EQ(rows, 2);
   std::filesystem::remove_all(dir);
+}
+
+// Splits one CSV line (the benchmark's fields hold no commas but its quoted status texts).
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') quoted = !quoted;
+    if (c == ',' && !quoted)
+      out.emplace_back();
+    else
+      out.back() += c;
+  }
+  return out;
+}
+
+// --grad-reduce-dtype sweeps the gradients' dtype under the bf16 profile (the fp32 profile's
+// rows run once, with fp32 gradients); each row names it, and bf16 gradients take exactly half
+// the bytes of fp32 ones on every rank of the same layout.
+TEST(StrategiesBenchProgram, SweepsTheGradientDtypeUnderBf16) {
+  const std::filesystem::path exe =
+      std::filesystem::path(ORIGAMI_BINARY_DIR) / "bench" / "strategies_bench";
+  if (!std::filesystem::exists(exe)) GTEST_SKIP() << exe << " not built";
+  const std::filesystem::path csv =
+      std::filesystem::temp_directory_path() / "strategies_bench_grad_dtype.csv";
+  const std::string cmd =
+      exe.string() +
+      " --mode sweep --strategies single,tsp --seqs 64 --recompute none --precision fp32,bf16"
+      " --grad-reduce-dtype fp32,bf16 --degree 2 --hidden 64 --layers 2 --heads 8 --kv-heads 4"
+      " --intermediate 128 --vocab 96 --threads 1 --warmup 0 --csv " +
+      csv.string() + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream f(csv);
+  std::string line;
+  std::getline(f, line);
+  const std::vector<std::string> header = csv_fields(line);
+  const auto column = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    EXPECT_NE(it, header.end()) << name;
+    return static_cast<std::size_t>(it - header.begin());
+  };
+  const std::size_t strategy = column("strategy"), status = column("status"),
+                    precision = column("precision"), grads = column("gradients"),
+                    dtype = column("grad_reduce_dtype");
+  std::map<std::string, std::int64_t> gradient_bytes;  // strategy/precision/dtype -> bytes
+  int rows = 0;
+  while (std::getline(f, line)) {
+    const std::vector<std::string> v = csv_fields(line);
+    ASSERT_EQ(v.size(), header.size()) << line;
+    EXPECT_EQ(v[status], "ok") << line;
+    ++rows;
+    gradient_bytes[v[strategy] + "/" + v[precision] + "/" + v[dtype]] = std::stoll(v[grads]);
+  }
+  EXPECT_EQ(rows, 6);  // 2 layouts x (fp32/fp32, bf16/fp32, bf16/bf16)
+  for (const std::string s : {"single", "tsp"}) {
+    EXPECT_EQ(gradient_bytes.count(s + "/fp32/bf16"), 0u) << s;
+    ASSERT_GT(gradient_bytes[s + "/bf16/fp32"], 0) << s;
+    EXPECT_EQ(gradient_bytes[s + "/fp32/fp32"], gradient_bytes[s + "/bf16/fp32"]) << s;
+    EXPECT_EQ(2 * gradient_bytes[s + "/bf16/bf16"], gradient_bytes[s + "/bf16/fp32"]) << s;
+  }
+  std::filesystem::remove(csv);
 }
 
 }  // namespace
