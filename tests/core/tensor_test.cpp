@@ -2,6 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
 namespace origami {
 namespace {
 
@@ -26,6 +32,37 @@ TEST(Tensor, StartsZeroedAndClonesIndependently) {
   b.f32()[2] = 1.0f;
   EXPECT_EQ(a.f32()[2], 7.0f);
   EXPECT_EQ(t.current(MemCategory::Gradients), 16);
+}
+
+// The VmFlags line of the mapping of /proc/self/smaps that holds `address` ("" if none).
+std::string vm_flags_at(const void* address) {
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    std::uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-') inside = lo <= a && a < hi;
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line;
+  }
+  return "";
+}
+
+// Tensors of 4 MiB and more start on a 2-MiB boundary and ask for transparent huge pages
+// (madvise: decode streams every weight once per token, core/tensor.cpp); smaller ones do not.
+TEST(Tensor, LargeTensorsAskForHugePages) {
+  if (!std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled"))
+    GTEST_SKIP() << "this kernel has no transparent huge pages";
+  MemoryTracker t;
+  Tensor large(t, MemCategory::Parameters, {std::int64_t{5} << 20});  // 20 MiB
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(large.raw()) % (std::uintptr_t{2} << 20), 0u);
+  EXPECT_NE(vm_flags_at(large.raw()).find(" hg"), std::string::npos)
+      << vm_flags_at(large.raw());
+  for (float v : large.span()) ASSERT_EQ(v, 0.0f);
+  Tensor small(t, MemCategory::Parameters, {1000});
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(small.raw()) % 64, 0u);
 }
 
 TEST(Tensor, MoveTransfersOwnershipAndAccountingOnce) {
