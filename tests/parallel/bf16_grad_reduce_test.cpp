@@ -22,6 +22,7 @@
 #include "origami/comm/run_ranks.h"
 #include "origami/core/error.h"
 #include "origami/kernels/gemm.h"
+#include "origami/plan/cost_model.h"
 #include "threads_util.h"
 
 namespace origami::parity {
@@ -196,6 +197,16 @@ TEST_F(Bf16GradReduce, GradientReductionsMoveHalfTheBytes) {
     }
     std::cout << plan.describe() << ": gradient reductions fp32 " << bytes[0] << " B, bf16 "
               << bytes[1] << " B\n";
+    // The planner (and the dry run, held to it by DryRunCheck) counts them at the gradients'
+    // dtype under the bf16 profile, as sent, not at its 2-byte communication size.
+    for (int k = 0; k < 2; ++k) {
+      const Case c = reduce_case(k == 0 ? "fp32" : "bf16", plan, 0);
+      std::int64_t planned = 0;
+      for (const plan::CommOp& op : plan::comm_gradient_reduction(
+               c.model, plan, plan::ElementSizes::of(Precision::parse("bf16", c.grad_reduce))))
+        planned += op.bytes_sent;
+      EXPECT_EQ(planned, bytes[k]) << plan.describe() << " " << c.grad_reduce << " gradients";
+    }
     EXPECT_GT(bytes[0], 0) << plan.describe();
     EXPECT_EQ(2 * bytes[1], bytes[0]) << plan.describe();
   }

@@ -43,6 +43,15 @@ std::int64_t comm_bytes(bool fp32_data, std::int64_t raw_bytes) {
   return raw_bytes / 4 * t_clock->comm_elem_bytes;
 }
 
+MessagesAt::MessagesAt(MessageElement e) {
+  if (t_clock == nullptr) return;
+  previous_ = t_clock->comm_elem_bytes;
+  t_clock->comm_elem_bytes = e == MessageElement::Gradient ? t_clock->grad_elem_bytes : 4;
+}
+MessagesAt::~MessagesAt() {
+  if (t_clock != nullptr && previous_ > 0) t_clock->comm_elem_bytes = previous_;
+}
+
 Install::Install(Clock* clock) : previous_(t_clock) {
   t_clock = clock;
 }

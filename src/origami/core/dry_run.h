@@ -22,6 +22,7 @@ struct Clock {
   double flops = 0;                  // FLOPs charged
   double attention_flops = 0;        // of which by the attention kernels' products (training)
   std::int64_t comm_elem_bytes = 4;  // bytes per transferred fp32 element (the profile's)
+  std::int64_t grad_elem_bytes = 4;  // the same, for a weight gradient (MessagesAt)
   // Optional memory bound (0: off, FLOPs only): a kernel that states the elements it reads
   // is charged max(flops / flop_rate, elements × elem_bytes / mem_bw_Bps) -- decode reads
   // every weight and the KV cache once for a handful of rows, so it is bandwidth-bound.
@@ -55,6 +56,23 @@ void join(double t);
 // The bytes a transfer of `raw_bytes` of fp32 data is accounted as (raw_bytes × the profile's
 // communication element size / 4); raw_bytes outside a dry run or for non-fp32 data.
 std::int64_t comm_bytes(bool fp32_data, std::int64_t raw_bytes);
+
+// For its lifetime, the fp32 messages this thread issues are accounted at the element size of
+// what a real run sends, instead of the profile's communication size: the weight gradients'
+// reductions at the profile's gradient size (--grad-reduce-dtype: 4 or 2 bytes), the fp32
+// master weights' all-gathers (the sharded optimizer's) at 4. Collectives issued in its scope
+// keep that size on their worker. A no-op outside a dry run.
+enum class MessageElement { Gradient, Fp32 };
+class MessagesAt {
+ public:
+  explicit MessagesAt(MessageElement e);
+  ~MessagesAt();
+  MessagesAt(const MessagesAt&) = delete;
+  MessagesAt& operator=(const MessagesAt&) = delete;
+
+ private:
+  std::int64_t previous_ = 0;
+};
 
 // Installs `clock` on this thread for its lifetime (restoring the previous one after).
 class Install {

@@ -48,6 +48,7 @@ void run_dry_ranks(int world, const DryRunMachine& machine, const DryRankFn& fn)
         clock.mem_bw_Bps = machine.memory_bw;
         clock.elem_bytes = machine.precision.activations;
         clock.comm_elem_bytes = machine.precision.communication;
+        clock.grad_elem_bytes = machine.precision.gradients;
         const dryrun::Install installed(machine.execute ? nullptr : &clock);
         fn(c, clock);
       },

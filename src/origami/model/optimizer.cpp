@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "origami/core/dry_run.h"
 #include "origami/core/error.h"
 #include "origami/core/float_ops.h"
 
@@ -107,7 +108,9 @@ void AdamW::step(ModelTensors& params, ModelTensors& grads, float lr) {
              *v[i].tensor, hyper, step_);
   }
   if (!sharded()) return;
-  // Every dp rank updated its own slice: gather them, in place, into the full parameters.
+  // Every dp rank updated its own slice: gather them, in place, into the full parameters
+  // (the fp32 masters under every profile).
+  const dryrun::MessagesAt fp32_masters(dryrun::MessageElement::Fp32);
   for (std::size_t i = 0; i < p.size(); ++i) {
     Tensor& t = *p[i].tensor;
     const comm::ConstBuffer mine(float_at(t.f32(), slices_.offset[i]), slices_.count[i],

@@ -13,6 +13,7 @@
 
 #include "origami/model/compute_copy.h"
 
+#include "origami/core/dry_run.h"
 #include "origami/core/float_ops.h"
 #include "origami/kernels/convert.h"
 #include "origami/kernels/optimizer.h"
@@ -203,6 +204,7 @@ void RankModel::sum_over_stages(Accumulated& acc) {
 }
 
 void RankModel::reduce_gradients(const OptimizerSlices* dp_slices) {
+  const dryrun::MessagesAt as_sent(dryrun::MessageElement::Gradient);  // fp32 or bf16
   std::vector<NamedTensor> g = named_tensors(grads_);
   for (std::size_t i = 0; i < g.size(); ++i) {
     Tensor& t = *g[i].tensor;

@@ -347,8 +347,10 @@ std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& me
   w.seq = 2 * mesh.sp * mesh.tp * mesh.tsp;  // shapes of the weights only: any valid workload
   const Shapes s = shapes_of(m, mesh, w);
   Ledger out;
-  // The gradients are fp32 tensors: their messages count at the communication size, as every
-  // fp32 message (bf16: 2 bytes; the dry run's profile, docs/planner.md "Dry run").
+  // The gradients' messages count at the gradients' own size (--grad-reduce-dtype: 4 or 2
+  // bytes), the sharded optimizer's all-gathers at the fp32 master weights' (4), as the real
+  // run sends them: not at the profile's communication size (dryrun::MessagesAt).
+  const std::int64_t g = elem.grad, master = elem.master > 0 ? elem.master : elem.param;
   const bool sharded = shard_optimizer && mesh.dp > 1;
   // The rank's dp slice of an n-element tensor (dp rank axis_rank % dp).
   const auto slice = [&](std::int64_t n) {
@@ -359,21 +361,20 @@ std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& me
   share.head = ends.head;
   for (const auto& [n, norm] : rank_tensors(s, share)) {
     if (norm && mesh.tsp > 1)
-      out.add("tsp", "all_reduce", all_reduce_sent(n, mesh.tsp, axis_rank, elem.comm));
-    if (mesh.sp > 1) out.add("sp", "all_reduce", all_reduce_sent(n, mesh.sp, axis_rank, elem.comm));
+      out.add("tsp", "all_reduce", all_reduce_sent(n, mesh.tsp, axis_rank, g));
+    if (mesh.sp > 1) out.add("sp", "all_reduce", all_reduce_sent(n, mesh.sp, axis_rank, g));
     if (sharded) {
       // The ring's halves: the reduce-scatter sends every block but the rank's, the
       // all-gather every block but the next rank's.
       const std::vector<std::int64_t> b = comm::balanced_counts(n, mesh.dp);
       const int r = axis_rank % mesh.dp;
-      out.add("dp", "reduce_scatter", (n - b[static_cast<std::size_t>(r)]) * elem.comm);
-      out.add("dp", "all_gather",
-              (n - b[static_cast<std::size_t>((r + 1) % mesh.dp)]) * elem.comm);
+      out.add("dp", "reduce_scatter", (n - b[static_cast<std::size_t>(r)]) * g);
+      out.add("dp", "all_gather", (n - b[static_cast<std::size_t>((r + 1) % mesh.dp)]) * master);
     } else if (mesh.dp > 1) {
-      out.add("dp", "all_reduce", all_reduce_sent(n, mesh.dp, axis_rank, elem.comm));
+      out.add("dp", "all_reduce", all_reduce_sent(n, mesh.dp, axis_rank, g));
     }
     if (norm && mesh.sequence_parallel && mesh.tp > 1)
-      out.add("tp", "all_reduce", all_reduce_sent(slice(n), mesh.tp, axis_rank, elem.comm));
+      out.add("tp", "all_reduce", all_reduce_sent(slice(n), mesh.tp, axis_rank, g));
   }
   // More weight-axis ranks than kv heads: each layer's k and v blocks are held by `replicas`
   // consecutive ranks, whose gradients are summed over that group (assign_reduction_axes).
@@ -381,7 +382,7 @@ std::vector<CommOp> comm_gradient_reduction(const ModelConfig& m, const Mesh& me
   if (replicas > 1)
     for (std::int64_t i = 0; i < 2 * s.L; ++i)
       out.add(mesh.tsp > 1 ? "tsp-kv" : "tp-kv", "all_reduce",
-              all_reduce_sent(slice(s.kvd * s.h), replicas, axis_rank % replicas, elem.comm));
+              all_reduce_sent(slice(s.kvd * s.h), replicas, axis_rank % replicas, g));
   return out.take();
 }
 
