@@ -135,10 +135,14 @@ TEST(StrategyStep, RefusedPlansNameTheConstraint) {
   EXPECT_THROW(run_step(tiny(), strategy_case("tsp", 4), o), ConfigError);
 }
 
-// The program itself, when built (it is a separate target): both modes on the tiny model.
+// The program (a separate target: the sanitizer build does not build the benchmarks).
+std::filesystem::path strategies_bench_program() {
+  return std::filesystem::path(ORIGAMI_BINARY_DIR) / "bench" / "strategies_bench";
+}
+
+// The program itself, when built: both modes on the tiny model.
 TEST(StrategiesBenchProgram, SweepAndLongestWriteTheirCsv) {
-  const std::filesystem::path exe =
-      std::filesystem::path(ORIGAMI_BINARY_DIR) / "bench" / "strategies_bench";
+  const std::filesystem::path exe = strategies_bench_program();
   if (!std::filesystem::exists(exe)) GTEST_SKIP() << exe << " not built";
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / "strategies_bench_test";
@@ -194,8 +198,7 @@ std::vector<std::string> csv_fields(const std::string& line) {
 // rows run once, with fp32 gradients); each row names it, and bf16 gradients take exactly half
 // the bytes of fp32 ones on every rank of the same layout.
 TEST(StrategiesBenchProgram, SweepsTheGradientDtypeUnderBf16) {
-  const std::filesystem::path exe =
-      std::filesystem::path(ORIGAMI_BINARY_DIR) / "bench" / "strategies_bench";
+  const std::filesystem::path exe = strategies_bench_program();
   if (!std::filesystem::exists(exe)) GTEST_SKIP() << exe << " not built";
   const std::filesystem::path csv =
       std::filesystem::temp_directory_path() / "strategies_bench_grad_dtype.csv";
